@@ -1,0 +1,275 @@
+package leader
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Defaults for Config. Durations derived from TTL (RenewInterval,
+// RenewDeadline, RetryInterval, ResignCooldown, ShutdownTimeout) are computed
+// from the TTL actually in use, so setting only TTL scales all of them.
+const (
+	DefaultKeyPrefix = "solo"
+	DefaultTTL       = 10 * time.Second
+	DefaultDrift     = 0.01
+)
+
+// Config holds the tunables of one election. The zero value of every field
+// except Name means "use the default"; negative values are errors.
+//
+// The timings keep two leaders from acting at once (see the package doc):
+//
+//	RenewInterval < RenewDeadline < TTL × (1 − Drift)
+//
+// and TTL − RenewDeadline is the stop budget a job has, after its context is
+// cancelled on a missed deadline, before another candidate can acquire.
+type Config struct {
+	// Name is the election: candidates with the same Name and KeyPrefix
+	// compete for one lease. Required; must not contain '{', '}' or white
+	// space (it is the Redis Cluster hash tag of the election's keys).
+	Name string `yaml:"name"`
+
+	// ID identifies this candidate in the lease value. It must be unique per
+	// process run: two live candidates with one ID are one candidate to
+	// Redis. Default: "HOST-PID-RANDOM". Must not contain white space.
+	ID string `yaml:"id"`
+
+	// KeyPrefix starts every Redis key of the election: PREFIX:{NAME}:lease.
+	// Default "solo".
+	KeyPrefix string `yaml:"key_prefix"`
+
+	// TTL is the lease length on the Redis server. Default 10s; at least 1ms.
+	TTL time.Duration `yaml:"ttl"`
+
+	// RenewInterval is how often the leader renews the lease, measured from
+	// the send time of the last successful renewal. Default TTL/3.
+	RenewInterval time.Duration `yaml:"renew_interval"`
+
+	// RenewDeadline bounds the time since the send time of the last
+	// successful renewal (or the acquire): past it the leader cancels its
+	// jobs' context and steps down. Default 2/3 of TTL.
+	RenewDeadline time.Duration `yaml:"renew_deadline"`
+
+	// RetryInterval bounds a follower's wait when it has neither a release
+	// notice nor the holder's remaining TTL to go by, and is the back-off
+	// after a failed acquire or a term that ended in failure. Default TTL/5.
+	RetryInterval time.Duration `yaml:"retry_interval"`
+
+	// ResignCooldown is how long a candidate that resigned stays out of the
+	// election, unless another leader shows up earlier. Default
+	// RetryInterval.
+	ResignCooldown time.Duration `yaml:"resign_cooldown"`
+
+	// ShutdownTimeout bounds how long Run, once its context is done, keeps
+	// renewing while the leader function drains. Past it renewing stops and
+	// the lease is left to expire, never released under a running
+	// function. Default TTL.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	// Drift is the assumed maximum relative rate difference between this
+	// host's monotonic clock and the Redis server's clock (0.01 = 1%).
+	// Default 0.01; must be in [0, 0.5).
+	Drift float64 `yaml:"drift"`
+
+	// MinReplicas, when positive, makes acquire and renew wait (WAIT) until
+	// that many replicas acknowledged the write, on the same connection.
+	// An acquire acknowledged by fewer is refused; such a renew counts as
+	// failed. Use it with Sentinel so a failover cannot lose a fresh lease.
+	// Default 0 (off).
+	MinReplicas int `yaml:"min_replicas"`
+
+	// ReplicaTimeout bounds each WAIT for MinReplicas. Default
+	// min(RenewInterval/2, 500ms). Must be below RenewDeadline−RenewInterval.
+	ReplicaTimeout time.Duration `yaml:"replica_timeout"`
+}
+
+// ConfigError reports one bad configuration value. Field is the yaml name of
+// the field; loaders that nest the config may prefix it (election.ttl).
+type ConfigError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("invalid %s %s: %s", e.Field, formatValue(e.Value), e.Reason)
+}
+
+// DefaultConfig returns the default tunables with an empty Name and ID. The
+// ID is filled in by New.
+func DefaultConfig() Config {
+	return Config{}.withDefaults()
+}
+
+// Validate checks the configuration as New would use it (defaults applied)
+// and returns a *ConfigError naming the first bad field and its value.
+func (c Config) Validate() error {
+	return c.withDefaults().validate()
+}
+
+// withDefaults returns a copy with every zero field set to its default.
+// Defaults derive from the TTL in use.
+func (c Config) withDefaults() Config {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.RenewInterval == 0 {
+		c.RenewInterval = c.TTL / 3
+	}
+	if c.RenewDeadline == 0 {
+		c.RenewDeadline = c.TTL * 2 / 3
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = c.TTL / 5
+	}
+	if c.ResignCooldown == 0 {
+		c.ResignCooldown = c.RetryInterval
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = c.TTL
+	}
+	if c.Drift == 0 {
+		c.Drift = DefaultDrift
+	}
+	if c.ReplicaTimeout == 0 {
+		c.ReplicaTimeout = min(c.RenewInterval/2, 500*time.Millisecond)
+	}
+	return c
+}
+
+// validate checks a config whose defaults are applied.
+func (c Config) validate() error {
+	if err := checkName("name", c.Name, true); err != nil {
+		return err
+	}
+	if err := checkName("key_prefix", c.KeyPrefix, true); err != nil {
+		return err
+	}
+	if c.ID != "" {
+		if err := checkName("id", c.ID, false); err != nil {
+			return err
+		}
+	}
+	positive := []struct {
+		field string
+		d     time.Duration
+	}{
+		{"ttl", c.TTL},
+		{"renew_interval", c.RenewInterval},
+		{"renew_deadline", c.RenewDeadline},
+		{"retry_interval", c.RetryInterval},
+		{"resign_cooldown", c.ResignCooldown},
+		{"shutdown_timeout", c.ShutdownTimeout},
+		{"replica_timeout", c.ReplicaTimeout},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return &ConfigError{Field: p.field, Value: p.d, Reason: "must be positive"}
+		}
+	}
+	if c.TTL < time.Millisecond {
+		return &ConfigError{Field: "ttl", Value: c.TTL, Reason: "must be at least 1ms (Redis expiry has millisecond resolution)"}
+	}
+	if c.Drift < 0 || c.Drift >= 0.5 {
+		return &ConfigError{Field: "drift", Value: c.Drift, Reason: "must be in [0, 0.5)"}
+	}
+	if c.RenewInterval >= c.RenewDeadline {
+		return &ConfigError{Field: "renew_interval", Value: c.RenewInterval,
+			Reason: fmt.Sprintf("must be less than renew_deadline (%s)", c.RenewDeadline)}
+	}
+	if limit := c.safeDeadlineLimit(); c.RenewDeadline >= limit {
+		return &ConfigError{Field: "renew_deadline", Value: c.RenewDeadline,
+			Reason: fmt.Sprintf("must be less than ttl×(1−drift) = %s (ttl %s, drift %g)", limit, c.TTL, c.Drift)}
+	}
+	if c.MinReplicas < 0 {
+		return &ConfigError{Field: "min_replicas", Value: c.MinReplicas, Reason: "must not be negative"}
+	}
+	if c.MinReplicas > 0 && c.ReplicaTimeout >= c.RenewDeadline-c.RenewInterval {
+		return &ConfigError{Field: "replica_timeout", Value: c.ReplicaTimeout,
+			Reason: fmt.Sprintf("must be less than renew_deadline−renew_interval = %s", c.RenewDeadline-c.RenewInterval)}
+	}
+	return nil
+}
+
+// safeDeadlineLimit is TTL × (1 − Drift): the longest a lease is certain to
+// last on the server, measured on this host's clock from the send time.
+func (c Config) safeDeadlineLimit() time.Duration {
+	return time.Duration(float64(c.TTL) * (1 - c.Drift))
+}
+
+// StopBudget is TTL − RenewDeadline: the time a job has to stop after its
+// context was cancelled on a missed renew deadline, before another
+// candidate can possibly acquire the lease.
+func (c Config) StopBudget() time.Duration {
+	c = c.withDefaults()
+	return c.TTL - c.RenewDeadline
+}
+
+// LeaseKey returns the Redis key holding the lease: PREFIX:{NAME}:lease.
+func (c Config) LeaseKey() string { return c.key("lease") }
+
+// TermKey returns the Redis key holding the last term handed out.
+func (c Config) TermKey() string { return c.key("term") }
+
+// EventsChannel returns the pub/sub channel of release and resign notices.
+func (c Config) EventsChannel() string { return c.key("events") }
+
+// Key returns PREFIX:{NAME}:SUFFIX, a key in the election's Cluster slot.
+func (c Config) Key(suffix string) string { return c.key(suffix) }
+
+func (c Config) key(suffix string) string {
+	prefix := c.KeyPrefix
+	if prefix == "" {
+		prefix = DefaultKeyPrefix
+	}
+	return prefix + ":{" + c.Name + "}:" + suffix
+}
+
+func checkName(field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return &ConfigError{Field: field, Value: v, Reason: "must not be empty"}
+		}
+		return nil
+	}
+	if strings.ContainsAny(v, "{}") {
+		return &ConfigError{Field: field, Value: v, Reason: "must not contain '{' or '}'"}
+	}
+	if strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return &ConfigError{Field: field, Value: v, Reason: "must not contain white space or control characters"}
+	}
+	return nil
+}
+
+func formatValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", v)
+	case time.Duration:
+		return v.String()
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// defaultID returns HOST-PID-RANDOM, unique per process run.
+func defaultID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	host = strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == '{' || r == '}' {
+			return '_'
+		}
+		return r
+	}, host)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomToken())
+}

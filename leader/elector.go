@@ -1,0 +1,664 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Elector campaigns for one election and runs a leader function during each
+// term it wins. Create it with New (Redis) or NewWithLock (any Lock); it is
+// safe for concurrent use. One Elector runs at most one Run at a time.
+type Elector struct {
+	lock    Lock
+	cfg     Config
+	log     *zap.Logger
+	clock   Clock
+	metrics Metrics
+
+	running  atomic.Bool
+	resignCh chan *resignRequest // unbuffered: received only by a term in progress
+
+	mu       sync.Mutex // guards status and termDone
+	status   Status
+	termDone chan struct{} // closed when the current term has ended; nil between terms
+}
+
+// Status is a snapshot of an elector's view of its election.
+type Status struct {
+	// ID is this candidate's ID.
+	ID string
+	// Leading is true from the confirmed acquire until the term's context
+	// is cancelled.
+	Leading bool
+	// Term is the current term while Leading, else 0.
+	Term uint64
+	// Since is the local send time of the acquire that began the current
+	// (or last) term.
+	Since time.Time
+	// LastRenew is the local send time of the last successful renewal (or
+	// of the acquire) of the current or last term. The renew deadline runs
+	// from it.
+	LastRenew time.Time
+	// Leader is the holder last observed (this candidate while Leading);
+	// zero before any holder was seen.
+	Leader Lease
+}
+
+type resignRequest struct{ done chan struct{} }
+
+// New returns an Elector for the election cfg names, keeping its lease in
+// Redis through client (single node, Sentinel failover or Cluster client).
+// It validates cfg (defaults applied to zero fields) and returns a
+// *ConfigError naming the bad field and value. It does not contact Redis.
+func New(client redis.UniversalClient, cfg Config, opts ...Option) (*Elector, error) {
+	if client == nil {
+		return nil, errors.New("leader: nil redis client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return NewWithLock(newRedisLock(client, cfg), cfg, opts...)
+}
+
+// NewWithLock returns an Elector that keeps its lease in lock, for instance
+// the in-memory fake of package leadertest.
+func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
+	if lock == nil {
+		return nil, errors.New("leader: nil lock")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		cfg.ID = defaultID()
+	}
+	o := options{log: zap.NewNop(), clock: systemClock{}, metrics: nopMetrics{}}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	return &Elector{
+		lock:     lock,
+		cfg:      cfg,
+		log:      o.log.Named("leader").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID)),
+		clock:    o.clock,
+		metrics:  o.metrics,
+		resignCh: make(chan *resignRequest),
+		status:   Status{ID: cfg.ID},
+	}, nil
+}
+
+// Config returns the configuration in use, defaults applied.
+func (e *Elector) Config() Config { return e.cfg }
+
+// ID returns this candidate's ID.
+func (e *Elector) ID() string { return e.cfg.ID }
+
+// IsLeader reports whether this elector leads now: true from a confirmed
+// acquire until the term's context is cancelled.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status.Leading
+}
+
+// Term returns the fencing term while leading, else 0.
+func (e *Elector) Term() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status.Term
+}
+
+// Status returns a snapshot of the elector's state.
+func (e *Elector) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status
+}
+
+// Resign steps down gracefully if this elector leads: it cancels the
+// leader function's context, keeps renewing while the function drains,
+// releases the lease, tells the other candidates, and stays out of the
+// election for ResignCooldown unless no other candidate takes over.
+//
+// Resign blocks until the lease was released (or the step-down otherwise
+// ended) or ctx is done; the step-down goes on after ctx ends. It returns
+// ErrNotLeader when there is no term to end, or ctx's error.
+func (e *Elector) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	termDone := e.termDone
+	e.mu.Unlock()
+	if termDone == nil {
+		return ErrNotLeader
+	}
+	req := &resignRequest{done: make(chan struct{})}
+	select {
+	case e.resignCh <- req:
+	case <-termDone:
+		return ErrNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-req.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run campaigns until ctx is done. Each time it wins, it calls fn with a
+// context that carries the term (TermFrom) and is cancelled when the term
+// ends: renew deadline passed, lease found lost, Resign, a resign request
+// from another process, or ctx done. It waits for fn to return, releases
+// the lease if it is still held, and campaigns again; after a term that
+// ended in failure (fn error or panic, lost lease) it backs off for
+// RetryInterval first. An error from fn is logged and ends the term only.
+//
+// Run never releases the lease while fn runs. When ctx ends it cancels fn,
+// renews while fn drains for up to ShutdownTimeout, then releases; if fn
+// has not returned by then, renewing stops, the lease is left to expire and
+// Run returns ErrStopTimeout. Otherwise Run returns nil once ctx is done.
+// Redis errors are retried within the timing rules and logged, never
+// returned. It returns ErrAlreadyRunning if this Elector already runs.
+func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return errors.New("leader: nil leader function")
+	}
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer e.running.Store(false)
+
+	c := &campaign{e: e, fn: fn}
+	w, err := e.lock.Watch(ctx)
+	if err != nil {
+		e.log.Warn("release notices unavailable; followers poll at retry_interval", zap.Error(err))
+	} else {
+		c.watch, c.events = w, w.Events()
+		defer w.Close()
+	}
+	return c.run(ctx)
+}
+
+// campaign is the state of one Run.
+type campaign struct {
+	e      *Elector
+	fn     func(context.Context) error
+	watch  Watch
+	events <-chan Event // nil without a watch
+
+	lastTerm       uint64 // term of the last leadership that ended here
+	acquireFailing bool
+}
+
+// termEnd says what Run does after a term.
+type termEnd struct {
+	pause time.Duration // wait before campaigning again
+	wake  bool          // a release notice may cut the pause short
+	stop  bool          // Run returns err
+	err   error
+}
+
+func (c *campaign) run(ctx context.Context) error {
+	e := c.e
+	var pause time.Duration
+	wake := true
+	for {
+		if pause > 0 && !c.sleep(ctx, pause, wake) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		pause, wake = 0, true
+
+		// The send time is taken before the request: the server sets the
+		// expiry later still, so a deadline measured from here is safe.
+		sent := e.clock.Now()
+		actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+		outcome, rec, err := e.lock.Acquire(actx, e.cfg.ID, e.cfg.TTL)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The outcome is unknown (the reply may be lost): never lead on
+			// it. A retry that finds our ID holding the lease adopts it.
+			c.acquireFailed(err)
+			pause = jitter(e.cfg.RetryInterval)
+			continue
+		}
+		if c.acquireFailing {
+			c.acquireFailing = false
+			e.log.Info("redis reachable again")
+		}
+		switch outcome {
+		case Held:
+			c.observe(rec.Lease)
+			pause = c.followWait(rec.TTL)
+			continue
+		case Adopted:
+			if rec.Term <= c.lastTerm {
+				// A lease of a term that already ended here (its function
+				// has returned): hand it back so the next term is new.
+				c.releaseStale(ctx, rec.Lease)
+				continue
+			}
+		}
+		end := c.lead(ctx, rec.Lease, sent, outcome)
+		c.lastTerm = rec.Term
+		if end.stop {
+			return end.err
+		}
+		pause, wake = end.pause, end.wake
+	}
+}
+
+// sleep waits d, or until a release notice from another candidate when
+// wake is set. It returns false when ctx is done.
+func (c *campaign) sleep(ctx context.Context, d time.Duration, wake bool) bool {
+	t := c.e.clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		case ev, ok := <-c.events:
+			if !ok {
+				c.events = nil
+				continue
+			}
+			if wake && ev.Kind == EventReleased && ev.Lease.ID != c.e.cfg.ID {
+				return true
+			}
+		}
+	}
+}
+
+// followWait is how long a follower waits after seeing a holder with pttl
+// left: until the lease runs out (plus a small jitter so followers do not
+// all hit Redis in the same millisecond), unless a release notice comes
+// first. Without live notices the wait is bounded by RetryInterval.
+func (c *campaign) followWait(pttl time.Duration) time.Duration {
+	cfg := c.e.cfg
+	w := cfg.RetryInterval
+	if pttl > 0 {
+		w = pttl + time.Millisecond + randDuration(min(cfg.TTL/100, 20*time.Millisecond))
+	}
+	if c.watch == nil || !c.watch.Live() {
+		w = min(w, cfg.RetryInterval)
+	}
+	return w
+}
+
+func (c *campaign) observe(l Lease) {
+	e := c.e
+	e.mu.Lock()
+	changed := e.status.Leader != l
+	e.status.Leader = l
+	e.mu.Unlock()
+	if changed {
+		e.log.Info("leader observed", zap.String("leader", l.ID), zap.Uint64("term", l.Term))
+	}
+}
+
+func (c *campaign) acquireFailed(err error) {
+	if !c.acquireFailing {
+		c.acquireFailing = true
+		c.e.log.Warn("acquire failed; retrying", zap.Error(err), zap.Duration("retry_interval", c.e.cfg.RetryInterval))
+		return
+	}
+	c.e.log.Debug("acquire failed", zap.Error(err))
+}
+
+func (c *campaign) releaseStale(ctx context.Context, l Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.cfg.RenewDeadline)
+	defer cancel()
+	if err := c.e.lock.Release(rctx, l); err != nil {
+		c.e.log.Debug("release of an ended term's lease", zap.Uint64("term", l.Term), zap.Error(err))
+	}
+}
+
+// renewResult is the outcome of one renew round trip.
+type renewResult struct {
+	sent time.Time
+	took time.Duration
+	err  error
+}
+
+// term is the state of one leadership.
+type term struct {
+	c      *campaign
+	lease  Lease
+	log    *zap.Logger
+	cancel context.CancelCauseFunc
+
+	lastOK   time.Time // send time of the last successful renewal or the acquire
+	deadline Timer     // fires at lastOK + RenewDeadline
+	renewAt  Timer     // next renew attempt
+
+	renewing     bool             // one renew in flight at most
+	renewCh      chan renewResult // size one: the renew goroutine never blocks
+	renewStop    context.CancelFunc
+	renewFailing bool
+
+	cause   error // why the term ends; nil while leading
+	lost    bool  // the lease is presumed gone: stop renewing, never release
+	waiters []*resignRequest
+}
+
+// lead runs one term: start fn, renew, and end the term by the rules in
+// DESIGN.md. It returns only after fn returned (or, on shutdown, after
+// ShutdownTimeout) and the lease was released or given up.
+func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Outcome) termEnd {
+	e := c.e
+	cfg := e.cfg
+	// The term's context carries the values of ctx but not its
+	// cancellation: shutdown is a graceful step-down, decided here.
+	termCtx, cancel := context.WithCancelCause(WithTerm(context.WithoutCancel(ctx), lease.Term))
+	defer cancel(nil)
+	t := &term{
+		c:        c,
+		lease:    lease,
+		log:      e.log.With(zap.Uint64("term", lease.Term)),
+		cancel:   cancel,
+		lastOK:   sent,
+		deadline: e.clock.NewTimer(sent.Add(cfg.RenewDeadline).Sub(e.clock.Now())),
+		renewAt:  e.clock.NewTimer(sent.Add(cfg.RenewInterval).Sub(e.clock.Now())),
+		renewCh:  make(chan renewResult, 1),
+	}
+	defer t.deadline.Stop()
+	defer t.renewAt.Stop()
+	e.beginTerm(lease, sent)
+	t.log.Info("elected", zap.String("how", how.String()), zap.Duration("ttl", cfg.TTL))
+	e.metrics.Transition(TransitionElected, lease.Term)
+
+	fnDone := make(chan error, 1)
+	go func() { fnDone <- callLeader(termCtx, c.fn) }()
+
+	var (
+		fnErr     error
+		ctxDone   = ctx.Done()
+		budget    Timer
+		budgetC   <-chan time.Time
+		shutdownC <-chan time.Time
+	)
+	defer func() {
+		if budget != nil {
+			budget.Stop()
+		}
+	}()
+	startBudget := func() {
+		if budget == nil {
+			budget = e.clock.NewTimer(cfg.TTL - cfg.RenewDeadline)
+			budgetC = budget.C()
+		}
+	}
+wait:
+	for {
+		var deadlineC, renewAtC <-chan time.Time
+		if !t.lost {
+			deadlineC = t.deadline.C()
+			renewAtC = t.renewAt.C()
+		}
+		select {
+		case fnErr = <-fnDone:
+			break wait
+		case <-deadlineC:
+			// A local timer, not the renew call's timeout: a hung call
+			// cannot delay this. Nothing is released after it.
+			t.end(ErrRenewDeadline, true)
+			startBudget()
+		case res := <-t.renewCh:
+			t.renewed(res)
+			if t.lost {
+				startBudget()
+			}
+		case <-renewAtC:
+			t.startRenew(ctx)
+		case <-ctxDone:
+			ctxDone = nil
+			t.end(ErrShutdown, false)
+			startBudget()
+			st := e.clock.NewTimer(cfg.ShutdownTimeout)
+			defer st.Stop()
+			shutdownC = st.C()
+		case req := <-e.resignCh:
+			t.waiters = append(t.waiters, req)
+			t.end(ErrResigned, false)
+			startBudget()
+		case ev, ok := <-c.events:
+			if !ok {
+				c.events = nil
+				continue
+			}
+			if ev.Kind == EventResign && (ev.Lease.Term == 0 || ev.Lease.Term == lease.Term) {
+				t.log.Info("resign requested")
+				t.end(ErrResigned, false)
+				startBudget()
+			}
+		case <-budgetC:
+			budgetC = nil
+			t.log.Error("leader function still running past its stop budget",
+				zap.NamedError("cause", t.cause), zap.Bool("lease_kept", !t.lost),
+				zap.Duration("stop_budget", cfg.TTL-cfg.RenewDeadline))
+			e.metrics.Overrun(lease.Term)
+		case <-shutdownC:
+			// The function ignores cancellation. Stop renewing and let the
+			// lease expire; releasing it now could start a second leader
+			// while this function still runs.
+			t.lost = true
+			t.stopRenew()
+			e.endTerm(t.waiters)
+			t.log.Error("leader function did not stop within shutdown_timeout; lease left to expire",
+				zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
+			e.metrics.Transition(TransitionStepDown, lease.Term)
+			return termEnd{stop: true, err: ErrStopTimeout}
+		}
+	}
+
+	// fn has returned: no work of this term runs any more.
+	if t.cause == nil {
+		cause := fmt.Errorf("leader function returned: %w", fnErr)
+		if fnErr == nil {
+			cause = errors.New("leader function returned")
+		}
+		t.end(cause, false)
+	}
+	t.finish(ctx)
+	e.endTerm(t.waiters)
+
+	switch {
+	case ctx.Err() != nil:
+		return termEnd{stop: true}
+	case errors.Is(t.cause, ErrResigned):
+		return termEnd{pause: cfg.ResignCooldown}
+	case fnErr != nil:
+		t.log.Error("leader function failed", zap.Error(fnErr))
+	}
+	return termEnd{pause: jitter(cfg.RetryInterval), wake: true}
+}
+
+// end ends the term with cause: the function's context is cancelled at once
+// and IsLeader turns false. lost marks the lease as presumed gone.
+func (t *term) end(cause error, lost bool) {
+	e := t.c.e
+	if t.cause == nil {
+		t.cause = cause
+		t.cancel(cause)
+		e.endLeading()
+		if !lost {
+			t.log.Info("stepping down", zap.String("cause", cause.Error()))
+		}
+	}
+	if lost && !t.lost {
+		t.lost = true
+		t.deadline.Stop()
+		t.renewAt.Stop()
+		t.log.Error("leadership lost", zap.NamedError("cause", cause),
+			zap.Time("last_renew_sent", t.lastOK), zap.Duration("renew_deadline", e.cfg.RenewDeadline))
+		e.metrics.Transition(TransitionLost, t.lease.Term)
+	}
+}
+
+// startRenew sends one renew in its own goroutine, bounded by the time left
+// until the deadline (go-redis honours it with ContextTimeoutEnabled; the
+// deadline timer does not depend on it either way).
+func (t *term) startRenew(ctx context.Context) {
+	if t.renewing || t.lost {
+		return
+	}
+	e := t.c.e
+	now := e.clock.Now()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lastOK.Add(e.cfg.RenewDeadline).Sub(now))
+	t.renewing, t.renewStop = true, cancel
+	go func() {
+		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
+		t.renewCh <- renewResult{sent: now, took: e.clock.Now().Sub(now), err: err}
+	}()
+}
+
+// renewed handles a renew result.
+func (t *term) renewed(res renewResult) {
+	e := t.c.e
+	cfg := e.cfg
+	t.renewing = false
+	t.renewStop()
+	e.metrics.Renew(res.took, res.err)
+	if t.lost {
+		return
+	}
+	switch {
+	case res.err == nil:
+		if t.renewFailing {
+			t.renewFailing = false
+			t.log.Info("renew succeeded again")
+		}
+		t.log.Debug("renewed", zap.Duration("took", res.took))
+		t.lastOK = res.sent
+		e.renewed(res.sent)
+		now := e.clock.Now()
+		t.deadline.Reset(res.sent.Add(cfg.RenewDeadline).Sub(now))
+		t.renewAt.Reset(res.sent.Add(cfg.RenewInterval).Sub(now))
+	case errors.Is(res.err, ErrLeaseLost):
+		t.end(res.err, true)
+	default:
+		if !t.renewFailing {
+			t.renewFailing = true
+			t.log.Warn("renew failed; retrying until the renew deadline", zap.Error(res.err),
+				zap.Time("deadline", t.lastOK.Add(cfg.RenewDeadline)))
+		} else {
+			t.log.Debug("renew failed", zap.Error(res.err))
+		}
+		t.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
+	}
+}
+
+// stopRenew cancels an in-flight renew and waits for its goroutine.
+func (t *term) stopRenew() {
+	if t.renewing {
+		t.renewStop()
+		res := <-t.renewCh
+		t.renewing = false
+		t.c.e.metrics.Renew(res.took, res.err)
+	}
+}
+
+// finish runs after fn returned: release the lease unless it is presumed
+// gone, then wait for any renew still in flight.
+func (t *term) finish(ctx context.Context) {
+	e := t.c.e
+	left := t.lastOK.Add(e.cfg.RenewDeadline).Sub(e.clock.Now())
+	if t.lost || left <= 0 {
+		t.stopRenew()
+		return
+	}
+	// Released concurrently with a renew still in flight is safe: both
+	// compare the exact value, so a late renew finds the key gone.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
+	err := e.lock.Release(rctx, t.lease)
+	cancel()
+	t.stopRenew()
+	switch {
+	case err == nil:
+		t.log.Info("released")
+		e.metrics.Transition(TransitionReleased, t.lease.Term)
+	case errors.Is(err, ErrLeaseLost):
+		t.log.Warn("lease was already gone at release", zap.Error(err))
+		e.metrics.Transition(TransitionLost, t.lease.Term)
+	default:
+		t.log.Warn("release failed; the lease will expire", zap.Error(err))
+		e.metrics.Transition(TransitionStepDown, t.lease.Term)
+	}
+}
+
+func (e *Elector) beginTerm(l Lease, sent time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.Leading = true
+	e.status.Term = l.Term
+	e.status.Since = sent
+	e.status.LastRenew = sent
+	e.status.Leader = l
+	e.termDone = make(chan struct{})
+}
+
+func (e *Elector) renewed(sent time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.LastRenew = sent
+}
+
+func (e *Elector) endLeading() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.Leading = false
+	e.status.Term = 0
+}
+
+func (e *Elector) endTerm(waiters []*resignRequest) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.Leading = false
+	e.status.Term = 0
+	if e.termDone != nil {
+		close(e.termDone)
+		e.termDone = nil
+	}
+	for _, w := range waiters {
+		close(w.done)
+	}
+}
+
+// callLeader runs fn, turning a panic into an error.
+func callLeader(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leader function panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return fn(ctx)
+}
+
+// jitter returns d plus up to 20%.
+func jitter(d time.Duration) time.Duration { return d + randDuration(d/5) }
+
+func randDuration(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}

@@ -1,0 +1,39 @@
+package leader
+
+import "errors"
+
+var (
+	// ErrLeaseLost reports that the lease is not (or no longer) held with
+	// the caller's exact value: it expired, was taken by another candidate,
+	// was deleted, or Redis lost it in a restart or failover.
+	ErrLeaseLost = errors.New("leader: lease lost")
+
+	// ErrNoLeader reports that no candidate holds the lease.
+	ErrNoLeader = errors.New("leader: no leader")
+
+	// ErrNotLeader is returned by Resign when this elector does not lead.
+	ErrNotLeader = errors.New("leader: not leader")
+
+	// ErrNotReplicated reports an acquire that fewer than MinReplicas
+	// replicas acknowledged; the lease was refused (and released).
+	ErrNotReplicated = errors.New("leader: write not acknowledged by enough replicas")
+
+	// ErrRenewDeadline is the cause of a term's context cancellation when
+	// no renewal succeeded within RenewDeadline.
+	ErrRenewDeadline = errors.New("leader: renew deadline passed")
+
+	// ErrResigned is the cause of a term's context cancellation by Resign.
+	ErrResigned = errors.New("leader: resigned")
+
+	// ErrShutdown is the cause of a term's context cancellation when Run's
+	// context ends.
+	ErrShutdown = errors.New("leader: shutting down")
+
+	// ErrAlreadyRunning is returned by Run when the elector already runs.
+	ErrAlreadyRunning = errors.New("leader: elector already running")
+
+	// ErrStopTimeout is returned by Run when the leader function did not
+	// return within ShutdownTimeout after Run's context ended; the lease
+	// was left to expire, not released.
+	ErrStopTimeout = errors.New("leader: leader function did not stop in time")
+)

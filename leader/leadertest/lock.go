@@ -1,0 +1,263 @@
+// Package leadertest provides an in-memory leader.Lock for tests of code
+// built on package leader: state-machine tests of the elector, of workers,
+// and of users' own jobs. It keeps the Redis lock's semantics (exact-value
+// renew and release, terms that only grow, adopt on a retried acquire) and
+// lets a test inject errors, lost replies, hangs and chaos (steal, expire).
+//
+// Expiry is computed from time.Now, so inside a testing/synctest bubble the
+// lease expires on the bubble's fake clock.
+package leadertest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/solo-run/solo/leader"
+)
+
+// Op names a Lock operation for hooks and call counts.
+type Op string
+
+// The operations of leader.Lock.
+const (
+	OpAcquire       Op = "acquire"
+	OpRenew         Op = "renew"
+	OpRelease       Op = "release"
+	OpInspect       Op = "inspect"
+	OpWatch         Op = "watch"
+	OpRequestResign Op = "request_resign"
+)
+
+// Hook runs around an operation. A Before hook's error aborts the operation
+// (the store is untouched); an After hook's error is returned although the
+// operation took effect, as when a reply is lost. A hook may block, for
+// instance until a channel closes, to simulate a hung call.
+type Hook func(ctx context.Context, op Op) error
+
+// Lock is an in-memory leader.Lock, safe for concurrent use by many
+// electors of one election.
+type Lock struct {
+	mu       sync.Mutex
+	lease    leader.Lease
+	held     bool
+	expires  time.Time
+	term     uint64
+	before   Hook
+	after    Hook
+	calls    map[Op]int
+	watchers map[*watch]struct{}
+}
+
+var _ leader.Lock = (*Lock)(nil)
+
+// New returns an empty Lock.
+func New() *Lock {
+	return &Lock{calls: map[Op]int{}, watchers: map[*watch]struct{}{}}
+}
+
+// SetBefore installs a hook run before every operation (nil removes it).
+func (l *Lock) SetBefore(h Hook) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.before = h
+}
+
+// SetAfter installs a hook run after every operation (nil removes it).
+func (l *Lock) SetAfter(h Hook) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.after = h
+}
+
+// Calls returns how many times op was called.
+func (l *Lock) Calls(op Op) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls[op]
+}
+
+// Holder returns the current lease and its time left, if any.
+func (l *Lock) Holder() (leader.Lease, time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireLocked()
+	if !l.held {
+		return leader.Lease{}, 0, false
+	}
+	return l.lease, time.Until(l.expires), true
+}
+
+// LastTerm returns the last term handed out.
+func (l *Lock) LastTerm() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.term
+}
+
+// Steal gives the lease to id under a new term, as a competing writer
+// would, without any notice. It returns the new lease.
+func (l *Lock) Steal(id string, ttl time.Duration) leader.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.term++
+	l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
+	return l.lease
+}
+
+// Expire deletes the lease without any notice, as an early expiry or a
+// data loss would.
+func (l *Lock) Expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = false
+}
+
+// Acquire implements leader.Lock.
+func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
+	var out leader.Outcome
+	var rec leader.Record
+	err := l.do(ctx, OpAcquire, func() {
+		l.expireLocked()
+		switch {
+		case l.held && l.lease.ID == id:
+			l.expires = time.Now().Add(ttl)
+			out, rec = leader.Adopted, leader.Record{Lease: l.lease, TTL: ttl}
+		case l.held:
+			out, rec = leader.Held, leader.Record{Lease: l.lease, TTL: time.Until(l.expires)}
+		default:
+			l.term++
+			l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
+			out, rec = leader.Acquired, leader.Record{Lease: l.lease, TTL: ttl}
+		}
+	})
+	return out, rec, err
+}
+
+// Renew implements leader.Lock.
+func (l *Lock) Renew(ctx context.Context, lease leader.Lease, ttl time.Duration) error {
+	lost := false
+	err := l.do(ctx, OpRenew, func() {
+		l.expireLocked()
+		if !l.held || l.lease != lease {
+			lost = true
+			return
+		}
+		l.expires = time.Now().Add(ttl)
+	})
+	if err == nil && lost {
+		return leader.ErrLeaseLost
+	}
+	return err
+}
+
+// Release implements leader.Lock.
+func (l *Lock) Release(ctx context.Context, lease leader.Lease) error {
+	lost := false
+	err := l.do(ctx, OpRelease, func() {
+		l.expireLocked()
+		if !l.held || l.lease != lease {
+			lost = true
+			return
+		}
+		l.held = false
+		l.publishLocked(leader.Event{Kind: leader.EventReleased, Lease: lease})
+	})
+	if err == nil && lost {
+		return leader.ErrLeaseLost
+	}
+	return err
+}
+
+// Inspect implements leader.Lock.
+func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
+	var rec leader.Record
+	none := false
+	err := l.do(ctx, OpInspect, func() {
+		l.expireLocked()
+		if !l.held {
+			none = true
+			return
+		}
+		rec = leader.Record{Lease: l.lease, TTL: time.Until(l.expires)}
+	})
+	if err == nil && none {
+		return rec, leader.ErrNoLeader
+	}
+	return rec, err
+}
+
+// RequestResign implements leader.Lock.
+func (l *Lock) RequestResign(ctx context.Context, term uint64) (int64, error) {
+	var n int64
+	err := l.do(ctx, OpRequestResign, func() {
+		n = int64(len(l.watchers))
+		l.publishLocked(leader.Event{Kind: leader.EventResign, Lease: leader.Lease{Term: term}})
+	})
+	return n, err
+}
+
+// Watch implements leader.Lock. Its channel holds up to 64 pending notices;
+// more are dropped, as a slow pub/sub subscriber's would be.
+func (l *Lock) Watch(ctx context.Context) (leader.Watch, error) {
+	w := &watch{l: l, ch: make(chan leader.Event, 64)}
+	err := l.do(ctx, OpWatch, func() { l.watchers[w] = struct{}{} })
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (l *Lock) do(ctx context.Context, op Op, f func()) error {
+	l.mu.Lock()
+	l.calls[op]++
+	before, after := l.before, l.after
+	l.mu.Unlock()
+	if before != nil {
+		if err := before(ctx, op); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	f()
+	l.mu.Unlock()
+	if after != nil {
+		return after(ctx, op)
+	}
+	return nil
+}
+
+func (l *Lock) expireLocked() {
+	if l.held && !time.Now().Before(l.expires) {
+		l.held = false
+	}
+}
+
+func (l *Lock) publishLocked(ev leader.Event) {
+	for w := range l.watchers {
+		select {
+		case w.ch <- ev:
+		default:
+		}
+	}
+}
+
+type watch struct {
+	l    *Lock
+	ch   chan leader.Event
+	once sync.Once
+}
+
+func (w *watch) Events() <-chan leader.Event { return w.ch }
+
+func (w *watch) Live() bool { return true }
+
+func (w *watch) Close() error {
+	w.once.Do(func() {
+		w.l.mu.Lock()
+		delete(w.l.watchers, w)
+		close(w.ch)
+		w.l.mu.Unlock()
+	})
+	return nil
+}

@@ -1,0 +1,78 @@
+package leader
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Option configures an Elector's collaborators.
+type Option interface {
+	apply(*options)
+}
+
+type options struct {
+	log     *zap.Logger
+	clock   Clock
+	metrics Metrics
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithLogger sets the logger. The elector logs under the name "leader" with
+// the fields election and id. Default: no logging.
+func WithLogger(log *zap.Logger) Option {
+	return optionFunc(func(o *options) {
+		if log != nil {
+			o.log = log
+		}
+	})
+}
+
+// WithClock sets the clock. Default: the system clock.
+func WithClock(c Clock) Option {
+	return optionFunc(func(o *options) {
+		if c != nil {
+			o.clock = c
+		}
+	})
+}
+
+// WithMetrics sets the receiver of the elector's measurements. Default: none.
+func WithMetrics(m Metrics) Option {
+	return optionFunc(func(o *options) {
+		if m != nil {
+			o.metrics = m
+		}
+	})
+}
+
+// Transition names a change of an elector's role.
+type Transition string
+
+// The transitions an elector reports.
+const (
+	TransitionElected  Transition = "elected"  // won a term
+	TransitionReleased Transition = "released" // stepped down and released the lease
+	TransitionLost     Transition = "lost"     // renew deadline passed or lease found lost
+	TransitionStepDown Transition = "stepdown" // stepped down without releasing (shutdown timeout)
+)
+
+// Metrics receives an elector's measurements. Calls come from the elector's
+// goroutines and must not block. worker provides a Prometheus implementation.
+type Metrics interface {
+	// Transition reports a role change of the term given.
+	Transition(t Transition, term uint64)
+	// Renew reports one renew round trip and its result.
+	Renew(took time.Duration, err error)
+	// Overrun reports a leader function still running past its stop budget.
+	Overrun(term uint64)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Transition(Transition, uint64) {}
+func (nopMetrics) Renew(time.Duration, error)    {}
+func (nopMetrics) Overrun(uint64)                {}

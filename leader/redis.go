@@ -1,0 +1,361 @@
+package leader
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireLua    string
+	acquireScript = redis.NewScript(acquireLua)
+
+	//go:embed renew.lua
+	renewLua    string
+	renewScript = redis.NewScript(renewLua)
+
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed inspect.lua
+	inspectLua    string
+	inspectScript = redis.NewScript(inspectLua)
+)
+
+// errRenewNotReplicated marks a renew that fewer than MinReplicas replicas
+// acknowledged. It counts as a failed renew (retried), not as a lost lease.
+var errRenewNotReplicated = errors.New("leader: renew not acknowledged by enough replicas")
+
+// RedisLock is the Lock kept in Redis. Every operation is one Lua script,
+// one round trip (EVALSHA; the first use on a server adds one EVAL). With
+// MinReplicas set, the script and a WAIT share one pipeline, so the WAIT
+// covers exactly that write on that connection.
+type RedisLock struct {
+	client         redis.UniversalClient
+	leaseKey       string
+	termKey        string
+	channel        string
+	minReplicas    int
+	replicaTimeout time.Duration
+	healthEvery    time.Duration
+}
+
+var _ Lock = (*RedisLock)(nil)
+
+// NewRedisLock returns the Redis Lock of the election cfg names. client may
+// be a single-node, Sentinel failover or Cluster client: all keys of one
+// election share the hash tag {NAME}, so they live in one Cluster slot.
+func NewRedisLock(client redis.UniversalClient, cfg Config) (*RedisLock, error) {
+	if client == nil {
+		return nil, errors.New("leader: nil redis client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return newRedisLock(client, cfg), nil
+}
+
+func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
+	return &RedisLock{
+		client:         client,
+		leaseKey:       cfg.LeaseKey(),
+		termKey:        cfg.TermKey(),
+		channel:        cfg.EventsChannel(),
+		minReplicas:    cfg.MinReplicas,
+		replicaTimeout: cfg.ReplicaTimeout,
+		healthEvery:    cfg.TTL,
+	}
+}
+
+// Acquire implements Lock. May return ErrNotReplicated.
+func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
+	keys := []string{l.leaseKey, l.termKey}
+	res, acked, err := l.eval(ctx, acquireScript, keys, id, ttl.Milliseconds())
+	if err != nil {
+		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
+	}
+	outcome, rec, err := parseAcquire(res)
+	if err != nil {
+		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
+	}
+	if outcome != Held && l.minReplicas > 0 && acked < int64(l.minReplicas) {
+		// Too few copies: a failover now could lose the lease and let a
+		// second candidate in. Hand it back rather than lead on it.
+		rerr := l.Release(ctx, rec.Lease)
+		return Held, Record{}, errors.Join(
+			fmt.Errorf("acquire %s: %d of %d replicas acknowledged: %w", l.leaseKey, acked, l.minReplicas, ErrNotReplicated), rerr)
+	}
+	return outcome, rec, nil
+}
+
+// Renew implements Lock. May return ErrLeaseLost.
+func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) error {
+	res, acked, err := l.eval(ctx, renewScript, []string{l.leaseKey}, lease.String(), ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("renew %s: %w", l.leaseKey, err)
+	}
+	if n, _ := res.(int64); n != 1 {
+		return fmt.Errorf("renew %s term %d: %w", l.leaseKey, lease.Term, ErrLeaseLost)
+	}
+	if l.minReplicas > 0 && acked < int64(l.minReplicas) {
+		return fmt.Errorf("renew %s: %d of %d replicas acknowledged: %w", l.leaseKey, acked, l.minReplicas, errRenewNotReplicated)
+	}
+	return nil
+}
+
+// Release implements Lock. May return ErrLeaseLost.
+func (l *RedisLock) Release(ctx context.Context, lease Lease) error {
+	msg := eventMessage(Event{Kind: EventReleased, Lease: lease})
+	n, err := releaseScript.Run(ctx, l.client, []string{l.leaseKey}, lease.String(), l.channel, msg).Int64()
+	if err != nil {
+		return fmt.Errorf("release %s: %w", l.leaseKey, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("release %s term %d: %w", l.leaseKey, lease.Term, ErrLeaseLost)
+	}
+	return nil
+}
+
+// Inspect implements Lock. May return ErrNoLeader.
+func (l *RedisLock) Inspect(ctx context.Context) (Record, error) {
+	res, err := inspectScript.Run(ctx, l.client, []string{l.leaseKey}).Slice()
+	if errors.Is(err, redis.Nil) {
+		return Record{}, ErrNoLeader
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("inspect %s: %w", l.leaseKey, err)
+	}
+	v, _ := res[0].(string)
+	lease, ok := parseLease(v)
+	if !ok || len(res) != 2 {
+		return Record{}, fmt.Errorf("inspect %s: malformed lease %q", l.leaseKey, v)
+	}
+	pttl, _ := res[1].(int64)
+	return Record{Lease: lease, TTL: time.Duration(pttl) * time.Millisecond}, nil
+}
+
+// RequestResign implements Lock.
+func (l *RedisLock) RequestResign(ctx context.Context, term uint64) (int64, error) {
+	n, err := l.client.Publish(ctx, l.channel, eventMessage(Event{Kind: EventResign, Lease: Lease{Term: term}})).Result()
+	if err != nil {
+		return 0, fmt.Errorf("publish resign on %s: %w", l.channel, err)
+	}
+	return n, nil
+}
+
+// Watch implements Lock. The subscription reconnects on its own; Live is
+// false while it is down.
+func (l *RedisLock) Watch(ctx context.Context) (Watch, error) {
+	w := &redisWatch{
+		client:  l.client,
+		channel: l.channel,
+		every:   l.healthEvery,
+		events:  make(chan Event),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	w.ps = l.client.Subscribe(context.WithoutCancel(ctx), l.channel)
+	go w.loop()
+	return w, nil
+}
+
+// eval runs a script; with MinReplicas it pipelines a WAIT after it on the
+// same connection and returns the number of acknowledging replicas.
+func (l *RedisLock) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, int64, error) {
+	if l.minReplicas == 0 {
+		res, err := s.Run(ctx, l.client, keys, args...).Result()
+		return res, 0, err
+	}
+	var c redis.Cmdable = l.client
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		// A cluster pipeline would send the keyless WAIT to any node; the
+		// WAIT must follow the write on the slot's own master.
+		node, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		c = node
+	}
+	res, acked, err := l.evalWait(ctx, c, s, true, keys, args)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		res, acked, err = l.evalWait(ctx, c, s, false, keys, args)
+	}
+	return res, acked, err
+}
+
+func (l *RedisLock) evalWait(ctx context.Context, c redis.Cmdable, s *redis.Script, sha bool, keys []string, args []any) (any, int64, error) {
+	p := c.Pipeline()
+	var ev *redis.Cmd
+	if sha {
+		ev = s.EvalSha(ctx, p, keys, args...)
+	} else {
+		ev = s.Eval(ctx, p, keys, args...)
+	}
+	// Pipeliner's interface lacks WAIT, but every go-redis pipeline has it.
+	waiter, ok := p.(interface {
+		Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
+	})
+	if !ok {
+		return nil, 0, errors.New("pipeline without WAIT")
+	}
+	wait := waiter.Wait(ctx, l.minReplicas, l.replicaTimeout)
+	_, _ = p.Exec(ctx) // errors are read per command below
+	res, err := ev.Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	acked, err := wait.Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("wait for replicas: %w", err)
+	}
+	return res, acked, nil
+}
+
+func parseAcquire(res any) (Outcome, Record, error) {
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 3 {
+		return Held, Record{}, fmt.Errorf("unexpected reply %v", res)
+	}
+	code, _ := arr[0].(int64)
+	v, _ := arr[1].(string)
+	pttl, _ := arr[2].(int64)
+	lease, ok := parseLease(v)
+	if !ok {
+		return Held, Record{}, fmt.Errorf("malformed lease %q", v)
+	}
+	rec := Record{Lease: lease, TTL: time.Duration(pttl) * time.Millisecond}
+	switch code {
+	case 1:
+		return Acquired, rec, nil
+	case 2:
+		return Adopted, rec, nil
+	default:
+		return Held, rec, nil
+	}
+}
+
+// redisWatch turns the election's pub/sub channel into Events. It owns one
+// goroutine (loop), stopped by stop and awaited through done. It checks an
+// idle subscription with a PING every healthEvery; a PING left unanswered
+// for another period, or any receive error, marks it not live and the
+// subscription is made anew.
+type redisWatch struct {
+	client  redis.UniversalClient
+	channel string
+	every   time.Duration
+	events  chan Event
+	live    atomic.Bool
+
+	mu sync.Mutex // guards ps against Close during a reconnect
+	ps *redis.PubSub
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func (w *redisWatch) Events() <-chan Event { return w.events }
+
+func (w *redisWatch) Live() bool { return w.live.Load() }
+
+func (w *redisWatch) Close() error {
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		w.mu.Lock()
+		_ = w.ps.Close() // unblocks a pending receive
+		w.mu.Unlock()
+	})
+	<-w.done
+	return nil
+}
+
+func (w *redisWatch) loop() {
+	defer close(w.done)
+	defer close(w.events)
+	ctx := context.Background()
+	pinged := false
+	for {
+		w.mu.Lock()
+		ps := w.ps
+		w.mu.Unlock()
+		msg, err := ps.ReceiveTimeout(ctx, w.every)
+		if w.stopped() {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !pinged {
+				pinged = true
+				if ps.Ping(ctx) == nil {
+					continue
+				}
+			}
+			// Down or silent: resubscribe on a fresh connection after a pause.
+			w.live.Store(false)
+			pinged = false
+			if !w.pause(min(w.every, time.Second)) {
+				return
+			}
+			w.resubscribe(ctx)
+			continue
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			w.live.Store(m.Kind == "subscribe")
+		case *redis.Pong:
+			w.live.Store(true)
+		case *redis.Message:
+			w.live.Store(true)
+			ev, ok := parseEvent(m.Payload)
+			if !ok {
+				continue
+			}
+			select {
+			case w.events <- ev:
+			case <-w.stop:
+				return
+			}
+		}
+	}
+}
+
+func (w *redisWatch) resubscribe(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped() {
+		return
+	}
+	_ = w.ps.Close()
+	w.ps = w.client.Subscribe(ctx, w.channel)
+}
+
+func (w *redisWatch) stopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *redisWatch) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.stop:
+		return false
+	}
+}

@@ -1,0 +1,29 @@
+package leader
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+)
+
+type termKey struct{}
+
+// TermFrom returns the fencing term carried by a leader function's context.
+// ok is false for a context that does not descend from one.
+func TermFrom(ctx context.Context) (term uint64, ok bool) {
+	term, ok = ctx.Value(termKey{}).(uint64)
+	return term, ok
+}
+
+// WithTerm returns a context carrying term, as the elector gives a leader
+// function. It is for code that runs jobs under a term obtained elsewhere
+// (tests, or the unsafe "always" mode).
+func WithTerm(ctx context.Context, term uint64) context.Context {
+	return context.WithValue(ctx, termKey{}, term)
+}
+
+func randomToken() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux since Go 1.24
+	return hex.EncodeToString(b[:])
+}
