@@ -1,0 +1,14 @@
+package fence
+
+import "errors"
+
+// ErrStaleTerm reports that a higher term than the one offered is stored for
+// the election: another leader has taken over, and the caller must stop
+// writing. Errors from Claim, Check, Begin, Do and WithTx wrap it with the
+// election name and both terms; match it with errors.Is.
+var ErrStaleTerm = errors.New("fence: stale term")
+
+// ErrNotClaimed reports that Check found no claim of the offered term: the
+// row for the election is missing, or holds a lower term. It means Claim was
+// not called (or failed) for this term; the transaction is refused.
+var ErrNotClaimed = errors.New("fence: term not claimed")
