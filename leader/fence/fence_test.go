@@ -166,8 +166,8 @@ func testNotClaimed(t *testing.T, e *env) {
 	}
 }
 
-// testWriteInFlight: A has passed Check and written, uncommitted, when B
-// claims a higher term. B's claim must not take effect before A's
+// testWriteInFlight: A has passed Check, and not written yet, when B claims
+// a higher term. B's claim must not take effect before A's
 // transaction ends, so A's row is committed before B's claim, never after.
 func testWriteInFlight(t *testing.T, e *env) {
 	ctx := ctxT(t)
@@ -177,9 +177,6 @@ func testWriteInFlight(t *testing.T, e *env) {
 		t.Fatalf("A begin: %v", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := e.insert(ctx, tx, "A", 10); err != nil {
-		t.Fatalf("A insert: %v", err)
-	}
 
 	type result struct {
 		err  error
@@ -210,6 +207,10 @@ func testWriteInFlight(t *testing.T, e *env) {
 		}
 	}
 
+	// A writes only now, so that the check alone is what holds B up.
+	if err := e.insert(ctx, tx, "A", 10); err != nil {
+		t.Fatalf("A insert: %v", err)
+	}
 	if err := tx.Commit(); err != nil {
 		t.Fatalf("A commit: %v", err)
 	}
@@ -326,12 +327,19 @@ func testDoRollsBack(t *testing.T, e *env) {
 func testConcurrentClaims(t *testing.T, e *env) {
 	ctx := ctxT(t)
 	const workers, rounds = 8, 25
-	terms := rand.Perm(workers * rounds)
+	// Round r's terms are r*workers+0 .. r*workers+workers-1, dealt out
+	// shuffled, so the workers race on close terms and both verdicts occur.
+	terms := make([][]int, workers)
+	for r := range rounds {
+		for w, p := range rand.Perm(workers) {
+			terms[w] = append(terms[w], r*workers+p)
+		}
+	}
 	var committed atomic.Uint64 // highest term whose Claim returned nil
 	var accepted, refused atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
-		mine := terms[w*rounds : (w+1)*rounds]
+		mine := terms[w]
 		wg.Go(func() {
 			for _, p := range mine {
 				term := uint64(p) + 1_700_000_000_000_000

@@ -1,0 +1,48 @@
+package fence_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/solo-run/solo/leader/fence"
+)
+
+// A leader claims its term once, then fences each write transaction with it.
+// After a new leader claims a higher term, the old leader's writes are
+// refused.
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "fence-example-")
+	defer func() { _ = os.RemoveAll(dir) }()
+	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
+	defer func() { _ = db.Close() }()
+
+	_ = fence.Init(ctx, db)
+	_, _ = db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, term BIGINT)")
+	write := func(term uint64) error {
+		return fence.WithTx(ctx, db, "billing", term, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO orders (term) VALUES (?)", int64(term))
+			return err
+		})
+	}
+
+	// The old leader, term 41.
+	fmt.Println(fence.Claim(ctx, db, "billing", 41), write(41))
+	// A new leader takes over with term 42 while the old one is paused.
+	fmt.Println(fence.Claim(ctx, db, "billing", 42))
+	// The old leader wakes up and tries to write.
+	err := write(41)
+	fmt.Println(errors.Is(err, fence.ErrStaleTerm))
+	fmt.Println(err)
+	// Output:
+	// <nil> <nil>
+	// <nil>
+	// true
+	// fence: stale term: election "billing": offered term 41, stored term 42
+}
