@@ -200,6 +200,12 @@ type campaign struct {
 
 	lastTerm       uint64 // term of the last leadership that ended here
 	acquireFailing bool
+	// unconfirmed is the send time of the first acquire since the last
+	// answered one whose outcome is unknown (error, possibly a lost reply).
+	// A lease adopted later may date from it, so the adopted term's
+	// deadline runs from it (DESIGN.md: "computed from the first attempt's
+	// send time"), although the adopting script also refreshes the TTL.
+	unconfirmed time.Time
 }
 
 // termEnd says what Run does after a term.
@@ -235,10 +241,17 @@ func (c *campaign) run(ctx context.Context) error {
 			}
 			// The outcome is unknown (the reply may be lost): never lead on
 			// it. A retry that finds our ID holding the lease adopts it.
+			if c.unconfirmed.IsZero() {
+				c.unconfirmed = sent
+			}
 			c.acquireFailed(err)
 			pause = jitter(e.cfg.RetryInterval)
 			continue
 		}
+		if outcome == Adopted && !c.unconfirmed.IsZero() {
+			sent = c.unconfirmed
+		}
+		c.unconfirmed = time.Time{}
 		if c.acquireFailing {
 			c.acquireFailing = false
 			e.log.Info("redis reachable again")

@@ -433,6 +433,10 @@ func TestElector_LostAcquireReplyNeverStartsUnconfirmed(t *testing.T) {
 		if waited := s.start.Sub(t0); waited < cfg.RetryInterval {
 			t.Fatalf("started %s after the lost reply, before the retry at %s", waited, cfg.RetryInterval)
 		}
+		// The adopted term's deadline runs from the first attempt's send time.
+		if st := e.Status(); !st.Since.Equal(t0) || !st.LastRenew.Equal(t0) {
+			t.Fatalf("adopted term dates from +%s, want the first attempt at +0", st.Since.Sub(t0))
+		}
 		if b.IsLeader() {
 			t.Fatal("two leaders")
 		}

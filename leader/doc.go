@@ -1,0 +1,85 @@
+// Package leader elects one holder per election through a renewable Redis
+// lease and runs a function only while this process holds it.
+//
+// # Model
+//
+// Every process is a candidate (Elector) in an election (Config.Name). The
+// winner holds the lease PREFIX:{NAME}:lease, whose value "TERM ID" names
+// the holder and its fencing term. Acquire, renew and release are one Lua
+// script each, one round trip: acquire takes only a missing key (followers
+// never steal), renew extends and release deletes only a value that is
+// exactly ours, so neither ever touches or re-creates someone else's lease.
+// A release publishes a notice on PREFIX:{NAME}:events; waiting candidates
+// take over one round trip later. After a crash they take over when the
+// lease expires: a follower sleeps the holder's remaining TTL (plus a few
+// milliseconds of jitter), so it costs Redis about one command per TTL.
+//
+// # Timing: why two leaders never run at once
+//
+// All times are this process's monotonic clock, taken when a request is
+// sent; Redis sets the expiry when it receives the request, later still.
+//
+//	RenewInterval < RenewDeadline < TTL × (1 − Drift)
+//
+// The leader renews every RenewInterval. If no renewal succeeded within
+// RenewDeadline of the send time of the last successful one, a local
+// timer — not the timeout of the renew call, which a stalled Redis or a
+// go-redis client without ContextTimeoutEnabled could hold far longer —
+// cancels the leader function's context, and the elector steps down
+// without releasing (the lease is presumed gone). The lease outlives that
+// moment on the server by at least the stop budget, TTL − RenewDeadline
+// (less the drift margin): the time the function has to stop before
+// another candidate can acquire. A function still running past it is
+// reported (log and Metrics.Overrun).
+//
+// Drift covers clock rate differences between this host and the Redis
+// server: the deadline holds as long as the two clocks' rates differ by
+// less than Drift (default 1%). Clock offsets do not matter: no absolute
+// time is compared across machines.
+//
+// A voluntary step-down (Resign, Run's context done, or the function
+// returning) cancels the function, keeps renewing while it drains, and
+// releases only after it returned. On shutdown the drain is bounded by
+// ShutdownTimeout, after which renewing stops and the lease is left to
+// expire (Run returns ErrStopTimeout); it is never released under a running
+// function.
+//
+// # What the lease does not promise, and how the term closes the gap
+//
+// A process paused longer than the stop budget (a GC pause, SIGSTOP, a
+// frozen VM) wakes up still running a function whose lease another
+// candidate may hold by now; Redis's asynchronous replication can lose a
+// fresh lease on a Sentinel failover. No lease prevents either. Every term
+// is therefore a fencing token: TermFrom(ctx) gives it to the function, and
+// a store that records the highest term it has seen and refuses lower ones
+// (package fence does this for SQL databases) turns a stale leader's write
+// into a refused write.
+//
+// Terms only grow. A new term is max(stored + 1, the Redis server's clock
+// in microseconds), so even when Redis loses the term key (a restart
+// without persistence, a failover to a lagging replica) the next term is
+// above every term handed out before — under the assumption that the Redis
+// server's clock never steps back by more than the time such a loss takes.
+// A term is therefore also a timestamp (Holder.Since).
+//
+// # Lost replies and replicas
+//
+// An acquire whose reply is lost has an unknown outcome: the candidate never
+// starts its function on it. Its retry finds its own ID holding the lease
+// and adopts it (refreshing the TTL), with the deadline counted from the
+// first attempt's send time. Config.ID must therefore be unique per process
+// run; the default (HOST-PID-RANDOM) is.
+//
+// With Config.MinReplicas, acquire and renew are followed by WAIT on the
+// same connection: an acquire that too few replicas acknowledged is refused
+// and released (ErrNotReplicated), a renew counts as failed.
+//
+// # Deployments
+//
+// The client is any redis.UniversalClient: a single node, a Sentinel
+// failover client or a Cluster client. The election's keys share the hash
+// tag {NAME}, so each election lives in one Cluster slot and elections
+// spread over the cluster. Keep the client's read and write timeouts well
+// under RenewDeadline and set ContextTimeoutEnabled, so a hung call fails
+// in time to be retried.
+package leader
