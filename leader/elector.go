@@ -163,7 +163,9 @@ func (e *Elector) Resign(ctx context.Context) error {
 // from another process, or ctx done. It waits for fn to return, releases
 // the lease if it is still held, and campaigns again; after a term that
 // ended in failure (fn error or panic, lost lease) it backs off for
-// RetryInterval first. An error from fn is logged and ends the term only.
+// RetryInterval first. An error from fn is logged and ends the term only;
+// an error wrapping ErrResigned ends it as Resign does (release, then
+// ResignCooldown), for a function that drained its own work first.
 //
 // Run never releases the lease while fn runs. When ctx ends it cancels fn,
 // renews while fn drains for up to ShutdownTimeout, then releases; if fn
@@ -484,6 +486,9 @@ wait:
 	}
 
 	// fn has returned: no work of this term runs any more.
+	if t.cause == nil && errors.Is(fnErr, ErrResigned) {
+		t.end(fnErr, false)
+	}
 	if t.cause == nil {
 		cause := fmt.Errorf("leader function returned: %w", fnErr)
 		if fnErr == nil {
@@ -498,6 +503,8 @@ wait:
 	case ctx.Err() != nil:
 		return termEnd{stop: true}
 	case errors.Is(t.cause, ErrResigned):
+		// Resign, a resign request, or fn returning an error that wraps
+		// ErrResigned (a worker that drained its jobs and gives up the term).
 		return termEnd{pause: cfg.ResignCooldown}
 	case fnErr != nil:
 		t.log.Error("leader function failed", zap.Error(fnErr))

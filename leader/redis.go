@@ -41,6 +41,7 @@ var errRenewNotReplicated = errors.New("leader: renew not acknowledged by enough
 // covers exactly that write on that connection.
 type RedisLock struct {
 	client         redis.UniversalClient
+	prefix         string // PREFIX:{NAME}:
 	leaseKey       string
 	termKey        string
 	channel        string
@@ -68,6 +69,7 @@ func NewRedisLock(client redis.UniversalClient, cfg Config) (*RedisLock, error) 
 func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 	return &RedisLock{
 		client:         client,
+		prefix:         cfg.Key(""),
 		leaseKey:       cfg.LeaseKey(),
 		termKey:        cfg.TermKey(),
 		channel:        cfg.EventsChannel(),

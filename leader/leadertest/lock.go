@@ -27,6 +27,8 @@ const (
 	OpInspect       Op = "inspect"
 	OpWatch         Op = "watch"
 	OpRequestResign Op = "request_resign"
+	OpCheckpoint    Op = "checkpoint"
+	OpLoad          Op = "load_checkpoint"
 )
 
 // Hook runs around an operation. A Before hook's error aborts the operation
@@ -47,13 +49,17 @@ type Lock struct {
 	after    Hook
 	calls    map[Op]int
 	watchers map[*watch]struct{}
+	cps      map[string]int64
 }
 
-var _ leader.Lock = (*Lock)(nil)
+var (
+	_ leader.Lock         = (*Lock)(nil)
+	_ leader.Checkpointer = (*Lock)(nil)
+)
 
 // New returns an empty Lock.
 func New() *Lock {
-	return &Lock{calls: map[Op]int{}, watchers: map[*watch]struct{}{}}
+	return &Lock{calls: map[Op]int{}, watchers: map[*watch]struct{}{}, cps: map[string]int64{}}
 }
 
 // SetBefore installs a hook run before every operation (nil removes it).
@@ -206,6 +212,35 @@ func (l *Lock) Watch(ctx context.Context) (leader.Watch, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// Checkpoint implements leader.Checkpointer.
+func (l *Lock) Checkpoint(ctx context.Context, lease leader.Lease, key string, n int64) error {
+	var res error
+	err := l.do(ctx, OpCheckpoint, func() {
+		l.expireLocked()
+		cur, ok := l.cps[key]
+		switch {
+		case !l.held || l.lease != lease:
+			res = leader.ErrLeaseLost
+		case ok && cur >= n:
+			res = leader.ErrCheckpointNotAdvanced
+		default:
+			l.cps[key] = n
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return res
+}
+
+// LoadCheckpoint implements leader.Checkpointer.
+func (l *Lock) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
+	var n int64
+	var ok bool
+	err := l.do(ctx, OpLoad, func() { n, ok = l.cps[key] })
+	return n, ok, err
 }
 
 func (l *Lock) do(ctx context.Context, op Op, f func()) error {

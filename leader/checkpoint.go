@@ -1,0 +1,109 @@
+package leader
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed checkpoint.lua
+	checkpointLua    string
+	checkpointScript = redis.NewScript(checkpointLua)
+)
+
+// ErrCheckpointNotAdvanced is returned by Checkpoint when the recorded value
+// is already at or above the one offered (another term recorded it).
+var ErrCheckpointNotAdvanced = errors.New("leader: checkpoint not advanced")
+
+// ErrNoCheckpoints is returned when the elector's Lock cannot keep
+// checkpoints.
+var ErrNoCheckpoints = errors.New("leader: lock keeps no checkpoints")
+
+// Checkpointer is implemented by Locks that keep small fenced counters beside
+// the lease (RedisLock, leadertest.Lock). worker records each cron job's
+// last fired tick this way, so a failover never runs a tick twice.
+type Checkpointer interface {
+	// Checkpoint sets key to n if lease still holds and n is greater than
+	// the recorded value. Returns ErrLeaseLost or ErrCheckpointNotAdvanced.
+	Checkpoint(ctx context.Context, lease Lease, key string, n int64) error
+	// LoadCheckpoint returns the recorded value; ok is false if none.
+	LoadCheckpoint(ctx context.Context, key string) (n int64, ok bool, err error)
+}
+
+var _ Checkpointer = (*RedisLock)(nil)
+
+// Checkpoint implements Checkpointer. The key is PREFIX:{NAME}:cp:KEY, in
+// the lease's Cluster slot, without expiry.
+func (l *RedisLock) Checkpoint(ctx context.Context, lease Lease, key string, n int64) error {
+	res, err := checkpointScript.Run(ctx, l.client, []string{l.leaseKey, l.cpKey(key)}, lease.String(), n).Int64()
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", l.cpKey(key), err)
+	}
+	switch res {
+	case 1:
+		return nil
+	case 0:
+		return fmt.Errorf("checkpoint %s to %d: %w", l.cpKey(key), n, ErrCheckpointNotAdvanced)
+	default:
+		return fmt.Errorf("checkpoint %s term %d: %w", l.cpKey(key), lease.Term, ErrLeaseLost)
+	}
+}
+
+// LoadCheckpoint implements Checkpointer.
+func (l *RedisLock) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
+	v, err := l.client.Get(ctx, l.cpKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("load checkpoint %s: %w", l.cpKey(key), err)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("load checkpoint %s: %w", l.cpKey(key), err)
+	}
+	return n, true, nil
+}
+
+func (l *RedisLock) cpKey(key string) string { return l.prefix + "cp:" + key }
+
+// Checkpoint records n under key beside the lease, fenced by the term that
+// ctx carries (TermFrom): it succeeds only while that term still holds the
+// lease, and only if n is greater than the recorded value. It returns
+// ErrLeaseLost (also when ctx carries no term or a term other than the
+// current one), ErrCheckpointNotAdvanced, or ErrNoCheckpoints.
+func (e *Elector) Checkpoint(ctx context.Context, key string, n int64) error {
+	cp, ok := e.lock.(Checkpointer)
+	if !ok {
+		return ErrNoCheckpoints
+	}
+	term, ok := TermFrom(ctx)
+	if !ok || term == 0 {
+		return fmt.Errorf("checkpoint %q without a term: %w", key, ErrLeaseLost)
+	}
+	return cp.Checkpoint(ctx, Lease{Term: term, ID: e.cfg.ID}, key, n)
+}
+
+// LoadCheckpoint returns the value recorded under key; ok is false if none.
+func (e *Elector) LoadCheckpoint(ctx context.Context, key string) (n int64, ok bool, err error) {
+	cp, ok := e.lock.(Checkpointer)
+	if !ok {
+		return 0, false, ErrNoCheckpoints
+	}
+	return cp.LoadCheckpoint(ctx, key)
+}
+
+// Leader returns the current holder of the election as the store reports
+// it, or ErrNoLeader. It is Lookup through this elector's own Lock.
+func (e *Elector) Leader(ctx context.Context) (Holder, error) {
+	rec, err := e.lock.Inspect(ctx)
+	if err != nil {
+		return Holder{}, err
+	}
+	return holderOf(rec, e.cfg.TTL, e.clock.Now()), nil
+}
