@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,8 +183,8 @@ func ParseRedisURL(s string) (*redis.UniversalOptions, error) {
 // client. ContextTimeoutEnabled is set so that context deadlines bound every
 // call, and read and write timeouts default to DefaultRedisTimeout. The
 // client connects lazily: an unreachable server shows on the first command.
-func NewRedisClient(url string) (redis.UniversalClient, error) {
-	opts, err := redisClientOptions(url)
+func NewRedisClient(rawURL string) (redis.UniversalClient, error) {
+	opts, err := redisClientOptions(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -191,8 +192,8 @@ func NewRedisClient(url string) (redis.UniversalClient, error) {
 }
 
 // redisClientOptions is ParseRedisURL plus NewRedisClient's defaults.
-func redisClientOptions(url string) (*redis.UniversalOptions, error) {
-	opts, err := ParseRedisURL(url)
+func redisClientOptions(rawURL string) (*redis.UniversalOptions, error) {
+	opts, err := ParseRedisURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +323,7 @@ func setRedisOptions(opts *redis.UniversalOptions, rawQuery string, scheme redis
 	for name := range q {
 		names = append(names, name)
 	}
-	sortStrings(names)
+	slices.Sort(names)
 	for _, name := range names {
 		vs := q[name]
 		if len(vs) > 1 {
@@ -364,17 +365,15 @@ func setRedisOptions(opts *redis.UniversalOptions, rawQuery string, scheme redis
 				return fmt.Sprintf("bad option %s=%q: want true or false", name, shown)
 			}
 			opts.TLSConfig.InsecureSkipVerify = b
+		case name == "skip_verify":
+			return "option skip_verify needs TLS (a rediss scheme)"
+		case name == "sentinel_username" || name == "sentinel_password":
+			return fmt.Sprintf("option %s is only for redis+sentinel urls", name)
+		case name == "max_redirects":
+			return "option max_redirects is only for redis+cluster urls"
 		default:
 			return fmt.Sprintf("unknown option %q", name)
 		}
 	}
 	return ""
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }

@@ -1,0 +1,747 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/solo-run/solo/leader"
+)
+
+// Mode says whether an instance takes part in the election.
+type Mode string
+
+// Modes, to move off a hand-picked "fetch=true" instance one instance at a
+// time.
+const (
+	// ModeElect competes for the lease and runs the jobs while leading.
+	ModeElect Mode = "elect"
+	// ModeStandby never leads; it only observes the election.
+	ModeStandby Mode = "standby"
+	// ModeAlways runs the jobs without an election: the old flag's
+	// behaviour, unsafe when two instances have it.
+	ModeAlways Mode = "always"
+)
+
+// Misfire is what a cron job does about ticks that fell into a failover gap.
+type Misfire string
+
+// Misfire policies.
+const (
+	// MisfireSkip drops missed ticks; the job runs at its next tick.
+	MisfireSkip Misfire = "skip"
+	// MisfireRunOnce runs the job once, late, for any number of missed ticks.
+	MisfireRunOnce Misfire = "run-once"
+)
+
+// Restart says when a pull job that returned is started again.
+type Restart string
+
+// Restart policies.
+const (
+	// RestartAlways restarts the job whenever it returns.
+	RestartAlways Restart = "always"
+	// RestartOnFailure restarts the job only when it failed (an error, a
+	// panic, a non-zero exit).
+	RestartOnFailure Restart = "on-failure"
+	// RestartNever leaves a job that returned stopped until the next term.
+	RestartNever Restart = "never"
+)
+
+// Defaults for Config (see DefaultConfig).
+const (
+	DefaultMaxFailures       = 5
+	DefaultRestartBackoff    = time.Second
+	DefaultRestartBackoffMax = 30 * time.Second
+	DefaultLogLevel          = "info"
+)
+
+// EnvPrefix starts the name of every environment variable that overrides a
+// configuration key: SOLO_ELECTION_TTL overrides election.ttl.
+const EnvPrefix = "SOLO_"
+
+// Config is the whole configuration file (config.yaml) of the solo CLI and
+// of programs that load it. Load and Parse apply defaults, environment
+// overrides and Validate; a Config built in code should be started from
+// DefaultConfig and checked with Validate.
+type Config struct {
+	// Redis says where the leases live.
+	Redis RedisConfig `yaml:"redis"`
+
+	// Election holds the election's tunables and this instance's mode.
+	Election ElectionConfig `yaml:"election"`
+
+	// Worker is how failing pull jobs are restarted.
+	Worker Policy `yaml:"worker"`
+
+	// HTTP is the status and metrics endpoint.
+	HTTP HTTPConfig `yaml:"http"`
+
+	// Log is the zap logger's setup.
+	Log LogConfig `yaml:"log"`
+
+	// Jobs are the commands `solo run` runs under leadership when it is
+	// given none on its command line. Not overridable from the environment.
+	Jobs []JobConfig `yaml:"jobs"`
+}
+
+// RedisConfig says where the leases live.
+type RedisConfig struct {
+	// URL is a Redis URL as leader.ParseRedisURL accepts it: redis://,
+	// rediss://, redis+sentinel:// or redis+cluster://. Default "": none
+	// configured (a program may bring its own client).
+	URL string `yaml:"url"`
+}
+
+// ElectionConfig is leader.Config (its keys sit directly under election:)
+// plus the instance's Mode.
+type ElectionConfig struct {
+	leader.Config `yaml:",inline"`
+
+	// Mode is elect, standby or always. Default elect.
+	Mode Mode `yaml:"mode"`
+}
+
+// Policy is how a worker restarts failing pull jobs.
+type Policy struct {
+	// MaxFailures is the number of consecutive job failures after which the
+	// instance resigns so that another candidate can try. Default 5; at
+	// least 1.
+	MaxFailures int `yaml:"max_failures"`
+
+	// RestartBackoff is the first restart delay of a failed pull job; it
+	// doubles with each further consecutive failure. Default 1s.
+	RestartBackoff time.Duration `yaml:"restart_backoff"`
+
+	// RestartBackoffMax caps the restart delay. Default 30s; not below
+	// RestartBackoff.
+	RestartBackoffMax time.Duration `yaml:"restart_backoff_max"`
+}
+
+// HTTPConfig is the status and metrics endpoint.
+type HTTPConfig struct {
+	// Addr is the listen address, such as "127.0.0.1:8080" or ":8080".
+	// Default "": no HTTP server.
+	Addr string `yaml:"addr"`
+}
+
+// LogConfig is the logger's setup.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+
+	// Dev selects human-readable console output instead of JSON. Default
+	// false.
+	Dev bool `yaml:"dev"`
+}
+
+// JobConfig is one job of the configuration file: a cron job when it has a
+// Schedule, otherwise a long-running pull job.
+type JobConfig struct {
+	// Name identifies the job in logs, metrics and Redis. Required; unique.
+	Name string `yaml:"name"`
+
+	// Command is the program and its arguments (no shell unless you name
+	// one). The loader accepts an empty command; `solo run` rejects it.
+	Command []string `yaml:"command"`
+
+	// Schedule is a robfig/cron v3 spec: 5 fields, 6 with seconds first, or
+	// a descriptor such as "@every 10s" or "@hourly". Empty: a pull job.
+	Schedule string `yaml:"schedule"`
+
+	// Misfire is the policy for ticks missed during a failover; cron jobs
+	// only. Empty means MisfireSkip (Load and Parse fill it in).
+	Misfire Misfire `yaml:"misfire"`
+
+	// Restart is when a pull job that returned is started again; pull jobs
+	// only. Empty means RestartAlways (Load and Parse fill it in).
+	Restart Restart `yaml:"restart"`
+}
+
+// ConfigError reports one bad configuration value, or a key the loader
+// does not know. Its Error is one line:
+//
+//	config.yaml:12: election.ttl -1s: must be positive   (from a file)
+//	election.ttl -1s: must be positive                   (Validate)
+//	SOLO_ELECTION_TTL="-1s": must be positive             (from the environment)
+//	config.yaml:12: unknown key election.tll              (Key empty)
+type ConfigError struct {
+	// Key is the dotted path of the key: election.ttl, jobs[0].schedule.
+	// Empty when Reason says it all.
+	Key string
+	// Value is the bad value as shown in the message: strings (and text
+	// that does not parse) quoted, numbers and durations as written.
+	// Passwords in a Redis URL are replaced by "xxxxx".
+	Value string
+	// Reason says what is wrong.
+	Reason string
+	// File and Line locate the key in the configuration file, when known.
+	File string
+	Line int
+	// Env is the environment variable the value came from, when it did.
+	Env string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		if e.Line > 0 {
+			fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+		} else {
+			fmt.Fprintf(&b, "%s: ", e.File)
+		}
+	}
+	switch {
+	case e.Env != "":
+		fmt.Fprintf(&b, "%s=%s: %s", e.Env, e.Value, e.Reason)
+	case e.Key == "":
+		b.WriteString(e.Reason)
+	case e.Value == "":
+		fmt.Fprintf(&b, "%s: %s", e.Key, e.Reason)
+	default:
+		fmt.Fprintf(&b, "%s %s: %s", e.Key, e.Value, e.Reason)
+	}
+	return b.String()
+}
+
+// DefaultConfig returns the defaults: no Redis URL, an election with an
+// empty name, key prefix "solo", TTL 10s and mode elect, max_failures 5,
+// restart_backoff 1s up to 30s, no HTTP server, log level info, no jobs.
+// The election's other durations stay zero, which leader.Config takes as
+// "derived from the TTL in use", so setting only the TTL scales them all.
+func DefaultConfig() Config {
+	return Config{
+		Election: ElectionConfig{
+			Config: leader.Config{KeyPrefix: leader.DefaultKeyPrefix, TTL: leader.DefaultTTL},
+			Mode:   ModeElect,
+		},
+		Worker: Policy{
+			MaxFailures:       DefaultMaxFailures,
+			RestartBackoff:    DefaultRestartBackoff,
+			RestartBackoffMax: DefaultRestartBackoffMax,
+		},
+		Log: LogConfig{Level: DefaultLogLevel},
+	}
+}
+
+// Load reads the YAML file at path (none when path is ""), applies the
+// environment overrides in env (KEY=VALUE strings such as os.Environ
+// returns) and validates the result. Errors about values are *ConfigError,
+// located by file and line or by environment variable; see Parse for the
+// rules.
+func Load(path string, env []string) (Config, error) {
+	if path == "" {
+		return parse("", nil, env)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	return parse(path, data, env)
+}
+
+// Parse is Load for a file already read; errors name it "config.yaml".
+//
+// Rules:
+//   - a key the Config has no field for is an error, as is a key given twice;
+//   - an omitted key, or one with an empty or null value, keeps its default;
+//   - durations are strings such as "10s"; a bare number is an error, and
+//     so is a zero or negative duration given explicitly;
+//   - every scalar key can be overridden by an environment variable named
+//     SOLO_ and the key's path upper-cased with '.' → '_' (see EnvVars),
+//     parsed by the same rules; an empty variable means the default;
+//   - then Validate runs.
+func Parse(data []byte, env []string) (Config, error) {
+	return parse("config.yaml", data, env)
+}
+
+// EnvVars returns the names of the environment variables that override
+// configuration keys, in file order: SOLO_REDIS_URL, SOLO_ELECTION_NAME, …
+func EnvVars() []string {
+	var names []string
+	for _, l := range configLeaves() {
+		names = append(names, l.env)
+	}
+	return names
+}
+
+// LeaderConfig returns the election's leader.Config.
+func (c Config) LeaderConfig() leader.Config {
+	return c.Election.Config
+}
+
+// Validate checks the configuration and returns a *ConfigError naming the
+// key and value of the first bad value. Empty Misfire and Restart mean
+// their defaults. Commands are not checked: library users register jobs in
+// code, and `solo run` checks the commands it runs.
+func (c Config) Validate() error {
+	if c.Redis.URL != "" {
+		if _, err := leader.ParseRedisURL(c.Redis.URL); err != nil {
+			ce := &ConfigError{Key: "redis.url", Value: strconv.Quote(leader.RedactRedisURL(c.Redis.URL)), Reason: err.Error()}
+			if ue, ok := errors.AsType[*leader.RedisURLError](err); ok {
+				ce.Value, ce.Reason = strconv.Quote(ue.URL), ue.Reason
+			}
+			return ce
+		}
+	}
+	if err := c.Election.Config.Validate(); err != nil {
+		if le, ok := errors.AsType[*leader.ConfigError](err); ok {
+			return &ConfigError{Key: "election." + le.Field, Value: formatValue(le.Value), Reason: le.Reason}
+		}
+		return &ConfigError{Key: "election", Reason: err.Error()}
+	}
+	switch c.Election.Mode {
+	case ModeElect, ModeStandby, ModeAlways:
+	default:
+		return &ConfigError{Key: "election.mode", Value: strconv.Quote(string(c.Election.Mode)), Reason: "must be one of elect, standby, always"}
+	}
+	if err := c.Worker.validate(); err != nil {
+		return err
+	}
+	if c.HTTP.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+			return &ConfigError{Key: "http.addr", Value: strconv.Quote(c.HTTP.Addr), Reason: `want host:port, such as "127.0.0.1:8080" or ":8080"`}
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return &ConfigError{Key: "log.level", Value: strconv.Quote(c.Log.Level), Reason: "must be one of debug, info, warn, error"}
+	}
+	names := make(map[string]int, len(c.Jobs))
+	for i, j := range c.Jobs {
+		if err := j.validate(fmt.Sprintf("jobs[%d]", i)); err != nil {
+			return err
+		}
+		if first, dup := names[j.Name]; dup {
+			return &ConfigError{Key: fmt.Sprintf("jobs[%d].name", i), Value: strconv.Quote(j.Name), Reason: fmt.Sprintf("duplicate job name (also jobs[%d])", first)}
+		}
+		names[j.Name] = i
+	}
+	return nil
+}
+
+func (p Policy) validate() error {
+	if p.MaxFailures < 1 {
+		return &ConfigError{Key: "worker.max_failures", Value: strconv.Itoa(p.MaxFailures), Reason: "must be at least 1"}
+	}
+	if p.RestartBackoff <= 0 {
+		return &ConfigError{Key: "worker.restart_backoff", Value: p.RestartBackoff.String(), Reason: "must be positive"}
+	}
+	if p.RestartBackoffMax <= 0 {
+		return &ConfigError{Key: "worker.restart_backoff_max", Value: p.RestartBackoffMax.String(), Reason: "must be positive"}
+	}
+	if p.RestartBackoff > p.RestartBackoffMax {
+		return &ConfigError{Key: "worker.restart_backoff", Value: p.RestartBackoff.String(),
+			Reason: fmt.Sprintf("must not exceed worker.restart_backoff_max (%s)", p.RestartBackoffMax)}
+	}
+	return nil
+}
+
+// cronParser accepts what the worker schedules: 5 fields, 6 with seconds
+// first, or a descriptor.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+func (j JobConfig) validate(key string) error {
+	if j.Name == "" {
+		return &ConfigError{Key: key + ".name", Value: `""`, Reason: "must not be empty"}
+	}
+	if j.Schedule != "" {
+		if _, err := cronParser.Parse(j.Schedule); err != nil {
+			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule), Reason: oneLine(err.Error())}
+		}
+	}
+	switch j.Misfire {
+	case "":
+	case MisfireSkip, MisfireRunOnce:
+		if j.Schedule == "" {
+			return &ConfigError{Key: key + ".misfire", Value: strconv.Quote(string(j.Misfire)), Reason: "only for jobs with a schedule"}
+		}
+	default:
+		return &ConfigError{Key: key + ".misfire", Value: strconv.Quote(string(j.Misfire)), Reason: "must be one of skip, run-once"}
+	}
+	switch j.Restart {
+	case "":
+	case RestartAlways, RestartOnFailure, RestartNever:
+		if j.Schedule != "" {
+			return &ConfigError{Key: key + ".restart", Value: strconv.Quote(string(j.Restart)), Reason: "only for jobs without a schedule (pull jobs)"}
+		}
+	default:
+		return &ConfigError{Key: key + ".restart", Value: strconv.Quote(string(j.Restart)), Reason: "must be one of always, on-failure, never"}
+	}
+	return nil
+}
+
+// parse is Load and Parse: defaults, then the file, then env, then Validate.
+func parse(file string, data []byte, env []string) (Config, error) {
+	c := DefaultConfig()
+	d := &yamlDecoder{file: file, lines: map[string]int{}}
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := d.decodeFile(data, &c); err != nil {
+			return Config{}, err
+		}
+	}
+	fromEnv, err := applyEnv(env, &c)
+	if err != nil {
+		return Config{}, err
+	}
+	for i := range c.Jobs {
+		j := &c.Jobs[i]
+		switch {
+		case j.Schedule != "" && j.Misfire == "":
+			j.Misfire = MisfireSkip
+		case j.Schedule == "" && j.Restart == "":
+			j.Restart = RestartAlways
+		}
+	}
+	if err := c.Validate(); err != nil {
+		// Say where the bad value came from: the variable that set it
+		// last, or its line in the file.
+		if ce, ok := errors.AsType[*ConfigError](err); ok {
+			if name, ok := fromEnv[ce.Key]; ok {
+				ce.Env = name
+				if !strings.HasPrefix(ce.Value, `"`) {
+					ce.Value = strconv.Quote(ce.Value)
+				}
+			} else if line, ok := d.lines[ce.Key]; ok {
+				ce.File, ce.Line = file, line
+			}
+		}
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// yamlDecoder decodes a yaml.Node tree onto a Config, field by field, so
+// that it can name the full key path and line of an unknown key, tell an
+// omitted key from a zero one, and parse durations strictly. (yaml.v3's
+// KnownFields reports only the Go type of an unknown key, and decodes a
+// null or empty duration as an explicit zero.)
+type yamlDecoder struct {
+	file  string
+	lines map[string]int // key path → line of the key
+}
+
+var yamlErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func (d *yamlDecoder) decodeFile(data []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return d.syntaxError(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return &ConfigError{File: d.file, Line: extra.Line, Reason: "more than one YAML document"}
+	} else if !errors.Is(err, io.EOF) {
+		return d.syntaxError(err)
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	return d.decode(doc.Content[0], "", reflect.ValueOf(c).Elem())
+}
+
+func (d *yamlDecoder) syntaxError(err error) error {
+	msg := oneLine(err.Error())
+	if m := yamlErrorLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &ConfigError{File: d.file, Line: line, Reason: m[2]}
+	}
+	return &ConfigError{File: d.file, Reason: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+func (d *yamlDecoder) fail(n *yaml.Node, key, value, reason string) error {
+	return &ConfigError{File: d.file, Line: n.Line, Key: key, Value: value, Reason: reason}
+}
+
+// decode sets v from n. A null value, or an empty one for anything but a
+// string, leaves v (the default) alone.
+func (d *yamlDecoder) decode(n *yaml.Node, key string, v reflect.Value) error {
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	switch {
+	case v.Kind() == reflect.Struct:
+		return d.mapping(n, key, v)
+	case v.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return d.fail(n, key, "", "want a list")
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			k := fmt.Sprintf("%s[%d]", key, i)
+			d.lines[k] = item.Line
+			if err := d.decode(item, k, s.Index(i)); err != nil {
+				return err
+			}
+		}
+		v.Set(s)
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return d.fail(n, key, "", wantScalar(v.Type()))
+	}
+	if n.Value == "" && v.Kind() != reflect.String {
+		return nil
+	}
+	parsed, reason, ok := parseScalar(v.Type(), n.Value)
+	if reason != "" {
+		shown := n.Value
+		if !ok && n.ShortTag() == "!!str" {
+			shown = strconv.Quote(n.Value)
+		}
+		return d.fail(n, key, shown, reason)
+	}
+	v.Set(parsed)
+	return nil
+}
+
+func (d *yamlDecoder) mapping(n *yaml.Node, key string, v reflect.Value) error {
+	if n.Kind != yaml.MappingNode {
+		if key == "" {
+			return d.fail(n, "", "", "want a mapping at the top level")
+		}
+		return d.fail(n, key, "", "want a mapping")
+	}
+	fields := yamlFields(v.Type())
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		k := joinKey(key, kn.Value)
+		index, known := fields[kn.Value]
+		if kn.Kind != yaml.ScalarNode || !known {
+			return d.fail(kn, "", "", "unknown key "+k)
+		}
+		if first, dup := seen[kn.Value]; dup {
+			return d.fail(kn, "", "", fmt.Sprintf("duplicate key %s (first at line %d)", k, first))
+		}
+		seen[kn.Value] = kn.Line
+		d.lines[k] = kn.Line
+		if err := d.decode(vn, k, v.FieldByIndex(index)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyEnv applies the SOLO_ overrides in env to c and returns, for each
+// key it set, the variable's name. An empty variable sets the default.
+func applyEnv(env []string, c *Config) (map[string]string, error) {
+	vars := make(map[string]string)
+	for _, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(name, EnvPrefix) {
+			vars[name] = value // the last one wins, as in exec.Cmd
+		}
+	}
+	set := make(map[string]string)
+	if len(vars) == 0 {
+		return set, nil
+	}
+	defaults := reflect.ValueOf(DefaultConfig())
+	cv := reflect.ValueOf(c).Elem()
+	for _, l := range configLeaves() {
+		raw, ok := vars[l.env]
+		if !ok {
+			continue
+		}
+		field := cv.FieldByIndex(l.index)
+		if raw == "" {
+			field.Set(defaults.FieldByIndex(l.index))
+		} else {
+			parsed, reason, _ := parseScalar(field.Type(), raw)
+			if reason != "" {
+				return nil, &ConfigError{Key: l.key, Env: l.env, Value: strconv.Quote(raw), Reason: reason}
+			}
+			field.Set(parsed)
+		}
+		set[l.key] = l.env
+	}
+	return set, nil
+}
+
+// leaf is a scalar key of the configuration, which an environment variable
+// can override.
+type leaf struct {
+	key   string // election.ttl
+	env   string // SOLO_ELECTION_TTL
+	index []int  // field index path in Config
+}
+
+// configLeaves lists the scalar keys of Config in field order.
+func configLeaves() []leaf {
+	var leaves []leaf
+	var walk func(t reflect.Type, prefix string, index []int)
+	walk = func(t reflect.Type, prefix string, index []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, inline, ok := yamlName(f)
+			if !ok {
+				continue
+			}
+			idx := append(append([]int(nil), index...), i)
+			switch {
+			case inline:
+				walk(f.Type, prefix, idx)
+			case f.Type.Kind() == reflect.Struct:
+				walk(f.Type, joinKey(prefix, name), idx)
+			case f.Type.Kind() == reflect.Slice:
+				// Lists (jobs) come from the file only.
+			default:
+				key := joinKey(prefix, name)
+				env := EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+				leaves = append(leaves, leaf{key: key, env: env, index: idx})
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "", nil)
+	return leaves
+}
+
+// yamlFields maps the yaml keys of a struct type, inline fields included,
+// to field index paths.
+func yamlFields(t reflect.Type) map[string][]int {
+	fields := make(map[string][]int)
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, inline, ok := yamlName(f)
+		if !ok {
+			continue
+		}
+		if inline {
+			for k, idx := range yamlFields(f.Type) {
+				fields[k] = append([]int{i}, idx...)
+			}
+			continue
+		}
+		fields[name] = []int{i}
+	}
+	return fields
+}
+
+// yamlName returns a field's yaml key, whether it is inlined, and false
+// for fields yaml skips.
+func yamlName(f reflect.StructField) (name string, inline, ok bool) {
+	if !f.IsExported() {
+		return "", false, false
+	}
+	tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if tag == "-" {
+		return "", false, false
+	}
+	if f.Anonymous && f.Type.Kind() == reflect.Struct && strings.Contains(","+opts+",", ",inline,") {
+		return "", true, true
+	}
+	if tag == "" {
+		tag = strings.ToLower(f.Name)
+	}
+	return tag, false, true
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// parseScalar parses text, from the file or the environment, as a value of
+// type t. On failure it returns the reason and whether text at least had
+// the right form (a duration that is not positive has; "abc" has not).
+func parseScalar(t reflect.Type, text string) (v reflect.Value, reason string, ok bool) {
+	v = reflect.New(t).Elem()
+	if t == durationType {
+		if _, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return v, `want a duration such as "10s"`, true
+		}
+		dur, err := time.ParseDuration(text)
+		if err != nil {
+			return v, `want a duration such as "10s"`, false
+		}
+		if dur <= 0 {
+			return v, "must be positive", true
+		}
+		v.SetInt(int64(dur))
+		return v, "", true
+	}
+	switch t.Kind() {
+	case reflect.String:
+		v.SetString(text)
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || v.OverflowInt(n) {
+			return v, "want an integer", false
+		}
+		v.SetInt(n)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return v, "want a number", false
+		}
+		v.SetFloat(f)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(text)
+		if err != nil {
+			return v, "want true or false", false
+		}
+		v.SetBool(b)
+	default:
+		return v, fmt.Sprintf("unsupported type %s", t), false
+	}
+	return v, "", true
+}
+
+// wantScalar is the reason given when a list or mapping stands where a
+// value of type t belongs.
+func wantScalar(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return `want a duration such as "10s"`
+	case t.Kind() == reflect.String:
+		return "want a string"
+	case t.Kind() == reflect.Bool:
+		return "want true or false"
+	case t.Kind() == reflect.Float64:
+		return "want a number"
+	default:
+		return "want an integer"
+	}
+}
+
+func joinKey(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// formatValue shows a leader.ConfigError value as leader does.
+func formatValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strconv.Quote(v)
+	case time.Duration:
+		return v.String()
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// oneLine keeps a message on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,74 @@
+package worker
+
+import "context"
+
+// Job is a unit of work that runs only on the leader. Its Run receives a
+// context that carries the fencing term (leader.TermFrom) and is cancelled
+// when the term ends; Run must return soon after.
+//
+// A Job that also implements Scheduled is a cron job; otherwise it is a
+// pull job: a long-running loop, restarted while this instance leads.
+type Job interface {
+	Name() string
+	Run(ctx context.Context) error
+}
+
+// Scheduled is implemented by cron jobs: Schedule returns a robfig/cron v3
+// spec (5 fields, an optional leading seconds field, or a descriptor such
+// as "@every 10s").
+type Scheduled interface {
+	Schedule() string
+}
+
+// Configured is implemented by jobs that carry their own policies; its
+// options are applied when the job is added.
+type Configured interface {
+	JobOptions() []JobOption
+}
+
+// JobOption configures one job.
+type JobOption interface {
+	apply(*job)
+}
+
+type jobOptionFunc func(*job)
+
+func (f jobOptionFunc) apply(j *job) { f(j) }
+
+// WithMisfire sets a cron job's policy for ticks that fell into a failover
+// gap: MisfireSkip (default) or MisfireRunOnce.
+func WithMisfire(m Misfire) JobOption {
+	return jobOptionFunc(func(j *job) { j.misfire = m })
+}
+
+// WithRestart sets when a pull job that returned is started again during
+// the same term: RestartAlways (default), RestartOnFailure or RestartNever.
+func WithRestart(r Restart) JobOption {
+	return jobOptionFunc(func(j *job) { j.restart = r })
+}
+
+// PullJob returns a Job running fn as a pull job.
+func PullJob(name string, fn func(ctx context.Context) error, opts ...JobOption) Job {
+	return &funcJob{name: name, fn: fn, opts: opts}
+}
+
+// CronJob returns a Job running fn on the cron schedule spec.
+func CronJob(name, spec string, fn func(ctx context.Context) error, opts ...JobOption) Job {
+	return cronFuncJob{&funcJob{name: name, spec: spec, fn: fn, opts: opts}}
+}
+
+type funcJob struct {
+	name string
+	spec string
+	fn   func(context.Context) error
+	opts []JobOption
+}
+
+func (f *funcJob) Name() string                  { return f.name }
+func (f *funcJob) Run(ctx context.Context) error { return f.fn(ctx) }
+func (f *funcJob) JobOptions() []JobOption       { return f.opts }
+
+// cronFuncJob is a funcJob that is Scheduled.
+type cronFuncJob struct{ *funcJob }
+
+func (c cronFuncJob) Schedule() string { return c.spec }

@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/solo-run/solo/leader"
+)
+
+// Metrics are solo's Prometheus metrics, registered on the Registerer the
+// user passes (never the global one by default). A nil *Metrics records
+// nothing.
+//
+//	solo_leader{election}                       1 while this instance leads
+//	solo_term{election}                         the current (or last) term
+//	solo_transitions_total{election,transition} elected, released, lost, stepdown
+//	solo_renew_seconds{election,result}         renew round trips (ok, lost, error)
+//	solo_overruns_total{election}               leader functions past the stop budget
+//	solo_job_runs_total{election,job}           job runs (cron ticks, pull job returns)
+//	solo_job_failures_total{election,job}       runs that returned an error or panicked
+//	solo_job_restarts_total{election,job}       pull job restarts
+//	solo_job_last_success_timestamp_seconds{election,job}
+//	solo_job_overruns_total{election,job}       jobs still running past the stop budget
+//	solo_job_skipped_ticks_total{election,job}  cron ticks skipped after a failover gap
+type Metrics struct {
+	leading        *prometheus.GaugeVec
+	term           *prometheus.GaugeVec
+	transitions    *prometheus.CounterVec
+	renew          *prometheus.HistogramVec
+	overruns       *prometheus.CounterVec
+	jobRuns        *prometheus.CounterVec
+	jobFailures    *prometheus.CounterVec
+	jobRestarts    *prometheus.CounterVec
+	jobLastSuccess *prometheus.GaugeVec
+	jobOverruns    *prometheus.CounterVec
+	jobSkipped     *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("worker: nil prometheus registerer")
+	}
+	el, job := []string{"election"}, []string{"election", "job"}
+	m := &Metrics{
+		leading:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_leader", Help: "1 while this instance leads the election."}, el),
+		term:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_term", Help: "Fencing term of this instance's current or last leadership."}, el),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_transitions_total", Help: "Leadership transitions by kind."}, []string{"election", "transition"}),
+		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "solo_renew_seconds", Help: "Lease renewal round trips.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"election", "result"}),
+		overruns:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_overruns_total", Help: "Leader functions still running past the stop budget."}, el),
+		jobRuns:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_runs_total", Help: "Job runs that ended (cron ticks and pull job returns)."}, job),
+		jobFailures:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_failures_total", Help: "Job runs that returned an error or panicked."}, job),
+		jobRestarts:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_restarts_total", Help: "Pull job restarts within a term."}, job),
+		jobLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_last_success_timestamp_seconds", Help: "Unix time of the job's last successful run."}, job),
+		jobOverruns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_overruns_total", Help: "Jobs still running past the stop budget after cancellation."}, job),
+		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks skipped by the misfire policy after a failover gap."}, job),
+	}
+	for _, c := range []prometheus.Collector{m.leading, m.term, m.transitions, m.renew, m.overruns,
+		m.jobRuns, m.jobFailures, m.jobRestarts, m.jobLastSuccess, m.jobOverruns, m.jobSkipped} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Elector returns the leader.Metrics of one election, for leader.WithMetrics.
+func (m *Metrics) Elector(election string) leader.Metrics {
+	if m == nil {
+		return nil
+	}
+	return electorMetrics{m: m, election: election}
+}
+
+type electorMetrics struct {
+	m        *Metrics
+	election string
+}
+
+func (e electorMetrics) Transition(t leader.Transition, term uint64) {
+	e.m.transitions.WithLabelValues(e.election, string(t)).Inc()
+	if t == leader.TransitionElected {
+		e.m.leading.WithLabelValues(e.election).Set(1)
+		e.m.term.WithLabelValues(e.election).Set(float64(term))
+		return
+	}
+	e.m.leading.WithLabelValues(e.election).Set(0)
+}
+
+func (e electorMetrics) Renew(took time.Duration, err error) {
+	result := "ok"
+	switch {
+	case errors.Is(err, leader.ErrLeaseLost):
+		result = "lost"
+	case err != nil:
+		result = "error"
+	}
+	e.m.renew.WithLabelValues(e.election, result).Observe(took.Seconds())
+}
+
+func (e electorMetrics) Overrun(uint64) { e.m.overruns.WithLabelValues(e.election).Inc() }
+
+func (m *Metrics) jobRun(election, job string, err error) {
+	if m == nil {
+		return
+	}
+	m.jobRuns.WithLabelValues(election, job).Inc()
+	if err != nil {
+		m.jobFailures.WithLabelValues(election, job).Inc()
+		return
+	}
+	m.jobLastSuccess.WithLabelValues(election, job).SetToCurrentTime()
+}
+
+func (m *Metrics) jobRestart(election, job string) {
+	if m != nil {
+		m.jobRestarts.WithLabelValues(election, job).Inc()
+	}
+}
+
+func (m *Metrics) jobOverrun(election, job string) {
+	if m != nil {
+		m.jobOverruns.WithLabelValues(election, job).Inc()
+	}
+}
+
+func (m *Metrics) ticksSkipped(election, job string, n int) {
+	if m != nil {
+		m.jobSkipped.WithLabelValues(election, job).Add(float64(n))
+	}
+}

@@ -1,0 +1,442 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/leader"
+)
+
+// ErrRunning is returned when jobs are registered or Run is called while
+// the worker runs.
+var ErrRunning = errors.New("worker: already running")
+
+// Worker runs registered jobs during every term its elector wins: pull jobs
+// are started when the term starts and restarted with capped exponential
+// back-off while it lasts; cron jobs fire on the leader only. When the term
+// ends every job's context is cancelled and the worker waits for them
+// before the elector may release the lease.
+type Worker struct {
+	elector *leader.Elector
+	log     *zap.Logger
+	metrics *Metrics
+	policy  Policy
+	mode    Mode
+	loc     *time.Location
+
+	mu      sync.Mutex
+	jobs    []*job
+	running bool
+}
+
+// job is a registered job.
+type job struct {
+	name     string
+	run      func(context.Context) error
+	spec     string
+	schedule cron.Schedule // nil for a pull job
+	misfire  Misfire
+	restart  Restart
+}
+
+// Option configures a Worker.
+type Option interface {
+	apply(*Worker)
+}
+
+type optionFunc func(*Worker)
+
+func (f optionFunc) apply(w *Worker) { f(w) }
+
+// WithLogger sets the logger; the worker logs under the name "worker".
+// Default: no logging.
+func WithLogger(log *zap.Logger) Option {
+	return optionFunc(func(w *Worker) {
+		if log != nil {
+			w.log = log
+		}
+	})
+}
+
+// WithMetrics sets the Prometheus metrics to update. Default: none. Pass
+// the same Metrics to the elector (Metrics.Elector) for the leader gauges.
+func WithMetrics(m *Metrics) Option {
+	return optionFunc(func(w *Worker) { w.metrics = m })
+}
+
+// WithPolicy sets the failure policy of pull jobs. Zero fields keep their
+// defaults (DefaultConfig().Worker).
+func WithPolicy(p Policy) Option {
+	return optionFunc(func(w *Worker) {
+		if p.MaxFailures > 0 {
+			w.policy.MaxFailures = p.MaxFailures
+		}
+		if p.RestartBackoff > 0 {
+			w.policy.RestartBackoff = p.RestartBackoff
+		}
+		if p.RestartBackoffMax > 0 {
+			w.policy.RestartBackoffMax = p.RestartBackoffMax
+		}
+	})
+}
+
+// WithMode sets the mode: ModeElect (default) runs jobs only while the
+// elector leads; ModeStandby never leads and only observes; ModeAlways
+// runs the jobs without any election, as the old fetch=true flag did —
+// unsafe when more than one instance runs it, and logged as such.
+func WithMode(m Mode) Option {
+	return optionFunc(func(w *Worker) {
+		if m != "" {
+			w.mode = m
+		}
+	})
+}
+
+// WithLocation sets the time zone of cron schedules. Default: time.Local.
+func WithLocation(loc *time.Location) Option {
+	return optionFunc(func(w *Worker) {
+		if loc != nil {
+			w.loc = loc
+		}
+	})
+}
+
+// New returns a Worker whose jobs run under e's leadership.
+func New(e *leader.Elector, opts ...Option) (*Worker, error) {
+	if e == nil {
+		return nil, errors.New("worker: nil elector")
+	}
+	w := &Worker{
+		elector: e,
+		log:     zap.NewNop(),
+		policy:  DefaultConfig().Worker,
+		mode:    ModeElect,
+		loc:     time.Local,
+	}
+	for _, o := range opts {
+		o.apply(w)
+	}
+	switch w.mode {
+	case ModeElect, ModeStandby, ModeAlways:
+	default:
+		return nil, fmt.Errorf("worker: invalid mode %q: want elect, standby or always", w.mode)
+	}
+	if w.policy.RestartBackoff > w.policy.RestartBackoffMax {
+		return nil, fmt.Errorf("worker: restart_backoff %s above restart_backoff_max %s", w.policy.RestartBackoff, w.policy.RestartBackoffMax)
+	}
+	cfg := e.Config()
+	w.log = w.log.Named("worker").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID))
+	return w, nil
+}
+
+// Elector returns the worker's elector.
+func (w *Worker) Elector() *leader.Elector { return w.elector }
+
+// Mode returns the worker's mode.
+func (w *Worker) Mode() Mode { return w.mode }
+
+// Pull registers a pull job: fn runs while this instance leads and is
+// restarted (see WithRestart, Policy) when it returns. Names are unique.
+func (w *Worker) Pull(name string, fn func(ctx context.Context) error, opts ...JobOption) error {
+	return w.Add(PullJob(name, fn, opts...))
+}
+
+// Cron registers a cron job firing fn on spec, only on the leader. The spec
+// is validated now; the error names the job and the spec.
+func (w *Worker) Cron(name, spec string, fn func(ctx context.Context) error, opts ...JobOption) error {
+	return w.Add(CronJob(name, spec, fn, opts...))
+}
+
+// Add registers j: a cron job if it implements Scheduled, else a pull job.
+func (w *Worker) Add(j Job) error {
+	if j == nil {
+		return errors.New("worker: nil job")
+	}
+	name := j.Name()
+	if name == "" {
+		return errors.New("worker: job name must not be empty")
+	}
+	r := &job{name: name, run: j.Run, misfire: MisfireSkip, restart: RestartAlways}
+	if c, ok := j.(Configured); ok {
+		for _, o := range c.JobOptions() {
+			o.apply(r)
+		}
+	}
+	if s, ok := j.(Scheduled); ok {
+		r.spec = s.Schedule()
+		sched, err := cronParser.Parse(r.spec)
+		if err != nil {
+			return fmt.Errorf("worker: job %q: invalid schedule %q: %w", name, r.spec, err)
+		}
+		r.schedule = sched
+	}
+	switch r.misfire {
+	case MisfireSkip, MisfireRunOnce:
+	default:
+		return fmt.Errorf("worker: job %q: invalid misfire %q: want skip or run-once", name, r.misfire)
+	}
+	switch r.restart {
+	case RestartAlways, RestartOnFailure, RestartNever:
+	default:
+		return fmt.Errorf("worker: job %q: invalid restart %q: want always, on-failure or never", name, r.restart)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running {
+		return ErrRunning
+	}
+	if slices.ContainsFunc(w.jobs, func(o *job) bool { return o.name == name }) {
+		return fmt.Errorf("worker: job %q registered twice", name)
+	}
+	w.jobs = append(w.jobs, r)
+	return nil
+}
+
+// Run blocks until ctx is done, running the jobs during every term the
+// elector wins (ModeElect), never (ModeStandby), or all along (ModeAlways).
+// It returns nil once ctx is done and every job returned, or what the
+// elector's Run returns (leader.ErrStopTimeout when a job ignored
+// cancellation past the shutdown timeout).
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return ErrRunning
+	}
+	w.running = true
+	jobs := slices.Clone(w.jobs)
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.running = false
+		w.mu.Unlock()
+	}()
+	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
+
+	switch w.mode {
+	case ModeStandby:
+		return w.standby(ctx)
+	case ModeAlways:
+		w.log.Error("mode always: running jobs WITHOUT an election; every instance in this mode runs them at once, and writes carry no fencing term (unsafe, for migrating off fetch=true only)")
+		err := w.term(ctx, jobs, nil)
+		if errors.Is(err, leader.ErrResigned) {
+			w.log.Error("jobs gave up in mode always; nothing runs until restart", zap.Error(err))
+		}
+		return nil
+	default:
+		return w.elector.Run(ctx, func(ctx context.Context) error {
+			return w.term(ctx, jobs, w.elector.Checkpoint)
+		})
+	}
+}
+
+// standby observes the election without taking part.
+func (w *Worker) standby(ctx context.Context) error {
+	w.log.Info("mode standby: this instance never leads")
+	cfg := w.elector.Config()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var last leader.Holder
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		h, err := w.elector.Leader(ctx)
+		switch {
+		case err == nil && (h.ID != last.ID || h.Term != last.Term):
+			w.log.Info("leader observed", zap.String("leader", h.ID), zap.Uint64("term", h.Term))
+			last = h
+		case errors.Is(err, leader.ErrNoLeader) && last.Term != 0:
+			w.log.Info("no leader")
+			last = leader.Holder{}
+		case err != nil && !errors.Is(err, leader.ErrNoLeader):
+			w.log.Debug("observe", zap.Error(err))
+		}
+		t.Reset(cfg.RenewInterval)
+	}
+}
+
+// checkpointFunc records a cron tick fenced by the term in ctx; nil in
+// ModeAlways, where there is no term.
+type checkpointFunc func(ctx context.Context, key string, n int64) error
+
+// term runs the jobs for one term (or, in ModeAlways, for the whole run).
+// It returns when ctx ends, after every job returned; or, when a pull job
+// failed MaxFailures times in a row, after cancelling and draining every
+// job, with an error wrapping leader.ErrResigned so the elector releases
+// the lease and sits out one election.
+func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc) error {
+	term, _ := leader.TermFrom(ctx)
+	log := w.log.With(zap.Uint64("term", term))
+	jctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	runs := &runningSet{names: map[string]int{}}
+	giveUp := make(chan error, 1)
+	var wg sync.WaitGroup
+	var crons []*job
+	for _, j := range jobs {
+		if j.schedule != nil {
+			crons = append(crons, j)
+			continue
+		}
+		wg.Go(func() { w.supervise(jctx, log, j, runs, giveUp) })
+	}
+	if len(crons) > 0 {
+		wg.Go(func() { w.runCron(jctx, log, crons, runs, cp) })
+	}
+	log.Info("jobs started", zap.Int("pull", len(jobs)-len(crons)), zap.Int("cron", len(crons)))
+
+	var resign error
+	select {
+	case <-ctx.Done():
+	case resign = <-giveUp:
+		cancel(resign)
+	}
+	w.drain(log, &wg, runs)
+	if resign != nil {
+		return fmt.Errorf("%w: %w", resign, leader.ErrResigned)
+	}
+	return nil
+}
+
+// drain waits for every job of a term to return, reporting (log and
+// metric) the jobs still running past the stop budget: past it, after a
+// lost lease, another instance may already lead.
+func (w *Worker) drain(log *zap.Logger, wg *sync.WaitGroup, runs *runningSet) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	budget := w.elector.Config().StopBudget()
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	for _, name := range runs.list() {
+		log.Error("job ignores cancellation: still running past the stop budget",
+			zap.String("job", name), zap.Duration("stop_budget", budget))
+		w.metrics.jobOverrun(w.elector.Config().Name, name)
+	}
+	<-done
+	log.Info("overrunning jobs returned")
+}
+
+// supervise runs a pull job until ctx ends, restarting it by its policy.
+func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *runningSet, giveUp chan<- error) {
+	log = log.With(zap.String("job", j.name))
+	election := w.elector.Config().Name
+	p := w.policy
+	backoff := p.RestartBackoff
+	failures := 0
+	for {
+		started := time.Now()
+		runs.add(j.name)
+		err := callJob(ctx, j.run)
+		runs.remove(j.name)
+		if ctx.Err() != nil {
+			return
+		}
+		w.metrics.jobRun(election, j.name, err)
+		if time.Since(started) >= p.RestartBackoffMax {
+			// It ran healthily for a while: this failure starts a new streak.
+			failures, backoff = 0, p.RestartBackoff
+		}
+		delay := p.RestartBackoff
+		if err == nil {
+			failures, backoff = 0, p.RestartBackoff
+			if j.restart != RestartAlways {
+				log.Info("job finished")
+				return
+			}
+		} else {
+			failures++
+			if j.restart == RestartNever {
+				log.Error("job failed; restart policy never", zap.Error(err))
+				return
+			}
+			if failures >= p.MaxFailures {
+				log.Error("job failed repeatedly; resigning so another instance tries",
+					zap.Error(err), zap.Int("failures", failures))
+				select {
+				case giveUp <- fmt.Errorf("job %q failed %d times in a row: %w", j.name, failures, err):
+				default:
+				}
+				return
+			}
+			delay = backoff
+			backoff = min(backoff*2, p.RestartBackoffMax)
+			log.Warn("job failed; restarting", zap.Error(err), zap.Int("failures", failures), zap.Duration("backoff", delay))
+		}
+		if !sleep(ctx, delay) {
+			return
+		}
+		w.metrics.jobRestart(election, j.name)
+	}
+}
+
+// callJob runs fn, turning a panic into an error.
+func callJob(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("job panicked: %v", r)
+		}
+	}()
+	return fn(ctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// runningSet tracks which jobs are running, for overrun reports.
+type runningSet struct {
+	mu    sync.Mutex
+	names map[string]int
+}
+
+func (r *runningSet) add(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.names[name]++
+}
+
+func (r *runningSet) remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names[name]--; r.names[name] <= 0 {
+		delete(r.names, name)
+	}
+}
+
+func (r *runningSet) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.names))
+	for n := range r.names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
