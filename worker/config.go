@@ -415,7 +415,7 @@ func parse(file string, data []byte, env []string) (Config, error) {
 				if !strings.HasPrefix(ce.Value, `"`) {
 					ce.Value = strconv.Quote(ce.Value)
 				}
-			} else if line, ok := d.lines[ce.Key]; ok {
+			} else if line, ok := d.line(ce.Key); ok {
 				ce.File, ce.Line = file, line
 			}
 		}
@@ -464,6 +464,19 @@ func (d *yamlDecoder) syntaxError(err error) error {
 		return &ConfigError{File: d.file, Line: line, Reason: m[2]}
 	}
 	return &ConfigError{File: d.file, Reason: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// line returns the line of key in the file, or for a key a job does not
+// give, the line of the job.
+func (d *yamlDecoder) line(key string) (int, bool) {
+	if line, ok := d.lines[key]; ok {
+		return line, true
+	}
+	if item, _, ok := strings.Cut(key, "]."); ok && strings.HasPrefix(key, "jobs[") {
+		line, ok := d.lines[item+"]"]
+		return line, ok
+	}
+	return 0, false
 }
 
 func (d *yamlDecoder) fail(n *yaml.Node, key, value, reason string) error {
@@ -661,12 +674,13 @@ var durationType = reflect.TypeFor[time.Duration]()
 
 // parseScalar parses text, from the file or the environment, as a value of
 // type t. On failure it returns the reason and whether text at least had
-// the right form (a duration that is not positive has; "abc" has not).
+// the right form (a duration that is not positive has; "abc" and a bare
+// "10" have not), which decides whether a message quotes it.
 func parseScalar(t reflect.Type, text string) (v reflect.Value, reason string, ok bool) {
 	v = reflect.New(t).Elem()
 	if t == durationType {
 		if _, err := strconv.ParseInt(text, 10, 64); err == nil {
-			return v, `want a duration such as "10s"`, true
+			return v, `want a duration such as "10s"`, false
 		}
 		dur, err := time.ParseDuration(text)
 		if err != nil {

@@ -37,8 +37,8 @@ func TestParse_Errors(t *testing.T) {
 		{name: "jobs not a list", yaml: minimal + "jobs:\n  name: a\n", want: `config.yaml:4: jobs: want a list`},
 		{name: "command not a list", yaml: minimal + "jobs:\n  - name: a\n    command: echo hi\n", want: `config.yaml:5: jobs[0].command: want a list`},
 		{name: "list for a string", yaml: "election:\n  name: [a, b]\n", want: `config.yaml:2: election.name: want a string`},
-		{name: "syntax error", yaml: "election:\n  name: a\n ttl: 5s\n", want: `config.yaml:3: did not find expected key`},
-		{name: "two documents", yaml: minimal + "---\nlog:\n  level: info\n", want: `config.yaml:4: more than one YAML document`},
+		{name: "syntax error", yaml: "election:\n  name: a\n ttl: 5s\n", want: `config.yaml:2: did not find expected key`},
+		{name: "two documents", yaml: minimal + "---\nlog:\n  level: info\n", want: `config.yaml:3: more than one YAML document`},
 
 		// Values as the file states them.
 		{name: "bare integer duration", yaml: minimal + "  ttl: 10\n", want: `config.yaml:3: election.ttl 10: want a duration such as "10s"`},

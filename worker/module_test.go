@@ -1,0 +1,169 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/solo-run/solo/internal/redistest"
+	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
+)
+
+// consumeJob is a job built by a plain constructor, as users write them.
+type consumeJob struct {
+	started chan uint64
+	stopped chan error
+}
+
+func (j *consumeJob) Name() string { return "consume-orders" }
+
+func (j *consumeJob) Run(ctx context.Context) error {
+	term, _ := leader.TermFrom(ctx)
+	j.started <- term
+	<-ctx.Done()
+	time.Sleep(200 * time.Millisecond) // drains a little
+	j.stopped <- context.Cause(ctx)
+	return nil
+}
+
+func fxConfig(t *testing.T, url string) worker.Config {
+	c := worker.DefaultConfig()
+	c.Redis.URL = url
+	c.Election.Name = strings.ReplaceAll(t.Name(), "/", ".")
+	c.Election.TTL = 2 * time.Second
+	return c
+}
+
+func TestModule_RunsGroupJobsAndDrainsOnStop(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	cfg := fxConfig(t, "redis://"+srv.Addr())
+	job := &consumeJob{started: make(chan uint64, 1), stopped: make(chan error, 1)}
+	core, logs := observer.New(zapcore.DebugLevel)
+	reg := prometheus.NewRegistry()
+	app := fxtest.New(t,
+		fx.Supply(cfg, zap.New(core)),
+		fx.Provide(
+			func() redis.UniversalClient { return client },
+			func() prometheus.Registerer { return reg },
+			func() prometheus.Gatherer { return reg },
+		),
+		fx.WithLogger(func(l *zap.Logger) fxevent.Logger { return &fxevent.ZapLogger{Logger: l} }),
+		worker.Module,
+		fx.Provide(worker.AsJob(func() *consumeJob { return job })),
+	)
+	app.RequireStart()
+	term := <-job.started
+	h, err := leader.Lookup(context.Background(), client, cfg.LeaderConfig())
+	if err != nil || h.Term != term {
+		t.Fatalf("Lookup() = %+v, %v; want the job's term %d", h, err, term)
+	}
+	app.RequireStop()
+	// Stop cancelled the running job, waited for it, then released.
+	select {
+	case cause := <-job.stopped:
+		if !errors.Is(cause, leader.ErrShutdown) {
+			t.Fatalf("job cancelled with %v, want ErrShutdown", cause)
+		}
+	default:
+		t.Fatal("stop returned before the job did")
+	}
+	if _, err := leader.Lookup(context.Background(), client, cfg.LeaderConfig()); !errors.Is(err, leader.ErrNoLeader) {
+		t.Fatalf("after stop Lookup() = %v, want ErrNoLeader (released)", err)
+	}
+	// fx's own events went through zap; the transitions were logged once.
+	if len(logs.FilterMessage("started").All()) != 1 {
+		t.Fatal("fx events not logged through zap")
+	}
+	for _, msg := range []string{"elected", "released"} {
+		if n := len(logs.FilterMessage(msg).All()); n != 1 {
+			t.Fatalf("%q logged %d times, want once", msg, n)
+		}
+	}
+	if mfs, _ := reg.Gather(); len(mfs) == 0 {
+		t.Fatal("no metrics registered on the given registry")
+	}
+}
+
+func TestModule_UnreachableRedisFailsStart(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	app := fx.New(
+		fx.NopLogger,
+		fx.Supply(fxConfig(t, "redis://127.0.0.1:1")),
+		fx.Provide(func() redis.UniversalClient { return client }),
+		worker.Module,
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := app.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "worker: redis unreachable at start") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("Start() = %v, want an error naming redis and the address", err)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	cfg := fxConfig(t, "")
+	reg := prometheus.NewRegistry()
+	m, _ := worker.NewMetrics(reg)
+	e, err := leader.New(client, cfg.LeaderConfig(), leader.WithMetrics(m.Elector(cfg.Election.Name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := worker.New(e, worker.WithMetrics(m))
+	started := make(chan struct{}, 1)
+	_ = w.Pull("p", func(ctx context.Context) error { started <- struct{}{}; <-ctx.Done(); return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-started
+
+	hs := httptest.NewServer(worker.Handler(w, reg))
+	defer hs.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, p := range []string{"/livez", "/readyz"} {
+		if code, _ := get(p); code != http.StatusOK {
+			t.Fatalf("%s = %d", p, code)
+		}
+	}
+	code, body := get("/leader")
+	var info worker.LeaderInfo
+	if err := json.Unmarshal([]byte(body), &info); err != nil || code != http.StatusOK {
+		t.Fatalf("/leader = %d %s (%v)", code, body, err)
+	}
+	if info.Role != "leader" || info.Holder == nil || info.Holder.ID != e.ID() || info.Holder.Term != e.Term() || info.Holder.TTLMillis <= 0 || !info.Self.Leading {
+		t.Fatalf("/leader = %s", body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, `solo_leader{election="`+cfg.Election.Name+`"} 1`) {
+		t.Fatalf("/metrics = %s", body)
+	}
+}
