@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
+)
+
+// common are the flags every command that reads the configuration has.
+type common struct {
+	config string
+	redis  string
+	name   string
+	ttl    string
+	dev    bool
+	// set records which flags were given.
+	set map[string]bool
+}
+
+func (c *common) register(fs *flag.FlagSet, full bool) {
+	fs.StringVar(&c.config, "c", "", "configuration `file` (default: $SOLO_CONFIG, else ./config.yaml if present)")
+	fs.StringVar(&c.config, "config", "", "same as -c")
+	fs.StringVar(&c.redis, "redis", "", "Redis `URL`, overrides redis.url")
+	if full {
+		fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
+		fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
+		fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON")
+	}
+}
+
+// flagEnv maps each override flag to the variable it is passed as; flags
+// come after the environment, so they win.
+var flagEnv = map[string]string{
+	"redis": "SOLO_REDIS_URL",
+	"name":  "SOLO_ELECTION_NAME",
+	"ttl":   "SOLO_ELECTION_TTL",
+}
+
+// load reads the configuration: file, then SOLO_* environment, then flags.
+func (c *common) load(fs *flag.FlagSet, env []string) (worker.Config, error) {
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	path := c.config
+	if path == "" {
+		path = lookupEnv(env, "SOLO_CONFIG")
+	}
+	if path == "" {
+		if _, err := os.Stat("config.yaml"); err == nil {
+			path = "config.yaml"
+		}
+	}
+	env = append([]string(nil), env...)
+	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl} {
+		if c.set[flagName] {
+			env = append(env, flagEnv[flagName]+"="+v)
+		}
+	}
+	cfg, err := worker.Load(path, env)
+	if err != nil {
+		var ce *worker.ConfigError
+		if errors.As(err, &ce) {
+			for flagName, v := range flagEnv {
+				if ce.Env == v && c.set[flagName] {
+					ce.Env = "--" + flagName
+				}
+			}
+			return cfg, usageErr("%s", ce.Error())
+		}
+		return cfg, usageErr("%w", err)
+	}
+	if c.dev {
+		cfg.Log.Dev = true
+	}
+	return cfg, nil
+}
+
+func lookupEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// newLogger returns JSON logs in production, console logs with dev.
+func newLogger(cfg worker.LogConfig, w io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(cfg.Level)
+	if err != nil {
+		return nil, usageErr("log.level %q: %w", cfg.Level, err)
+	}
+	var enc zapcore.Encoder
+	if cfg.Dev {
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
+}
+
+// connect builds the client for cfg.Redis.URL and checks that it answers,
+// retrying for a bounded time; the error names the address.
+func connect(ctx context.Context, url string, wait time.Duration) (redis.UniversalClient, error) {
+	if url == "" {
+		return nil, usageErr("redis.url is empty: set it in the configuration, with SOLO_REDIS_URL or with --redis")
+	}
+	client, err := leader.NewRedisClient(url)
+	if err != nil {
+		return nil, usageErr("%w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err = client.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return client, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			_ = client.Close()
+			return nil, fmt.Errorf("redis %s unreachable after %s: %w", leader.RedactRedisURL(url), wait, err)
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// parseFlags parses args, turning flag errors into a quiet usage error
+// (the flag package has printed them).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return &codeError{code: exitOK, err: errQuiet}
+		}
+		return &codeError{code: exitUsage, err: errQuiet}
+	}
+	return nil
+}

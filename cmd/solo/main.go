@@ -1,0 +1,107 @@
+// Command solo runs any program as a singleton across instances, shows and
+// steers the election, and demonstrates it all on an embedded Redis.
+//
+//	solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl 10s] -- PROGRAM ARGS...
+//	solo run [-c config.yaml]                 (the jobs listed in config.yaml)
+//	solo status [-c config.yaml] [--json] [NAME...]
+//	solo resign [-c config.yaml] [--wait 30s] NAME
+//	solo demo
+//	solo version
+//
+// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error,
+// 3 no leader (status, resign).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNoLeader = 3
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage:
+  solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl DURATION] [--dev] -- PROGRAM [ARGS...]
+  solo run [-c config.yaml]            run the jobs listed in config.yaml
+  solo status [-c config.yaml] [--json] [NAME...]
+  solo resign [-c config.yaml] [--wait 30s] NAME
+  solo demo [--redis URL]              a guided failover demo on an embedded Redis
+  solo version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
+}
+
+// exitError carries an exit code; its message is printed once, by run.
+type codeError struct {
+	code int
+	err  error
+}
+
+func (e *codeError) Error() string { return e.err.Error() }
+func (e *codeError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &codeError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &codeError{code: code, err: err}
+}
+
+// run is main without the exit: it returns the exit code.
+func run(args []string, stdout, stderr io.Writer, env []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = runCommand(args[1:], stdout, stderr, env)
+	case "status":
+		err = statusCommand(args[1:], stdout, stderr, env)
+	case "resign":
+		err = resignCommand(args[1:], stdout, stderr, env)
+	case "demo":
+		err = demoCommand(args[1:], stdout, stderr, env)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "solo", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = usageErr("unknown command %q", args[0])
+	}
+	if err == nil {
+		return exitOK
+	}
+	code := exitError
+	var ce *codeError
+	if errors.As(err, &ce) {
+		code = ce.code
+	}
+	if !errors.Is(err, errQuiet) {
+		fmt.Fprintln(stderr, "solo:", err)
+	}
+	if code == exitUsage && !errors.Is(err, errQuiet) {
+		fmt.Fprint(stderr, usage)
+	}
+	return code
+}
+
+// errQuiet marks an error already reported (flag parsing prints its own).
+var errQuiet = errors.New("reported")

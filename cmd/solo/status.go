@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
+)
+
+// statusRow is one election in `solo status`; also its JSON form.
+type statusRow struct {
+	Election  string     `json:"election"`
+	Leader    bool       `json:"leader"`
+	ID        string     `json:"id,omitempty"`
+	Term      uint64     `json:"term,omitempty"`
+	TTLMillis int64      `json:"ttl_ms,omitempty"`
+	Since     *time.Time `json:"since,omitempty"`
+	LastRenew *time.Time `json:"last_renew,omitempty"`
+}
+
+func statusCommand(args []string, stdout, stderr io.Writer, env []string) error {
+	fs := flag.NewFlagSet("solo status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs, false)
+	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := c.load(fs, env)
+	if err != nil {
+		return err
+	}
+	names := fs.Args()
+	if len(names) == 0 {
+		if cfg.Election.Name == "" {
+			return usageErr("no election: name one, or set election.name")
+		}
+		names = []string{cfg.Election.Name}
+	}
+	ctx := context.Background()
+	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	rows, err := lookupAll(ctx, client, cfg, names)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	} else {
+		printStatus(stdout, rows)
+	}
+	for _, r := range rows {
+		if !r.Leader {
+			return &codeError{code: exitNoLeader, err: errQuiet}
+		}
+	}
+	return nil
+}
+
+func lookupAll(ctx context.Context, client redis.UniversalClient, cfg worker.Config, names []string) ([]statusRow, error) {
+	rows := make([]statusRow, 0, len(names))
+	for _, name := range names {
+		lc := cfg.LeaderConfig()
+		lc.Name = name
+		h, err := leader.Lookup(ctx, client, lc)
+		switch {
+		case errors.Is(err, leader.ErrNoLeader):
+			rows = append(rows, statusRow{Election: name})
+		case err != nil:
+			var ce *leader.ConfigError
+			if errors.As(err, &ce) {
+				return nil, usageErr("election %q: %w", name, err)
+			}
+			return nil, fmt.Errorf("election %q: %w", name, err)
+		default:
+			r := statusRow{Election: name, Leader: true, ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: &h.Since}
+			if !h.LastRenew.IsZero() {
+				r.LastRenew = &h.LastRenew
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+func printStatus(w io.Writer, rows []statusRow) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ELECTION\tLEADER\tTERM\tTTL LEFT\tLEADING SINCE\tLAST RENEWAL")
+	now := time.Now()
+	for _, r := range rows {
+		if !r.Leader {
+			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\n", r.Election)
+			continue
+		}
+		last := "-"
+		if r.LastRenew != nil {
+			last = fmt.Sprintf("%s ago", now.Sub(*r.LastRenew).Round(time.Millisecond))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s (%s ago)\t%s\n", r.Election, r.ID, r.Term,
+			(time.Duration(r.TTLMillis) * time.Millisecond).String(),
+			r.Since.Local().Format(time.DateTime), now.Sub(*r.Since).Round(time.Second), last)
+	}
+	_ = tw.Flush()
+}
+
+func resignCommand(args []string, stdout, stderr io.Writer, env []string) error {
+	fs := flag.NewFlagSet("solo resign", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs, false)
+	wait := fs.Duration("wait", 30*time.Second, "how long to wait for another instance to take over")
+	// Accept the name before or after the flags: solo resign NAME --wait 5s.
+	var name string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		name, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		if name != "" || len(rest) > 1 {
+			return usageErr("resign takes one election name, got %q", append([]string{name}, rest...))
+		}
+		name = rest[0]
+	}
+	cfg, err := c.load(fs, env)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		name = cfg.Election.Name
+	}
+	if name == "" {
+		return usageErr("resign: name the election")
+	}
+	if *wait <= 0 {
+		return usageErr("--wait %s: must be positive", *wait)
+	}
+	ctx := context.Background()
+	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	lc := cfg.LeaderConfig()
+	lc.Name = name
+	old, err := leader.RequestResign(ctx, client, lc)
+	switch {
+	case errors.Is(err, leader.ErrNoLeader):
+		fmt.Fprintf(stdout, "%s: no leader\n", name)
+		return &codeError{code: exitNoLeader, err: errQuiet}
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: asked %s (term %d) to resign\n", name, old.ID, old.Term)
+	start := time.Now()
+	deadline := start.Add(*wait)
+	for time.Now().Before(deadline) {
+		h, err := leader.Lookup(ctx, client, lc)
+		if err == nil && h.Term > old.Term {
+			fmt.Fprintf(stdout, "%s: %s leads now (term %d), %s after the request\n", name, h.ID, h.Term, time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: nobody took over within %s", name, *wait)
+}
