@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -49,7 +50,9 @@ var flagEnv = map[string]string{
 }
 
 // load reads the configuration: file, then SOLO_* environment, then flags.
-func (c *common) load(fs *flag.FlagSet, env []string) (worker.Config, error) {
+// name, when not empty, is an election named on the command line: it
+// stands in for election.name so that a configuration without one is valid.
+func (c *common) load(fs *flag.FlagSet, env []string, name string) (worker.Config, error) {
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	path := c.config
@@ -62,6 +65,9 @@ func (c *common) load(fs *flag.FlagSet, env []string) (worker.Config, error) {
 		}
 	}
 	env = append([]string(nil), env...)
+	if name != "" {
+		env = append(env, "SOLO_ELECTION_NAME="+name)
+	}
 	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl} {
 		if c.set[flagName] {
 			env = append(env, flagEnv[flagName]+"="+v)
@@ -132,7 +138,7 @@ func connect(ctx context.Context, url string, wait time.Duration) (redis.Univers
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			_ = client.Close()
-			return nil, fmt.Errorf("redis %s unreachable after %s: %w", leader.RedactRedisURL(url), wait, err)
+			return nil, fmt.Errorf("redis %s unreachable after %s: %w", leader.RedactRedisURL(url), wait, dialCause(url, err))
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
@@ -153,4 +159,19 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return &codeError{code: exitUsage, err: errQuiet}
 	}
 	return nil
+}
+
+// dialCause replaces a bare timeout by what a plain TCP dial to the first
+// address says (connection refused, no such host), which names the address.
+func dialCause(url string, err error) error {
+	opts, perr := leader.ParseRedisURL(url)
+	if perr != nil || len(opts.Addrs) == 0 {
+		return err
+	}
+	conn, derr := net.DialTimeout("tcp", opts.Addrs[0], time.Second)
+	if derr != nil {
+		return derr
+	}
+	_ = conn.Close()
+	return err
 }

@@ -13,10 +13,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Exit codes.
@@ -40,8 +43,15 @@ const usage = `usage:
 `
 
 func main() {
+	// go-redis logs dial failures through a package-level logger of its own;
+	// solo reports them once, in its own words (see connect).
+	redis.SetLogger(quietRedis{})
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
 }
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // exitError carries an exit code; its message is printed once, by run.
 type codeError struct {
@@ -84,7 +94,8 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErr("unknown command %q", args[0])
+		fmt.Fprintf(stderr, "solo: unknown command %q\n%s", args[0], usage)
+		return exitUsage
 	}
 	if err == nil {
 		return exitOK
@@ -96,9 +107,6 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 	}
 	if !errors.Is(err, errQuiet) {
 		fmt.Fprintln(stderr, "solo:", err)
-	}
-	if code == exitUsage && !errors.Is(err, errQuiet) {
-		fmt.Fprint(stderr, usage)
 	}
 	return code
 }

@@ -45,7 +45,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	default:
 		return usageErr("--restart %q: want always, on-failure or never", *restart)
 	}
-	cfg, err := c.load(fs, env)
+	cfg, err := c.load(fs, env, "")
 	if err != nil {
 		return err
 	}

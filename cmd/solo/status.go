@@ -36,11 +36,15 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := c.load(fs, env)
+	names := fs.Args()
+	first := ""
+	if len(names) > 0 {
+		first = names[0]
+	}
+	cfg, err := c.load(fs, env, first)
 	if err != nil {
 		return err
 	}
-	names := fs.Args()
 	if len(names) == 0 {
 		if cfg.Election.Name == "" {
 			return usageErr("no election: name one, or set election.name")
@@ -140,7 +144,7 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		}
 		name = rest[0]
 	}
-	cfg, err := c.load(fs, env)
+	cfg, err := c.load(fs, env, name)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,486 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/solo-run/solo/internal/faultproxy"
+	"github.com/solo-run/solo/internal/redistest"
+	"github.com/solo-run/solo/leader"
+)
+
+// These tests build the solo binary and run it as real processes against a
+// real redis-server on loopback. Bounds are the ones the design promises
+// (TTL, stop budget); waits poll observed output with generous timeouts.
+
+var soloBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "solo-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	soloBin = filepath.Join(dir, "solo")
+	out, err := exec.Command("go", "build", "-o", soloBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build solo: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = os.RemoveAll(dir)
+		os.Exit(code)
+	}))
+}
+
+// Test timings: TTL 2s, renew 600ms, deadline 1.4s; stop budget 600ms, so
+// solo SIGKILLs an unwilling program 450ms after SIGTERM.
+func testEnv(redisURL, name, id string) []string {
+	return append(os.Environ(),
+		"SOLO_CONFIG=/dev/null",
+		"SOLO_REDIS_URL="+redisURL,
+		"SOLO_ELECTION_NAME="+name,
+		"SOLO_ELECTION_ID="+id,
+		"SOLO_ELECTION_TTL=2s",
+		"SOLO_ELECTION_RENEW_INTERVAL=600ms",
+		"SOLO_ELECTION_RENEW_DEADLINE=1400ms",
+		"SOLO_ELECTION_RETRY_INTERVAL=200ms",
+		"SOLO_ELECTION_RESIGN_COOLDOWN=2s",
+		"SOLO_LOG_LEVEL=debug",
+	)
+}
+
+// proc is a running solo process. Its output goes to a file, not a pipe:
+// a program that outlived solo (the bug these tests look for) would hold a
+// pipe open and hang the wait.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	log    string // stdout + stderr
+	exited chan struct{}
+	code   int
+}
+
+func startSolo(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, exited: make(chan struct{})}
+	f, err := os.CreateTemp(t.TempDir(), "solo-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p.log = f.Name()
+	p.cmd = exec.Command(soloBin, args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		p.code = p.cmd.ProcessState.ExitCode()
+		_ = err
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("solo %v output:\n%s", args, p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string { return mustRead(p.log) }
+
+func (p *proc) signal(sig syscall.Signal) {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *proc) wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+		return p.code
+	case <-time.After(timeout):
+		p.t.Fatalf("solo did not exit within %s", timeout)
+		return -1
+	}
+}
+
+// script writes "ID EVENT TERM UNIX_NANOS" lines to out: start, tick every
+// 50ms, and (unless it ignores SIGTERM) sigterm.
+func script(t *testing.T, out string, ignoreTerm bool) []string {
+	trap := `trap 'echo "$SOLO_ID sigterm $SOLO_TERM $(date +%s%N)" >> "$OUT"; exit 0' TERM`
+	if ignoreTerm {
+		trap = `trap '' TERM`
+	}
+	body := trap + `
+echo "$SOLO_ID start $SOLO_TERM $(date +%s%N) $$ $SOLO_ELECTION" >> "$OUT"
+while :; do echo "$SOLO_ID tick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05; done
+`
+	t.Cleanup(func() { killScripts(out) })
+	path := filepath.Join(t.TempDir(), "job.sh")
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"sh", path}
+}
+
+type line struct {
+	id, event string
+	term      uint64
+	at        time.Time
+	pid       int
+	election  string
+}
+
+func readLines(t *testing.T, path string) []line {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []line
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 4 {
+			continue // a line cut by SIGKILL
+		}
+		term, _ := strconv.ParseUint(fs[2], 10, 64)
+		ns, _ := strconv.ParseInt(fs[3], 10, 64)
+		l := line{id: fs[0], event: fs[1], term: term, at: time.Unix(0, ns)}
+		if len(fs) >= 6 {
+			l.pid, _ = strconv.Atoi(fs[4])
+			l.election = fs[5]
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func waitLine(t *testing.T, path string, timeout time.Duration, match func(line) bool) line {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, l := range readLines(t, path) {
+			if match(l) {
+				return l
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no matching line in %s within %s:\n%s", path, timeout, mustRead(path))
+	return line{}
+}
+
+func mustRead(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// killScripts kills the process groups of every script that wrote to out,
+// in case one outlived its solo (a failing test must not leak them).
+func killScripts(out string) {
+	b, _ := os.ReadFile(out)
+	for _, l := range strings.Split(string(b), "\n") {
+		if fs := strings.Fields(l); len(fs) >= 6 && fs[1] == "start" {
+			if pid, err := strconv.Atoi(fs[4]); err == nil && pid > 1 {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+func electionName(t *testing.T) string {
+	return strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
+}
+
+// pair starts a then b wrapping the script, and returns them once a's
+// script runs.
+func pair(t *testing.T, redisURL string, ignoreTerm bool) (a, b *proc, out string, first line) {
+	out = filepath.Join(t.TempDir(), "out.log")
+	name := electionName(t)
+	argv := script(t, out, ignoreTerm)
+	a = startSolo(t, append(testEnv(redisURL, name, "a"), "OUT="+out), append([]string{"run", "--"}, argv...)...)
+	first = waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" })
+	b = startSolo(t, append(testEnv(redisURL, name, "b"), "OUT="+out), append([]string{"run", "--"}, argv...)...)
+	waitFor(t, 5*time.Second, "b to follow", func() bool { return strings.Contains(b.output(), `"leader observed"`) })
+	return a, b, out, first
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRun_OneInstanceRunsAndKilledLeaderIsReplacedAfterExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	a, _, out, first := pair(t, url, false)
+	if first.id != "a" || first.term == 0 || first.election != electionName(t) {
+		t.Fatalf("first start = %+v, want a with a term and SOLO_ELECTION", first)
+	}
+	time.Sleep(time.Second)
+	for _, l := range readLines(t, out) {
+		if l.id != "a" {
+			t.Fatalf("%s ran the script while a leads: %+v", l.id, l)
+		}
+	}
+
+	direct := srv.Client(t)
+	cfg := leader.Config{Name: electionName(t)}
+	a.signal(syscall.SIGKILL)
+	killedAt := time.Now()
+	pttl, err := direct.PTTL(context.Background(), cfg.LeaseKey()).Result()
+	if err != nil || pttl <= 0 {
+		t.Fatalf("PTTL after kill = %v %v", pttl, err)
+	}
+	expiry := killedAt.Add(pttl - 2*time.Millisecond)
+
+	next := waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" && l.id == "b" })
+	if next.at.Before(expiry) {
+		t.Fatalf("b started %s before the lease expired", expiry.Sub(next.at))
+	}
+	if next.term <= first.term {
+		t.Fatalf("b's term %d not above a's %d", next.term, first.term)
+	}
+	// The killed solo's script died with it: no tick after the kill (one
+	// in-flight line allowed), and its shell is gone.
+	waitFor(t, 2*time.Second, "a's script to die", func() bool { return !alive(first.pid) })
+	for _, l := range readLines(t, out) {
+		if l.id == "a" && l.at.After(killedAt.Add(200*time.Millisecond)) {
+			t.Fatalf("a's script still ran after solo was killed: %+v", l)
+		}
+	}
+}
+
+func TestRun_SIGTERMStopsScriptReleasesAndHandsOver(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _, out, _ := pair(t, "redis://"+srv.Addr(), false)
+	termAt := time.Now()
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(10 * time.Second); code != 0 {
+		t.Fatalf("solo exited %d after SIGTERM, want 0", code)
+	}
+	stopped := waitLine(t, out, 5*time.Second, func(l line) bool { return l.id == "a" && l.event == "sigterm" })
+	next := waitLine(t, out, 5*time.Second, func(l line) bool { return l.id == "b" && l.event == "start" })
+	if next.at.Before(stopped.at) {
+		t.Fatalf("b started %s before a's script stopped: released too early", stopped.at.Sub(next.at))
+	}
+	if d := next.at.Sub(termAt); d > time.Second {
+		t.Fatalf("b started %s after the SIGTERM, want within a second", d)
+	}
+	if !strings.Contains(a.output(), `"released"`) {
+		t.Fatal("a did not log the release")
+	}
+}
+
+func TestRun_ScriptIgnoringSIGTERMIsKilledBeforeTheLeasePasses(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	out := filepath.Join(t.TempDir(), "out.log")
+	name := electionName(t)
+	argv := script(t, out, true)
+	// a reaches Redis through the proxy; cutting it makes a miss its renew
+	// deadline: the term ends while the lease still lives on the server.
+	a := startSolo(t, append(testEnv("redis://"+proxy.Addr(), name, "a"), "OUT="+out), append([]string{"run", "--"}, argv...)...)
+	first := waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" })
+	b := startSolo(t, append(testEnv("redis://"+srv.Addr(), name, "b"), "OUT="+out), append([]string{"run", "--"}, argv...)...)
+	waitFor(t, 5*time.Second, "b to follow", func() bool { return strings.Contains(b.output(), `"leader observed"`) })
+	proxy.Blackhole(true)
+
+	next := waitLine(t, out, 10*time.Second, func(l line) bool { return l.id == "b" && l.event == "start" })
+	var lastA time.Time
+	for _, l := range readLines(t, out) {
+		if l.id == "a" && l.at.After(lastA) {
+			lastA = l.at
+		}
+	}
+	if !lastA.Before(next.at) {
+		t.Fatalf("a's script ran until %v, after b started at %v", lastA, next.at)
+	}
+	if alive(first.pid) {
+		t.Fatal("a's script survived its term")
+	}
+	if !strings.Contains(a.output(), "program ignored SIGTERM: SIGKILL before the lease can pass on") {
+		t.Fatalf("a did not report the SIGKILL:\n%s", a.output())
+	}
+	t.Logf("a's script stopped %s before b's started", next.at.Sub(lastA))
+}
+
+func TestStatusAndResign(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	_, _, out, first := pair(t, url, false)
+	name := electionName(t)
+	env := testEnv(url, name, "cli")
+
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(soloBin, args...)
+		cmd.Env = env
+		b, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(b)
+	}
+	code, text := run("status")
+	if code != 0 || !strings.Contains(text, "ELECTION") || !strings.Contains(text, name) || !strings.Contains(text, strconv.FormatUint(first.term, 10)) {
+		t.Fatalf("status = %d:\n%s", code, text)
+	}
+	code, text = run("status", "--json", name)
+	var rows []struct {
+		Election string `json:"election"`
+		Leader   bool   `json:"leader"`
+		ID       string `json:"id"`
+		Term     uint64 `json:"term"`
+		TTL      int64  `json:"ttl_ms"`
+	}
+	if err := json.Unmarshal([]byte(text), &rows); err != nil || code != 0 || len(rows) != 1 || rows[0].ID != "a" || rows[0].Term != first.term || rows[0].TTL <= 0 {
+		t.Fatalf("status --json = %d %v:\n%s", code, err, text)
+	}
+	if code, text = run("status", "nobody-runs-this"); code != 3 || !strings.Contains(text, "(none)") {
+		t.Fatalf("status of an empty election = %d:\n%s", code, text)
+	}
+	if code, text = run("status", "--json", name, "nobody-runs-this"); code != 3 {
+		t.Fatalf("status with one empty election = %d, want 3:\n%s", code, text)
+	}
+
+	code, text = run("resign", name, "--wait", "10s")
+	if code != 0 || !strings.Contains(text, "b leads now") {
+		t.Fatalf("resign = %d:\n%s", code, text)
+	}
+	waitLine(t, out, 5*time.Second, func(l line) bool { return l.id == "b" && l.event == "start" })
+	if code, text = run("status", "--json"); code != 0 || !strings.Contains(text, `"id": "b"`) {
+		t.Fatalf("status after resign = %d:\n%s", code, text)
+	}
+	if code, text = run("resign", "nobody-runs-this"); code != 3 {
+		t.Fatalf("resign without leader = %d:\n%s", code, text)
+	}
+}
+
+func TestResign_NobodyTakesOver(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	out := filepath.Join(t.TempDir(), "out.log")
+	name := electionName(t)
+	startSolo(t, append(testEnv(url, name, "a"), "OUT="+out), append([]string{"run", "--"}, script(t, out, false)...)...)
+	waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" })
+	cmd := exec.Command(soloBin, "resign", name, "--wait", "1s")
+	cmd.Env = testEnv(url, name, "cli")
+	text, _ := cmd.CombinedOutput()
+	// Alone, a sits out its cool-down (2s): nobody leads within 1s.
+	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(text), "nobody took over within 1s") {
+		t.Fatalf("resign = %d:\n%s", cmd.ProcessState.ExitCode(), text)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	for _, kind := range []string{"redis-server", "miniredis"} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == "redis-server" {
+				if _, err := exec.LookPath("redis-server"); err != nil && !redistest.Required() {
+					t.Skip("no redis-server")
+				}
+			}
+			start := time.Now()
+			cmd := exec.Command(soloBin, "demo", "--embedded", kind)
+			text, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("demo: %v\n%s", err, text)
+			}
+			for _, want := range []string{"CRASH", "→ failover", "REFUSED by the guard: fence: stale term", "→ handoff", "Stale writes refused by the guard: 1", "OK"} {
+				if !strings.Contains(string(text), want) {
+					t.Fatalf("demo output lacks %q:\n%s", want, text)
+				}
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Fatalf("demo took %s, want under 30s", d)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	file := func(body string) string {
+		f, err := os.CreateTemp(dir, "config-*.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(body); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return f.Name()
+	}
+	base := "redis:\n  url: redis://127.0.0.1:1\nelection:\n  name: x\n"
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		code int
+		want string // the whole stderr line, after "solo: "; %s = config path
+		cfg  string
+	}{
+		{name: "unknown key", cfg: base + "  tll: 1s\n", args: []string{"run", "--", "true"}, code: 2, want: "%s:5: unknown key election.tll"},
+		{name: "negative ttl", cfg: base + "  ttl: -1s\n", args: []string{"run", "--", "true"}, code: 2, want: "%s:5: election.ttl -1s: must be positive"},
+		{name: "renew_deadline above ttl", cfg: base + "  ttl: 2s\n  renew_deadline: 3s\n", args: []string{"run", "--", "true"}, code: 2,
+			want: "%s:6: election.renew_deadline 3s: must be less than ttl×(1−drift) = 1.98s (ttl 2s, drift 0.01)"},
+		{name: "bad cron spec", cfg: base + "jobs:\n  - name: report\n    command: [\"true\"]\n    schedule: \"61 * * * *\"\n", args: []string{"run"}, code: 2,
+			want: `%s:8: jobs[0].schedule "61 * * * *": end of range (61) above maximum (59): 61`},
+		{name: "missing command after --", cfg: base, args: []string{"run", "--"}, code: 2, want: "missing command after --"},
+		{name: "ttl flag", cfg: base, args: []string{"run", "--ttl", "-1s", "--", "true"}, code: 2, want: `--ttl="-1s": must be positive`},
+		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
+			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always`},
+		{name: "unreachable redis", cfg: base, args: []string{"run", "--", "true"}, code: 1,
+			want: "redis redis://127.0.0.1:1 unreachable after 5s: dial tcp 127.0.0.1:1: connect: connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := file(tt.cfg)
+			cmd := exec.Command(soloBin, append(append([]string{}, tt.args[0], "-c", path), tt.args[1:]...)...)
+			cmd.Env = append(append(os.Environ(), "SOLO_CONFIG="), tt.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			_ = cmd.Run()
+			want := "solo: " + strings.ReplaceAll(tt.want, "%s", path) + "\n"
+			if code := cmd.ProcessState.ExitCode(); code != tt.code || stderr.String() != want {
+				t.Fatalf("exit %d, stderr:\n%q\nwant exit %d, stderr:\n%q", code, stderr.String(), tt.code, want)
+			}
+		})
+	}
+}
