@@ -161,6 +161,27 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseInterleaved parses flags that may come before, between or after
+// positional arguments (solo resign NAME --wait 5s), and returns the
+// positionals. Everything after "--" is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
 // dialCause replaces a bare timeout by what a plain TCP dial to the first
 // address says (connection refused, no such host), which names the address.
 func dialCause(url string, err error) error {

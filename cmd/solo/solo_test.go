@@ -361,7 +361,7 @@ func TestStatusAndResign(t *testing.T) {
 	if code != 0 || !strings.Contains(text, "ELECTION") || !strings.Contains(text, name) || !strings.Contains(text, strconv.FormatUint(first.term, 10)) {
 		t.Fatalf("status = %d:\n%s", code, text)
 	}
-	code, text = run("status", "--json", name)
+	code, text = run("status", name, "--json")
 	var rows []struct {
 		Election string `json:"election"`
 		Leader   bool   `json:"leader"`
@@ -379,7 +379,8 @@ func TestStatusAndResign(t *testing.T) {
 		t.Fatalf("status with one empty election = %d, want 3:\n%s", code, text)
 	}
 
-	code, text = run("resign", name, "--wait", "10s")
+	// Flags before and after the name, as README shows.
+	code, text = run("resign", "--redis", url, name, "--wait", "10s")
 	if code != 0 || !strings.Contains(text, "b leads now") {
 		t.Fatalf("resign = %d:\n%s", code, text)
 	}

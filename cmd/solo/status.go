@@ -33,10 +33,10 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	var c common
 	c.register(fs, false)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
-	if err := parseFlags(fs, args); err != nil {
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	names := fs.Args()
 	first := ""
 	if len(names) > 0 {
 		first = names[0]
@@ -130,19 +130,17 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	var c common
 	c.register(fs, false)
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for another instance to take over")
-	// Accept the name before or after the flags: solo resign NAME --wait 5s.
-	var name string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		name, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	if rest := fs.Args(); len(rest) > 0 {
-		if name != "" || len(rest) > 1 {
-			return usageErr("resign takes one election name, got %q", append([]string{name}, rest...))
-		}
-		name = rest[0]
+	var name string
+	switch len(pos) {
+	case 0:
+	case 1:
+		name = pos[0]
+	default:
+		return usageErr("resign takes one election name, got %q", pos)
 	}
 	cfg, err := c.load(fs, env, name)
 	if err != nil {
