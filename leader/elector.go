@@ -26,6 +26,11 @@ type Elector struct {
 
 	running  atomic.Bool
 	resignCh chan *resignRequest // unbuffered: received only by a term in progress
+	// lastTerm is the term of the last leadership that ended here, in this
+	// or an earlier Run (whose function may even still be running, after
+	// ErrStopTimeout): a lease of that term is never adopted again.
+	// Only the running Run touches it.
+	lastTerm uint64
 
 	mu       sync.Mutex // guards status and termDone
 	status   Status
@@ -200,7 +205,6 @@ type campaign struct {
 	watch  Watch
 	events <-chan Event // nil without a watch
 
-	lastTerm       uint64 // term of the last leadership that ended here
 	acquireFailing bool
 	// unconfirmed is the send time of the first acquire since the last
 	// answered one whose outcome is unknown (error, possibly a lost reply).
@@ -264,15 +268,21 @@ func (c *campaign) run(ctx context.Context) error {
 			pause = c.followWait(rec.TTL)
 			continue
 		case Adopted:
-			if rec.Term <= c.lastTerm {
+			if rec.Term <= e.lastTerm {
 				// A lease of a term that already ended here (its function
 				// has returned): hand it back so the next term is new.
 				c.releaseStale(ctx, rec.Lease)
 				continue
 			}
 		}
+		if ctx.Err() != nil {
+			// Won just as Run was told to stop: hand the lease back at once.
+			e.lastTerm = rec.Term
+			c.releaseStale(ctx, rec.Lease)
+			return nil
+		}
 		end := c.lead(ctx, rec.Lease, sent, outcome)
-		c.lastTerm = rec.Term
+		e.lastTerm = rec.Term
 		if end.stop {
 			return end.err
 		}
@@ -602,7 +612,12 @@ func (t *term) stopRenew() {
 func (t *term) finish(ctx context.Context) {
 	e := t.c.e
 	left := t.lastOK.Add(e.cfg.RenewDeadline).Sub(e.clock.Now())
-	if t.lost || left <= 0 {
+	if !t.lost && left <= 0 {
+		// The deadline passed as the function returned, before its timer
+		// was handled: the lease is presumed gone, so it is not released.
+		t.end(ErrRenewDeadline, true)
+	}
+	if t.lost {
 		t.stopRenew()
 		return
 	}
