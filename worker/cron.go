@@ -141,7 +141,7 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, e *cronEntry, ru
 			panic(r) // cron.Recover logs it with the stack
 		}
 	}()
-	err := j.run(ctx)
+	err := j.run(withTick(ctx, tick))
 	w.metrics.jobRun(election, j.name, err)
 	if err != nil {
 		log.Warn("cron job failed", zap.Error(err))
@@ -151,6 +151,21 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, e *cronEntry, ru
 }
 
 func cronKey(job string) string { return "cron:" + job }
+
+type tickKey struct{}
+
+// TickFrom returns the scheduled time a cron job's run is for: the tick it
+// was recorded under. A late run (misfire run-once) gets the missed tick,
+// not the time it runs at, so a job that keys its work by the tick stores
+// the late run under the tick it stands for. ok is false outside a cron run.
+func TickFrom(ctx context.Context) (tick time.Time, ok bool) {
+	tick, ok = ctx.Value(tickKey{}).(time.Time)
+	return tick, ok
+}
+
+func withTick(ctx context.Context, tick time.Time) context.Context {
+	return context.WithValue(ctx, tickKey{}, tick)
+}
 
 // cronLogger adapts zap to cron.Logger; cron's chatty Info goes to Debug.
 type cronLogger struct{ log *zap.Logger }

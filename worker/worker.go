@@ -305,6 +305,9 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc) error
 	}
 	w.drain(log, &wg, runs)
 	if resign != nil {
+		if errors.Is(resign, leader.ErrResigned) {
+			return resign
+		}
 		return fmt.Errorf("%w: %w", resign, leader.ErrResigned)
 	}
 	return nil
@@ -365,6 +368,16 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 			}
 		} else {
 			failures++
+			if errors.Is(err, leader.ErrResigned) {
+				// The job itself asks to give up the term (it saw a stale
+				// term, say): drain the others and resign at once.
+				log.Info("job asks to resign", zap.Error(err))
+				select {
+				case giveUp <- fmt.Errorf("job %q: %w", j.name, err):
+				default:
+				}
+				return
+			}
 			if j.restart == RestartNever {
 				log.Error("job failed; restart policy never", zap.Error(err))
 				return

@@ -310,7 +310,13 @@ func TestWorker_CronAcrossFailover(t *testing.T) {
 					if err := in.w.Cron("report", "*/10 * * * * *", func(ctx context.Context) error {
 						mu.Lock()
 						defer mu.Unlock()
-						ran = append(ran, fmt.Sprintf("%d@%s", int(time.Since(base).Seconds()), id))
+						// The tick the run is for, not the time it runs at: a
+						// late run-once run at 40.0x reports 40.
+						tick, ok := worker.TickFrom(ctx)
+						if !ok {
+							t.Error("no tick in a cron job's context")
+						}
+						ran = append(ran, fmt.Sprintf("%d@%s", int(tick.Sub(base).Seconds()), id))
 						return nil
 					}, worker.WithMisfire(tt.misfire)); err != nil {
 						t.Fatal(err)
@@ -546,5 +552,32 @@ func TestWorker_CronNeverRepeatsARecordedTick(t *testing.T) {
 		if fmt.Sprint(ran) != "[20 30]" {
 			t.Fatalf("ticks run %v, want [20 30]: tick 10 was already recorded", ran)
 		}
+	})
+}
+
+func TestWorker_PullJobReturningErrResignedResignsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := leadertest.New()
+		a := newInstance(t, lock, "a")
+		b := newInstance(t, lock, "b")
+		runsA := 0
+		_ = a.w.Pull("consume", func(ctx context.Context) error {
+			runsA++
+			return fmt.Errorf("stale term seen: %w", leader.ErrResigned)
+		})
+		bRunning := make(chan struct{}, 1)
+		_ = b.w.Pull("consume", func(ctx context.Context) error { bRunning <- struct{}{}; <-ctx.Done(); return nil })
+		a.start()
+		synctest.Wait()
+		b.start()
+		<-bRunning
+		if runsA != 1 {
+			t.Fatalf("a ran the job %d times, want 1: ErrResigned resigns without retries", runsA)
+		}
+		if _, ok := worker.TickFrom(context.Background()); ok {
+			t.Fatal("TickFrom outside a cron run")
+		}
+		_ = a.stop()
+		_ = b.stop()
 	})
 }
