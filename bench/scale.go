@@ -31,6 +31,7 @@ const (
 // scaleResult is figure 5 for one number of elections.
 type scaleResult struct {
 	n          int
+	hub        bool          // electors built WithHub (one shared leader.Hub)
 	elect      time.Duration // until all n lead
 	cpu        spread        // % of one core, this process
 	redisCPU   spread        // % of one core, redis-server
@@ -46,22 +47,26 @@ type scaleResult struct {
 func scaleFigure(ctx context.Context, e *env) (figure, error) {
 	var rs []scaleResult
 	for _, n := range e.prof.scaleSizes {
-		srv, err := e.lab.start("--maxclients", scaleMaxClients)
-		if err != nil {
-			return figure{}, err
+		for _, hub := range []bool{false, true} {
+			srv, err := e.lab.start("--maxclients", scaleMaxClients)
+			if err != nil {
+				return figure{}, err
+			}
+			r, err := scaleOnce(ctx, e, srv, n, hub)
+			cerr := srv.Close()
+			if err := errors.Join(err, cerr); err != nil {
+				return figure{}, fmt.Errorf("%d elections (hub %v): %w", n, hub, err)
+			}
+			rs = append(rs, r)
+			e.logf("  %d elections (hub %v) done", n, hub)
 		}
-		r, err := scaleOnce(ctx, e, srv, n)
-		cerr := srv.Close()
-		if err := errors.Join(err, cerr); err != nil {
-			return figure{}, fmt.Errorf("%d elections: %w", n, err)
-		}
-		rs = append(rs, r)
-		e.logf("  %d elections done", n)
 	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "solo only: one process, one go-redis client (default options) shared by n `leader.Elector`s "+
-		"with distinct names, TTL %s (RenewInterval %s), each the only candidate of its election. CPU is `getrusage(RUSAGE_SELF)` "+
+		"with distinct names, built either plainly (`leader.New(client, cfg)`: each elector its own pub/sub subscription "+
+		"and its own renew round trips) or with one shared `leader.Hub` (`leader.New(client, cfg, leader.WithHub(hub))`: "+
+		"one pub/sub connection for all notices, concurrent renewals sent together in pipelines), TTL %s (RenewInterval %s), each the only candidate of its election. CPU is `getrusage(RUSAGE_SELF)` "+
 		"user+sys over %d windows of one RenewInterval each (%s), as a share of one core; redis-server's CPU is read from "+
 		"/proc over the same windows. Memory is `runtime.MemStats.HeapAlloc` after a GC, before and after starting the "+
 		"electors, divided by n. Connections are `INFO clients connected_clients` minus the probe's own; the server runs "+
@@ -69,43 +74,55 @@ func scaleFigure(ctx context.Context, e *env) (figure, error) {
 		"is checked with `leader.Lookup`: its lease must be held by its elector, in the term it first won, and the elector "+
 		"must still say it leads.\n\n",
 		e.prof.scaleTTL, (e.prof.scaleTTL / 3).Round(time.Millisecond), e.prof.runs, e.prof.scaleWindow.Round(time.Millisecond), scaleMaxClients)
-	b.WriteString("| elections | all elected in | renew CPU (% of one core) | redis-server CPU | heap per election | goroutines per election | Redis connections | exactly one leader |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| elections | electors built | all elected in | renew CPU (% of one core) | redis-server CPU | heap per election | goroutines per election | Redis connections | exactly one leader |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var tg []target
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %.1f | %d | %d / %d |\n", r.n, r.elect.Round(time.Millisecond),
+		built := "plain `New`"
+		if r.hub {
+			built = "`WithHub`"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %.1f | %d | %d / %d |\n", r.n, built, r.elect.Round(time.Millisecond),
 			r.cpu.format(fmtPct), r.redisCPU.format(fmtPct), fmtBytes(r.heapPer), r.goroutines, r.conns, r.leaders, r.n)
 	}
 	last := rs[len(rs)-1]
 	bound := last.poolSize + 1
 	tg = append(tg,
 		target{
-			what: fmt.Sprintf("%d elections: renewing uses < 10 %% of one core at TTL %s", last.n, e.prof.scaleTTL),
+			what: fmt.Sprintf("%d elections with a Hub: renewing uses < 10 %% of one core at TTL %s", last.n, e.prof.scaleTTL),
 			solo: fmtPct(last.cpu.med), peer: "—",
 			ok: last.cpu.med < scaleCPULimit,
 		},
 		target{
-			what: fmt.Sprintf("%d elections share a bounded number of Redis connections, pub/sub included (≤ pool size %d + 1 subscriber)", last.n, last.poolSize),
+			what: fmt.Sprintf("%d elections with a Hub share a bounded number of Redis connections, pub/sub included (≤ pool size %d + 1 subscriber)", last.n, last.poolSize),
 			solo: fmt.Sprint(last.conns), peer: "—",
 			ok: last.conns <= bound,
 		},
 		target{
-			what: fmt.Sprintf("%d elections: every one keeps exactly one leader", last.n),
+			what: fmt.Sprintf("%d elections with a Hub: every one keeps exactly one leader", last.n),
 			solo: fmt.Sprintf("%d / %d", last.leaders, last.n), peer: "—",
 			ok: last.leaders == last.n,
 		},
 	)
-	fmt.Fprintf(&b, "\nConnections grow with the number of elections because every `Elector.Run` opens its own "+
+	fmt.Fprintf(&b, "\nWithout a Hub, connections grow with the number of elections because every `Elector.Run` opens its own "+
 		"pub/sub subscription for release notices (`RedisLock.Watch` → `client.Subscribe`, one dedicated connection "+
-		"each); the lease commands themselves share the client's pool of %d.\n", last.poolSize)
+		"with about 64 KiB of buffers each, pinged every TTL); the lease commands share the client's pool of %d. "+
+		"With a Hub, all notices come over one pub/sub connection (one PING per TTL for all) and the renewals that fall "+
+		"due together share a pipeline (one pool checkout and one write and read for up to 512 of them).\n", last.poolSize)
 	return figure{title: "5. Scale: many elections in one process", body: b.String(), targets: tg}, nil
 }
 
 // scaleOnce runs n electors against srv and measures them.
-func scaleOnce(ctx context.Context, e *env, srv *server, n int) (scaleResult, error) {
-	res := scaleResult{n: n}
+func scaleOnce(ctx context.Context, e *env, srv *server, n int, withHub bool) (scaleResult, error) {
+	res := scaleResult{n: n, hub: withHub}
 	client := redis.NewClient(&redis.Options{Addr: srv.addr})
 	defer client.Close()
+	var opts []leader.Option
+	if withHub {
+		hub := leader.NewHub(client)
+		defer hub.Close() // after the electors stopped (wg.Wait below runs first)
+		opts = append(opts, leader.WithHub(hub))
+	}
 	res.poolSize = client.Options().PoolSize
 	probe := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 1})
 	defer probe.Close()
@@ -133,7 +150,7 @@ func scaleOnce(ctx context.Context, e *env, srv *server, n int) (scaleResult, er
 				Name: fmt.Sprintf("bench-scale-%d", i),
 				ID:   fmt.Sprintf("scale-%d", i),
 				TTL:  e.prof.scaleTTL,
-			})
+			}, opts...)
 			if err != nil {
 				return res, err
 			}

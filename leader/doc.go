@@ -82,4 +82,15 @@
 // spread over the cluster. Keep the client's read and write timeouts well
 // under RenewDeadline and set ContextTimeoutEnabled, so a hung call fails
 // in time to be retried.
+//
+// # Many elections in one process
+//
+// By default each running Elector holds a pub/sub connection of its own for
+// the notices and renews in round trips of its own: right for one or a few
+// elections per process. A process that runs hundreds or thousands of
+// elections on one client builds them all with one Hub (NewHub, WithHub,
+// Hub.NewRedisLock): their notices share one pub/sub connection (one
+// reference-counted SUBSCRIBE per election, one health PING for all) and
+// renewals that fall due together are sent in one pipeline. Results and
+// timing rules are unchanged. Close the Hub after its electors stopped.
 package leader

@@ -72,7 +72,7 @@ func New(client redis.UniversalClient, cfg Config, opts ...Option) (*Elector, er
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return NewWithLock(newRedisLock(client, cfg), cfg, opts...)
+	return newRedisElector(client, cfg, opts) // hub.go: the RedisLock, on a Hub with WithHub
 }
 
 // NewWithLock returns an Elector that keeps its lease in lock, for instance

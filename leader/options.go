@@ -15,6 +15,7 @@ type options struct {
 	log     *zap.Logger
 	clock   Clock
 	metrics Metrics
+	hub     *Hub // WithHub; read by New only
 }
 
 type optionFunc func(*options)

@@ -48,6 +48,7 @@ type RedisLock struct {
 	minReplicas    int
 	replicaTimeout time.Duration
 	healthEvery    time.Duration
+	hub            *Hub // shared notices and batched renewals; nil: own subscription, own round trips
 }
 
 var _ Lock = (*RedisLock)(nil)
@@ -102,7 +103,7 @@ func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (
 
 // Renew implements Lock. May return ErrLeaseLost.
 func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) error {
-	res, acked, err := l.eval(ctx, renewScript, []string{l.leaseKey}, lease.String(), ttl.Milliseconds())
+	res, acked, err := l.renewEval(ctx, lease, ttl) // hub.go: batched with a Hub
 	if err != nil {
 		return fmt.Errorf("renew %s: %w", l.leaseKey, err)
 	}
@@ -156,8 +157,11 @@ func (l *RedisLock) RequestResign(ctx context.Context, term uint64) (int64, erro
 }
 
 // Watch implements Lock. The subscription reconnects on its own; Live is
-// false while it is down.
+// false while it is down. With a Hub it shares the hub's connection.
 func (l *RedisLock) Watch(ctx context.Context) (Watch, error) {
+	if l.hub != nil {
+		return l.hub.watch(l)
+	}
 	w := &redisWatch{
 		client:  l.client,
 		channel: l.channel,

@@ -1,0 +1,664 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of a Hub.
+const (
+	// DefaultHubBatch is the most renewals a Hub sends in one pipeline.
+	DefaultHubBatch = 512
+	// hubSubscribeChunk is the most channels in one SUBSCRIBE/UNSUBSCRIBE.
+	hubSubscribeChunk = 1024
+	// hubWatchQueue is the most notices a watch keeps for a reader that
+	// lags; older ones are dropped beyond it.
+	hubWatchQueue = 64
+)
+
+var errHubClosed = errors.New("leader: hub closed")
+
+// Hub shares one client's connections among many elections of one process:
+// it multiplexes the notices of every election built with it over ONE
+// pub/sub connection, and batches their renewals into pipelines.
+//
+// Without a Hub every running Elector holds a pub/sub connection of its own
+// (go-redis keeps about 64 KiB of buffers per connection, and pings each
+// one every TTL) and sends each renewal as a round trip of its own. That is
+// the right default for one or a few elections per process. With hundreds
+// or thousands of elections in one process, build them all with one Hub
+// (WithHub, Hub.NewRedisLock): the process then holds the client's pool
+// plus one pub/sub connection, one health PING per interval in all, and
+// renewals due at about the same time share a pipeline.
+//
+// Renewals under Config.MinReplicas are not batched: their WAIT must follow
+// their own write on the same connection, so they keep their own round trip.
+//
+// A Hub owns up to three goroutines (renewal batching, subscription changes,
+// notice receiving); Close stops them. Close it after the Electors and
+// RedisLocks using it stopped: afterwards their Watch and Renew fail.
+type Hub struct {
+	client redis.UniversalClient
+	batch  int
+
+	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives
+	cancel context.CancelFunc
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	// Renewals.
+	qmu   sync.Mutex // guards queue and qclosed
+	queue []*hubRenew
+	// qclosed is set by Close; later renewals fail.
+	qclosed   bool
+	renewKick chan struct{} // size one: wakes the batcher
+
+	// Notices.
+	live      atomic.Bool   // the pub/sub connection answers
+	subKick   chan struct{} // size one: wakes the subscriber
+	recvStart chan struct{} // closed once the first SUBSCRIBE was sent
+	recvOnce  sync.Once
+
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	ps     *redis.PubSub
+	chans  map[string]*hubChannel
+	every  time.Duration // health check interval: the shortest TTL watched
+}
+
+// HubOption configures a Hub.
+type HubOption interface {
+	applyHub(*Hub)
+}
+
+type hubOptionFunc func(*Hub)
+
+func (f hubOptionFunc) applyHub(h *Hub) { f(h) }
+
+// WithHubBatch sets the most renewals sent in one pipeline (default
+// DefaultHubBatch). Values below 1 keep the default.
+func WithHubBatch(n int) HubOption {
+	return hubOptionFunc(func(h *Hub) {
+		if n > 0 {
+			h.batch = n
+		}
+	})
+}
+
+// NewHub returns a Hub that multiplexes the election notices of every
+// RedisLock and Elector built with it (WithHub, Hub.NewRedisLock) over one
+// pub/sub connection of client, and batches their renewals into pipelines
+// on client. It connects lazily: no connection is opened before the first
+// Watch or Renew. Close stops it, after the electors using it stopped.
+func NewHub(client redis.UniversalClient, opts ...HubOption) *Hub {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{
+		client:    client,
+		batch:     DefaultHubBatch,
+		ctx:       ctx,
+		cancel:    cancel,
+		stop:      make(chan struct{}),
+		renewKick: make(chan struct{}, 1),
+		subKick:   make(chan struct{}, 1),
+		recvStart: make(chan struct{}),
+		chans:     make(map[string]*hubChannel),
+	}
+	for _, o := range opts {
+		o.applyHub(h)
+	}
+	// No channels yet: go-redis dials on the first SUBSCRIBE or receive.
+	h.ps = client.Subscribe(ctx)
+	h.wg.Go(h.batcher)
+	h.wg.Go(h.subscriber)
+	h.wg.Go(h.receiver)
+	return h
+}
+
+// Close stops the Hub's goroutines and closes its pub/sub connection. The
+// watches still open see their connection go down (Live false, no more
+// notices) and must still be closed; renewals fail from now on. Close
+// returns once the goroutines have exited. It is idempotent.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	ps := h.ps
+	h.mu.Unlock()
+	h.qmu.Lock()
+	h.qclosed = true
+	h.qmu.Unlock()
+
+	close(h.stop)
+	h.cancel()
+	_ = ps.Close() // unblocks a pending receive
+	h.wg.Wait()
+	h.live.Store(false) // after the receiver's last word
+	return nil
+}
+
+// WithHub builds the Elector's RedisLock on h: its notices come over the
+// hub's shared pub/sub connection and its renewals are batched with the
+// other elections' (see Hub). h must have been made for the client given
+// to New. It has no effect on NewWithLock; use Hub.NewRedisLock there.
+func WithHub(h *Hub) Option {
+	return optionFunc(func(o *options) { o.hub = h })
+}
+
+// NewRedisLock is NewRedisLock on the hub's client, with the lock's Watch
+// and Renew going through the hub.
+func (h *Hub) NewRedisLock(cfg Config) (*RedisLock, error) {
+	l, err := NewRedisLock(h.client, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l.hub = h
+	return l, nil
+}
+
+// newRedisElector is New after its checks: the Elector on a RedisLock,
+// which uses the hub of a WithHub option.
+func newRedisElector(client redis.UniversalClient, cfg Config, opts []Option) (*Elector, error) {
+	l := newRedisLock(client, cfg)
+	if err := l.useHub(opts); err != nil {
+		return nil, err
+	}
+	return NewWithLock(l, cfg, opts...)
+}
+
+// useHub attaches the hub of opts, if any, to l (New's WithHub).
+func (l *RedisLock) useHub(opts []Option) error {
+	var o options
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	if o.hub == nil {
+		return nil
+	}
+	if o.hub.client != l.client {
+		return errors.New("leader: WithHub: the hub was made for another redis client")
+	}
+	l.hub = o.hub
+	return nil
+}
+
+// renewEval runs the renew script, through the hub's batches when the lock
+// has a hub and needs no replica acknowledgement.
+func (l *RedisLock) renewEval(ctx context.Context, lease Lease, ttl time.Duration) (any, int64, error) {
+	if l.hub == nil || l.minReplicas > 0 {
+		return l.eval(ctx, renewScript, []string{l.leaseKey}, lease.String(), ttl.Milliseconds())
+	}
+	res, err := l.hub.renew(ctx, l.leaseKey, lease.String(), ttl.Milliseconds())
+	return res, 0, err
+}
+
+// ---- renewals -------------------------------------------------------------
+
+// hubRenew is one queued renewal and, once done is closed, its answer.
+type hubRenew struct {
+	ctx  context.Context
+	key  string
+	val  string
+	ttl  int64
+	res  any
+	err  error
+	done chan struct{}
+}
+
+// renew queues one renew script and waits for its answer or ctx. The
+// script's reply is the same as an unbatched EVALSHA's (NOSCRIPT falls back
+// to EVAL).
+func (h *Hub) renew(ctx context.Context, key, val string, ttl int64) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := &hubRenew{ctx: ctx, key: key, val: val, ttl: ttl, done: make(chan struct{})}
+	h.qmu.Lock()
+	if h.qclosed {
+		h.qmu.Unlock()
+		return nil, errHubClosed
+	}
+	h.queue = append(h.queue, r)
+	h.qmu.Unlock()
+	select {
+	case h.renewKick <- struct{}{}:
+	default: // the batcher is already woken
+	}
+	select {
+	case <-r.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		// The batcher still answers r; nobody reads it.
+		return nil, ctx.Err()
+	}
+}
+
+// batcher sends the queued renewals, up to h.batch per pipeline. It adds no
+// delay: renewals queued while a pipeline is in flight share the next one.
+func (h *Hub) batcher() {
+	var batch []*hubRenew
+	for {
+		select {
+		case <-h.renewKick:
+		case <-h.stop:
+			h.qmu.Lock()
+			q := h.queue
+			h.queue = nil
+			h.qmu.Unlock()
+			for _, r := range q {
+				r.err = errHubClosed
+				close(r.done)
+			}
+			return
+		}
+		for {
+			h.qmu.Lock()
+			n := min(len(h.queue), h.batch)
+			batch = append(batch[:0], h.queue[:n]...)
+			if n == len(h.queue) {
+				clear(h.queue)
+				h.queue = h.queue[:0]
+			} else {
+				h.queue = append(h.queue[:0], h.queue[n:]...)
+			}
+			h.qmu.Unlock()
+			if n == 0 {
+				break
+			}
+			h.sendRenewals(batch)
+			clear(batch)
+		}
+	}
+}
+
+// sendRenewals runs batch in one pipeline and answers each request. A
+// request whose context is already done is answered with its error and not
+// sent. The pipeline's context ends at the latest deadline of the batch (or
+// at Close).
+func (h *Hub) sendRenewals(batch []*hubRenew) {
+	live := batch[:0:0]
+	var latest time.Time
+	bounded := true
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+		if d, ok := r.ctx.Deadline(); !ok {
+			bounded = false
+		} else if d.After(latest) {
+			latest = d
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := h.ctx
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	cmds := h.runRenewals(ctx, live, true)
+	var retry []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		// The server lost its script cache: EVAL loads the script again.
+		again := make([]*hubRenew, len(retry))
+		for j, i := range retry {
+			again[j] = live[i]
+		}
+		for j, c := range h.runRenewals(ctx, again, false) {
+			cmds[retry[j]] = c
+		}
+	}
+	for i, r := range live {
+		r.res, r.err = cmds[i].Result()
+		close(r.done)
+	}
+}
+
+func (h *Hub) runRenewals(ctx context.Context, rs []*hubRenew, sha bool) []*redis.Cmd {
+	p := h.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(rs))
+	for i, r := range rs {
+		keys := []string{r.key}
+		if sha {
+			cmds[i] = renewScript.EvalSha(ctx, p, keys, r.val, r.ttl)
+		} else {
+			cmds[i] = renewScript.Eval(ctx, p, keys, r.val, r.ttl)
+		}
+	}
+	_, _ = p.Exec(ctx) // errors are read per command
+	return cmds
+}
+
+// queued returns how many renewals wait for a pipeline (tests).
+func (h *Hub) queued() int {
+	h.qmu.Lock()
+	defer h.qmu.Unlock()
+	return len(h.queue)
+}
+
+// ---- notices --------------------------------------------------------------
+
+// hubChannel is one election channel of the hub. It stays in Hub.chans from
+// the first watch until the subscriber unsubscribed it after the last one
+// closed.
+type hubChannel struct {
+	name       string
+	watches    []*hubWatch // guarded by Hub.mu; the reference count
+	subscribed bool        // guarded by Hub.mu: SUBSCRIBE sent on the current PubSub
+	confirmed  atomic.Bool // the server confirmed the subscription
+}
+
+// watch registers a watch of l's channel. The subscription itself is sent
+// by the subscriber goroutine, so Watch never waits for Redis.
+func (h *Hub) watch(l *RedisLock) (Watch, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errHubClosed
+	}
+	if h.every == 0 || l.healthEvery < h.every {
+		h.every = l.healthEvery
+	}
+	c := h.chans[l.channel]
+	if c == nil {
+		c = &hubChannel{name: l.channel}
+		h.chans[l.channel] = c
+	}
+	w := &hubWatch{h: h, c: c, events: make(chan Event), stop: make(chan struct{})}
+	c.watches = append(c.watches, w)
+	if !c.subscribed {
+		h.kickSubscriber()
+	}
+	return w, nil
+}
+
+// unwatch removes w; the last watch of a channel has it unsubscribed.
+func (h *Hub) unwatch(w *hubWatch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := w.c.watches
+	for i, x := range ws {
+		if x == w {
+			ws[i] = ws[len(ws)-1]
+			ws[len(ws)-1] = nil
+			w.c.watches = ws[:len(ws)-1]
+			break
+		}
+	}
+	if len(w.c.watches) == 0 {
+		h.kickSubscriber()
+	}
+}
+
+func (h *Hub) kickSubscriber() {
+	select {
+	case h.subKick <- struct{}{}:
+	default:
+	}
+}
+
+// subscriber is the only goroutine that sends SUBSCRIBE and UNSUBSCRIBE: it
+// brings the PubSub's subscriptions in line with the channels watched, in
+// order, so a channel closed and watched again ends up subscribed.
+func (h *Hub) subscriber() {
+	for {
+		select {
+		case <-h.subKick:
+		case <-h.stop:
+			return
+		}
+		h.mu.Lock()
+		ps := h.ps
+		var sub, unsub []string
+		for name, c := range h.chans {
+			switch {
+			case len(c.watches) > 0 && !c.subscribed:
+				c.subscribed = true
+				sub = append(sub, name)
+			case len(c.watches) == 0:
+				if c.subscribed {
+					unsub = append(unsub, name)
+				}
+				delete(h.chans, name)
+			}
+		}
+		h.mu.Unlock()
+		// Errors need no retry: go-redis records the channels before
+		// sending and subscribes them all again whenever it reconnects.
+		for len(unsub) > 0 {
+			n := min(len(unsub), hubSubscribeChunk)
+			_ = ps.Unsubscribe(h.ctx, unsub[:n]...)
+			unsub = unsub[n:]
+		}
+		for len(sub) > 0 {
+			n := min(len(sub), hubSubscribeChunk)
+			_ = ps.Subscribe(h.ctx, sub[:n]...)
+			sub = sub[n:]
+			h.recvOnce.Do(func() { close(h.recvStart) })
+		}
+	}
+}
+
+// receiver reads the shared PubSub and hands each notice to the watches of
+// its channel. An idle connection is checked with a PING every health
+// interval (the shortest TTL watched): one PING for the whole hub. A PING
+// left unanswered for another interval marks the connection not live and
+// replaces it; any other receive error marks it not live until go-redis
+// has reconnected, which re-sends SUBSCRIBE for every channel itself.
+func (h *Hub) receiver() {
+	select {
+	case <-h.recvStart:
+	case <-h.stop:
+		return
+	}
+	pinged := false
+	for {
+		h.mu.Lock()
+		ps, every := h.ps, h.every
+		h.mu.Unlock()
+		msg, err := ps.ReceiveTimeout(h.ctx, every)
+		if h.stopped() {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			timeout := errors.As(err, &ne) && ne.Timeout()
+			if timeout && !pinged {
+				pinged = true
+				if ps.Ping(h.ctx) == nil {
+					continue
+				}
+			}
+			h.down()
+			pinged = false
+			if !h.pause(min(every, time.Second)) {
+				return
+			}
+			if timeout {
+				h.replace()
+			}
+			continue
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			h.live.Store(true)
+			h.mu.Lock()
+			if c := h.chans[m.Channel]; c != nil {
+				c.confirmed.Store(m.Kind == "subscribe")
+			}
+			h.mu.Unlock()
+		case *redis.Pong:
+			h.live.Store(true)
+		case *redis.Message:
+			h.live.Store(true)
+			ev, ok := parseEvent(m.Payload)
+			if !ok {
+				continue
+			}
+			h.mu.Lock()
+			if c := h.chans[m.Channel]; c != nil {
+				for _, w := range c.watches {
+					w.deliver(ev)
+				}
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+// down marks the connection and every subscription not live.
+func (h *Hub) down() {
+	h.live.Store(false)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.chans {
+		c.confirmed.Store(false)
+	}
+}
+
+// replace swaps a silent PubSub for a new one and has the subscriber
+// subscribe every channel on it.
+func (h *Hub) replace() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	old := h.ps
+	h.ps = h.client.Subscribe(h.ctx) // no channels: dials on first use
+	for _, c := range h.chans {
+		c.subscribed = false
+	}
+	h.kickSubscriber()
+	h.mu.Unlock()
+	_ = old.Close()
+}
+
+func (h *Hub) stopped() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *Hub) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.stop:
+		return false
+	}
+}
+
+// hubWatch is one Watch on a hub channel. Notices reach Events in order;
+// the hub's receiver never blocks on a slow reader: what the reader is not
+// ready for is queued (at most hubWatchQueue notices, the oldest dropped
+// beyond) and handed over by a forwarding goroutine of the watch, which
+// runs only while the queue is not empty, stops on Close and is awaited by
+// it.
+type hubWatch struct {
+	h      *Hub
+	c      *hubChannel
+	events chan Event
+	stop   chan struct{}
+
+	mu         sync.Mutex // guards the fields below
+	closed     bool
+	queue      []Event
+	forwarding bool
+	fwd        sync.WaitGroup
+}
+
+func (w *hubWatch) Events() <-chan Event { return w.events }
+
+// Live reports whether the hub's connection is up and the server confirmed
+// this channel's subscription on it.
+func (w *hubWatch) Live() bool { return w.h.live.Load() && w.c.confirmed.Load() }
+
+// Close unregisters the watch (the channel is unsubscribed when no other
+// watch of the hub uses it), stops its forwarding and closes Events.
+func (w *hubWatch) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.queue = nil
+	w.mu.Unlock()
+	w.h.unwatch(w)
+	close(w.stop)
+	w.fwd.Wait()
+	close(w.events)
+	return nil
+}
+
+// deliver hands ev to the reader without blocking: directly if it waits
+// and nothing is queued before ev, else through the queue.
+func (w *hubWatch) deliver(ev Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	if !w.forwarding {
+		select {
+		case w.events <- ev:
+			return
+		default:
+		}
+	}
+	if len(w.queue) == hubWatchQueue {
+		w.queue = w.queue[1:]
+	}
+	w.queue = append(w.queue, ev)
+	if !w.forwarding {
+		w.forwarding = true
+		w.fwd.Go(w.forward)
+	}
+}
+
+func (w *hubWatch) forward() {
+	for {
+		w.mu.Lock()
+		if w.closed || len(w.queue) == 0 {
+			w.forwarding = false
+			w.mu.Unlock()
+			return
+		}
+		ev := w.queue[0]
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		select {
+		case w.events <- ev:
+		case <-w.stop:
+			w.mu.Lock()
+			w.forwarding = false
+			w.mu.Unlock()
+			return
+		}
+	}
+}
