@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,7 +91,62 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 		return nil
 	})
+	// cluster_state:ok does not mean the cluster bus links are up, and a
+	// PUBLISH reaches other nodes only over them: wait until every node sees
+	// every other as connected and a message published on any node reaches
+	// subscribers on every node.
+	waitFor(t, clusterTimeout, "cluster bus connected and relaying PUBLISH", func(ctx context.Context) error {
+		for i, a := range admins {
+			nodes, err := a.ClusterNodes(ctx).Result()
+			if err != nil {
+				return fmt.Errorf("cluster nodes on %s: %w", c.nodes[i].Addr(), err)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+				f := strings.Fields(line)
+				if len(f) < 8 || f[7] != "connected" || strings.Contains(f[2], "handshake") || strings.Contains(f[2], "fail") {
+					return fmt.Errorf("node %s sees %q", c.nodes[i].Addr(), line)
+				}
+			}
+		}
+		return probePublish(ctx, admins)
+	})
 	return c
+}
+
+// probePublish checks that a message published on each node reaches a
+// subscriber on every node.
+func probePublish(ctx context.Context, admins []*redis.Client) error {
+	const channel = "redistest:probe"
+	subs := make([]*redis.PubSub, len(admins))
+	defer func() {
+		for _, ps := range subs {
+			if ps != nil {
+				_ = ps.Close()
+			}
+		}
+	}()
+	for j, a := range admins {
+		subs[j] = a.Subscribe(ctx, channel)
+		if _, err := subs[j].ReceiveTimeout(ctx, time.Second); err != nil { // the subscribe confirmation
+			return fmt.Errorf("probe subscribe: %w", err)
+		}
+	}
+	for i, a := range admins {
+		msg := fmt.Sprintf("from-%d", i)
+		if err := a.Publish(ctx, channel, msg).Err(); err != nil {
+			return fmt.Errorf("probe publish: %w", err)
+		}
+		for j, ps := range subs {
+			m, err := ps.ReceiveTimeout(ctx, 500*time.Millisecond)
+			if err != nil {
+				return fmt.Errorf("probe from node %d to node %d: %w", i, j, err)
+			}
+			if pm, ok := m.(*redis.Message); !ok || pm.Payload != msg {
+				return fmt.Errorf("probe from node %d to node %d: got %v", i, j, m)
+			}
+		}
+	}
+	return nil
 }
 
 // Addrs returns the addresses of all nodes, in start order.
