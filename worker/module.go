@@ -156,11 +156,13 @@ func (r *runner) start(ctx context.Context) error {
 	r.cancel, r.done = cancel, make(chan struct{})
 	go func() {
 		defer close(r.done)
-		if err := r.w.Run(runCtx); err != nil && runCtx.Err() == nil {
-			r.log.Error("worker stopped", zap.Error(err))
+		err := r.w.Run(runCtx)
+		if err == nil {
+			return
+		}
+		r.log.Error("worker stopped", zap.Error(err))
+		if runCtx.Err() == nil { // stopped on its own: ask fx to shut down
 			_ = r.shutdown.Shutdown(fx.ExitCode(1))
-		} else if err != nil {
-			r.log.Error("worker stopped", zap.Error(err))
 		}
 	}()
 	return nil

@@ -53,7 +53,7 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-// exitError carries an exit code; its message is printed once, by run.
+// codeError carries an exit code; its message is printed once, by run.
 type codeError struct {
 	code int
 	err  error
