@@ -38,14 +38,21 @@ type Checkpointer interface {
 var _ Checkpointer = (*RedisLock)(nil)
 
 // Checkpoint implements Checkpointer. The key is PREFIX:{NAME}:cp:KEY, in
-// the lease's Cluster slot, without expiry.
+// the lease's Cluster slot, without expiry. With MinReplicas the script and
+// a WAIT share one pipeline, as for acquire: a checkpoint acknowledged by
+// fewer replicas returns ErrNotReplicated and counts as not recorded (a
+// failover could lose it), although the primary may keep it.
 func (l *RedisLock) Checkpoint(ctx context.Context, lease Lease, key string, n int64) error {
-	res, err := checkpointScript.Run(ctx, l.client, []string{l.leaseKey, l.cpKey(key)}, lease.String(), n).Int64()
+	reply, acked, err := l.eval(ctx, checkpointScript, []string{l.leaseKey, l.cpKey(key)}, lease.String(), n)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", l.cpKey(key), err)
 	}
+	res, _ := reply.(int64)
 	switch res {
 	case 1:
+		if l.minReplicas > 0 && acked < int64(l.minReplicas) {
+			return fmt.Errorf("checkpoint %s: %d of %d replicas acknowledged: %w", l.cpKey(key), acked, l.minReplicas, ErrNotReplicated)
+		}
 		return nil
 	case 0:
 		return fmt.Errorf("checkpoint %s to %d: %w", l.cpKey(key), n, ErrCheckpointNotAdvanced)

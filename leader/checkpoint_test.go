@@ -69,7 +69,7 @@ func TestElector_FunctionReturningErrResignedResigns(t *testing.T) {
 			// Drain own work for longer than the stop budget: the lease must
 			// stay renewed meanwhile, since the function has not returned.
 			time.Sleep(5 * time.Second)
-			if h, _, ok := lock.Holder(); !ok || h.ID != "a" {
+			if h, _, ok := lock.Holder(); !ok || h.ID != a.ID() {
 				t.Errorf("lease lost while draining: %v %v", h, ok)
 			}
 			drained = true
@@ -93,7 +93,7 @@ func TestElector_FunctionReturningErrResignedResigns(t *testing.T) {
 		if n, ok, _ := a.LoadCheckpoint(context.Background(), "k"); !ok || n != 1 {
 			t.Fatalf("LoadCheckpoint() = %d %v", n, ok)
 		}
-		if h, err := a.Leader(context.Background()); err != nil || h.ID != "b" {
+		if h, err := a.Leader(context.Background()); err != nil || h.ID != b.ID() {
 			t.Fatalf("Leader() = %+v %v", h, err)
 		}
 		_ = stopA()

@@ -32,9 +32,12 @@ type Config struct {
 	// space (it is the Redis Cluster hash tag of the election's keys).
 	Name string `yaml:"name"`
 
-	// ID identifies this candidate in the lease value. It must be unique per
-	// process run: two live candidates with one ID are one candidate to
-	// Redis. Default: "HOST-PID-RANDOM". Must not contain white space.
+	// ID names this candidate in the lease value. The Elector always
+	// appends "-" and a random part of its own (Elector.ID returns the
+	// whole), so two processes given the same ID stay two candidates:
+	// configuration cannot make two Electors share an ID. Default
+	// "HOST-PID", so the ID reads "HOST-PID-RANDOM". Must not contain white
+	// space.
 	ID string `yaml:"id"`
 
 	// KeyPrefix starts every Redis key of the election: PREFIX:{NAME}:lease.
@@ -259,8 +262,8 @@ func formatValue(v any) string {
 	}
 }
 
-// defaultID returns HOST-PID-RANDOM, unique per process run.
-func defaultID() string {
+// defaultBaseID returns HOST-PID, the ID's base when none is configured.
+func defaultBaseID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
@@ -271,5 +274,5 @@ func defaultID() string {
 		}
 		return r
 	}, host)
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomToken())
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

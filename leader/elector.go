@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/internal/seeded"
 )
 
 // Elector campaigns for one election and runs a leader function during each
@@ -26,6 +29,15 @@ type Elector struct {
 
 	running  atomic.Bool
 	resignCh chan *resignRequest // unbuffered: received only by a term in progress
+	// baseID is the configured (or host-derived) part of the ID; the ID
+	// adds a random part per Elector, so two processes sharing a
+	// configuration never share an ID.
+	baseID string
+	// straggler is closed when the leader function of the last term
+	// returns. A term that ended in ErrStopTimeout leaves it open: the next
+	// Run waits on it before campaigning, so one Elector never runs two
+	// functions at once. Only the running Run touches it.
+	straggler chan struct{}
 	// lastTerm is the term of the last leadership that ended here, in this
 	// or an earlier Run (whose function may even still be running, after
 	// ErrStopTimeout): a lease of that term is never adopted again.
@@ -72,7 +84,12 @@ func New(client redis.UniversalClient, cfg Config, opts ...Option) (*Elector, er
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return newRedisElector(client, cfg, opts) // hub.go: the RedisLock, on a Hub with WithHub
+	e, err := newRedisElector(client, cfg, opts) // hub.go: the RedisLock, on a Hub with WithHub
+	if err != nil {
+		return nil, err
+	}
+	e.warnClientTimeouts(client)
+	return e, nil
 }
 
 // NewWithLock returns an Elector that keeps its lease in lock, for instance
@@ -85,9 +102,15 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ID == "" {
-		cfg.ID = defaultID()
+	base := cfg.ID
+	if base == "" {
+		base = defaultBaseID()
 	}
+	// The random part cannot be configured away: an ID is unique per
+	// Elector even when many processes share one configuration, so the
+	// acquire script's adopt-by-ID can only ever adopt this Elector's own
+	// attempt (see campaign.acquire).
+	cfg.ID = base + "-" + randomToken()
 	o := options{log: zap.NewNop(), clock: systemClock{}, metrics: nopMetrics{}}
 	for _, opt := range opts {
 		opt.apply(&o)
@@ -99,6 +122,7 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 		clock:    o.clock,
 		metrics:  o.metrics,
 		resignCh: make(chan *resignRequest),
+		baseID:   base,
 		status:   Status{ID: cfg.ID},
 	}, nil
 }
@@ -172,12 +196,21 @@ func (e *Elector) Resign(ctx context.Context) error {
 // an error wrapping ErrResigned ends it as Resign does (release, then
 // ResignCooldown), for a function that drained its own work first.
 //
+// fn starts only on an acquire whose reply arrived before its renew
+// deadline (send time + RenewDeadline, on this host's monotonic clock),
+// whatever the Redis client's own timeouts are. Every store call is bounded
+// by Run itself: a call the client never ends delays neither the renew
+// deadline nor shutdown (its goroutine ends when the client returns).
+//
 // Run never releases the lease while fn runs. When ctx ends it cancels fn,
 // renews while fn drains for up to ShutdownTimeout, then releases; if fn
 // has not returned by then, renewing stops, the lease is left to expire and
-// Run returns ErrStopTimeout. Otherwise Run returns nil once ctx is done.
-// Redis errors are retried within the timing rules and logged, never
-// returned. It returns ErrAlreadyRunning if this Elector already runs.
+// Run returns ErrStopTimeout. A later Run of the same Elector waits until
+// that function has returned before it campaigns (it returns ErrStopTimeout
+// again if its ctx ends first), so one Elector never runs two functions.
+// Otherwise Run returns nil once ctx is done. Redis errors are retried
+// within the timing rules and logged, never returned. It returns
+// ErrAlreadyRunning if this Elector already runs.
 func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return errors.New("leader: nil leader function")
@@ -187,31 +220,60 @@ func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) e
 	}
 	defer e.running.Store(false)
 
-	c := &campaign{e: e, fn: fn}
-	w, err := e.lock.Watch(ctx)
-	if err != nil {
-		e.log.Warn("release notices unavailable; followers poll at retry_interval", zap.Error(err))
-	} else {
-		c.watch, c.events = w, w.Events()
-		defer w.Close()
+	if e.straggler != nil {
+		select {
+		case <-e.straggler:
+		default:
+			e.log.Warn("waiting for the previous term's leader function to return before campaigning")
+			select {
+			case <-e.straggler:
+			case <-ctx.Done():
+				return ErrStopTimeout
+			}
+		}
+		e.straggler = nil
 	}
-	return c.run(ctx)
+
+	rng, ok := seeded.From(ctx)
+	if !ok {
+		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	c := &campaign{e: e, fn: fn, rng: rng, watchReady: make(chan Watch, 1), runDone: make(chan struct{})}
+	// Notices are an optimisation: subscribing must never delay the first
+	// acquire, so the watch is set up beside the campaign and joins it when
+	// ready. Until then followers wait at most RetryInterval.
+	wctx, wcancel := context.WithCancel(ctx)
+	go c.openWatch(wctx)
+	defer func() {
+		wcancel()
+		close(c.runDone) // an openWatch still running closes its own watch
+		if c.watch != nil {
+			_ = c.watch.Close()
+		}
+	}()
+	err := c.run(ctx)
+	c.cleanup(ctx)
+	return err
 }
 
 // campaign is the state of one Run.
 type campaign struct {
-	e      *Elector
-	fn     func(context.Context) error
-	watch  Watch
-	events <-chan Event // nil without a watch
+	e   *Elector
+	fn  func(context.Context) error
+	rng *rand.Rand // jitter; only the campaign goroutine uses it
+
+	watch      Watch
+	events     <-chan Event // nil until the watch is ready, or without one
+	watchReady chan Watch   // size one: openWatch's result
+	runDone    chan struct{}
 
 	acquireFailing bool
-	// unconfirmed is the send time of the first acquire since the last
-	// answered one whose outcome is unknown (error, possibly a lost reply).
-	// A lease adopted later may date from it, so the adopted term's
-	// deadline runs from it (DESIGN.md: "computed from the first attempt's
-	// send time"), although the adopting script also refreshes the TTL.
-	unconfirmed time.Time
+	// unconfirmed is set while an acquire whose outcome is unknown (an
+	// error, a lost reply, a call abandoned at its bound) may have taken
+	// the lease for this Elector; an answered acquire clears it. Run checks
+	// for such a lease on its way out (cleanup).
+	unconfirmed bool
+	collided    map[string]bool // other candidates seen with our base ID
 }
 
 // termEnd says what Run does after a term.
@@ -220,6 +282,27 @@ type termEnd struct {
 	wake  bool          // a release notice may cut the pause short
 	stop  bool          // Run returns err
 	err   error
+}
+
+// openWatch subscribes to the election's notices and hands the watch to the
+// campaign, or closes it if Run has already returned. It is owned by Run:
+// ctx and runDone stop it.
+func (c *campaign) openWatch(ctx context.Context) {
+	w, err := c.e.lock.Watch(ctx)
+	if err != nil {
+		c.e.log.Warn("release notices unavailable; followers poll at retry_interval", zap.Error(err))
+		return
+	}
+	select {
+	case c.watchReady <- w:
+	case <-c.runDone:
+		_ = w.Close()
+	}
+}
+
+// useWatch installs the watch openWatch made.
+func (c *campaign) useWatch(w Watch) {
+	c.watch, c.events = w, w.Events()
 }
 
 func (c *campaign) run(ctx context.Context) error {
@@ -238,26 +321,18 @@ func (c *campaign) run(ctx context.Context) error {
 		// The send time is taken before the request: the server sets the
 		// expiry later still, so a deadline measured from here is safe.
 		sent := e.clock.Now()
-		actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		outcome, rec, err := e.lock.Acquire(actx, e.cfg.ID, e.cfg.TTL)
-		cancel()
+		outcome, rec, err := c.acquire(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			// The outcome is unknown (the reply may be lost): never lead on
-			// it. A retry that finds our ID holding the lease adopts it.
-			if c.unconfirmed.IsZero() {
-				c.unconfirmed = sent
-			}
+			// The outcome is unknown (the reply may be lost or late): never
+			// lead on it. A retry that finds our ID holding the lease adopts
+			// it, as only this Elector's own attempts carry its ID.
 			c.acquireFailed(err)
-			pause = jitter(e.cfg.RetryInterval)
+			pause = c.jitter(e.cfg.RetryInterval)
 			continue
 		}
-		if outcome == Adopted && !c.unconfirmed.IsZero() {
-			sent = c.unconfirmed
-		}
-		c.unconfirmed = time.Time{}
 		if c.acquireFailing {
 			c.acquireFailing = false
 			e.log.Info("redis reachable again")
@@ -271,15 +346,30 @@ func (c *campaign) run(ctx context.Context) error {
 			if rec.Term <= e.lastTerm {
 				// A lease of a term that already ended here (its function
 				// has returned): hand it back so the next term is new.
-				c.releaseStale(ctx, rec.Lease)
+				c.release(ctx, rec.Lease)
 				continue
 			}
 		}
+		// Acquired, or Adopted: an earlier attempt of this Elector whose
+		// reply was lost took the lease, and this attempt's script
+		// refreshed its TTL after this send time. Either way the lease
+		// lasts on the server until at least sent + TTL×(1−Drift).
 		if ctx.Err() != nil {
 			// Won just as Run was told to stop: hand the lease back at once.
 			e.lastTerm = rec.Term
-			c.releaseStale(ctx, rec.Lease)
+			c.release(ctx, rec.Lease)
 			return nil
+		}
+		if late := e.clock.Now().Sub(sent.Add(e.cfg.RenewDeadline)); late >= 0 {
+			// The reply came after this attempt's renew deadline: the lease
+			// may already have expired and passed to another candidate.
+			// Never start on it. Releasing is safe (it compares the exact
+			// value, and no function of this term runs).
+			e.log.Warn("acquire confirmed after its renew deadline; not leading on it",
+				zap.Uint64("term", rec.Term), zap.String("how", outcome.String()), zap.Duration("late_by", late))
+			e.lastTerm = max(e.lastTerm, rec.Term)
+			c.release(ctx, rec.Lease)
+			continue
 		}
 		end := c.lead(ctx, rec.Lease, sent, outcome)
 		e.lastTerm = rec.Term
@@ -287,6 +377,87 @@ func (c *campaign) run(ctx context.Context) error {
 			return end.err
 		}
 		pause, wake = end.pause, end.wake
+	}
+}
+
+// acquireResult is the outcome of one acquire call.
+type acquireResult struct {
+	outcome Outcome
+	rec     Record
+	err     error
+}
+
+// errCallBound reports a store call abandoned at its bound: its outcome is
+// unknown.
+var errCallBound = errors.New("leader: no reply within the renew deadline")
+
+// acquire sends one acquire and waits for its reply, at most RenewDeadline
+// after the send time whatever the client's timeouts, and not past ctx. An
+// acquire abandoned at that bound, or at ctx's end, has an unknown outcome.
+func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
+	e := c.e
+	actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	c.unconfirmed = true
+	ch := make(chan acquireResult, 1) // the call never blocks on its answer
+	go func() {
+		o, r, err := e.lock.Acquire(actx, e.cfg.ID, e.cfg.TTL)
+		ch <- acquireResult{o, r, err}
+	}()
+	bound := e.clock.NewTimer(e.cfg.RenewDeadline)
+	defer bound.Stop()
+	select {
+	case res := <-ch:
+		if res.err == nil {
+			c.unconfirmed = false
+			c.checkCollision(res.outcome, res.rec)
+		}
+		return res.outcome, res.rec, res.err
+	case <-bound.C():
+		return Held, Record{}, errCallBound
+	case <-ctx.Done():
+		return Held, Record{}, ctx.Err()
+	}
+}
+
+// checkCollision logs, once per holder, a lease held under this Elector's
+// base ID by another run: two processes share a configured ID. They stay
+// two candidates (the random part of the ID differs); the log says the
+// configuration is wrong.
+func (c *campaign) checkCollision(o Outcome, rec Record) {
+	if o != Held || rec.ID == c.e.cfg.ID {
+		return
+	}
+	i := strings.LastIndex(rec.ID, "-")
+	if i < 0 || rec.ID[:i] != c.e.baseID || c.collided[rec.ID] {
+		return
+	}
+	if c.collided == nil {
+		c.collided = map[string]bool{}
+	}
+	c.collided[rec.ID] = true
+	c.e.log.Error("another candidate was configured with this candidate's id; ids must be unique per instance (both stay separate candidates)",
+		zap.String("configured_id", c.e.baseID), zap.String("other", rec.ID))
+}
+
+// cleanup runs as Run returns: an acquire of this Run whose outcome is
+// unknown may have left a lease in this Elector's name that nobody renews,
+// which would hold the other candidates off for a whole TTL. Find it and
+// release it. A request still in flight after this can still leave one
+// (it then expires after TTL).
+func (c *campaign) cleanup(ctx context.Context) {
+	e := c.e
+	if !c.unconfirmed {
+		return
+	}
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
+	defer cancel()
+	rec, err := callBounded(ictx, func() (Record, error) { return e.lock.Inspect(ictx) })
+	if err != nil || rec.ID != e.cfg.ID || (rec.Term <= e.lastTerm && e.straggler != nil) {
+		return
+	}
+	if err := c.releaseWithin(ictx, rec.Lease); err == nil {
+		e.log.Info("released a lease taken by an acquire whose reply never came", zap.Uint64("term", rec.Term))
 	}
 }
 
@@ -301,6 +472,8 @@ func (c *campaign) sleep(ctx context.Context, d time.Duration, wake bool) bool {
 			return false
 		case <-t.C():
 			return true
+		case w := <-c.watchReady:
+			c.useWatch(w)
 		case ev, ok := <-c.events:
 			if !ok {
 				c.events = nil
@@ -319,9 +492,14 @@ func (c *campaign) sleep(ctx context.Context, d time.Duration, wake bool) bool {
 // first. Without live notices the wait is bounded by RetryInterval.
 func (c *campaign) followWait(pttl time.Duration) time.Duration {
 	cfg := c.e.cfg
+	select {
+	case w := <-c.watchReady:
+		c.useWatch(w)
+	default:
+	}
 	w := cfg.RetryInterval
 	if pttl > 0 {
-		w = pttl + time.Millisecond + randDuration(min(cfg.TTL/100, 20*time.Millisecond))
+		w = pttl + time.Millisecond + c.randDuration(min(cfg.TTL/100, 20*time.Millisecond))
 	}
 	if c.watch == nil || !c.watch.Live() {
 		w = min(w, cfg.RetryInterval)
@@ -349,12 +527,51 @@ func (c *campaign) acquireFailed(err error) {
 	c.e.log.Debug("acquire failed", zap.Error(err))
 }
 
-func (c *campaign) releaseStale(ctx context.Context, l Lease) {
+// release hands back a lease no function of this Elector runs under.
+func (c *campaign) release(ctx context.Context, l Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.cfg.RenewDeadline)
 	defer cancel()
-	if err := c.e.lock.Release(rctx, l); err != nil {
-		c.e.log.Debug("release of an ended term's lease", zap.Uint64("term", l.Term), zap.Error(err))
+	if err := c.releaseWithin(rctx, l); err != nil {
+		c.e.log.Debug("release of a lease not led on", zap.Uint64("term", l.Term), zap.Error(err))
 	}
+}
+
+// releaseWithin releases l, abandoning the call when ctx ends.
+func (c *campaign) releaseWithin(ctx context.Context, l Lease) error {
+	_, err := callBounded(ctx, func() (struct{}, error) { return struct{}{}, c.e.lock.Release(ctx, l) })
+	return err
+}
+
+// callBounded runs f in a goroutine of its own and returns its result, or
+// ctx's error once ctx ends first. f must use ctx; a client that ignores it
+// keeps the goroutine until it returns, and its result is dropped.
+func callBounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// jitter returns d plus up to 20%.
+func (c *campaign) jitter(d time.Duration) time.Duration { return d + c.randDuration(d/5) }
+
+func (c *campaign) randDuration(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(c.rng.Int64N(int64(d)))
 }
 
 // renewResult is the outcome of one renew round trip.
@@ -412,7 +629,11 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 	e.metrics.Transition(TransitionElected, lease.Term)
 
 	fnDone := make(chan error, 1)
-	go func() { fnDone <- callLeader(termCtx, c.fn) }()
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		fnDone <- callLeader(termCtx, c.fn)
+	}()
 
 	var (
 		fnErr     error
@@ -465,6 +686,8 @@ wait:
 			t.waiters = append(t.waiters, req)
 			t.end(ErrResigned, false)
 			startBudget()
+		case w := <-c.watchReady:
+			c.useWatch(w)
 		case ev, ok := <-c.events:
 			if !ok {
 				c.events = nil
@@ -487,6 +710,7 @@ wait:
 			// while this function still runs.
 			t.lost = true
 			t.stopRenew()
+			e.straggler = returned // the next Run waits for it
 			e.endTerm(t.waiters)
 			t.log.Error("leader function did not stop within shutdown_timeout; lease left to expire",
 				zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
@@ -519,7 +743,7 @@ wait:
 	case fnErr != nil:
 		t.log.Error("leader function failed", zap.Error(fnErr))
 	}
-	return termEnd{pause: jitter(cfg.RetryInterval), wake: true}
+	return termEnd{pause: c.jitter(cfg.RetryInterval), wake: true}
 }
 
 // end ends the term with cause: the function's context is cancelled at once
@@ -546,7 +770,9 @@ func (t *term) end(cause error, lost bool) {
 
 // startRenew sends one renew in its own goroutine, bounded by the time left
 // until the deadline (go-redis honours it with ContextTimeoutEnabled; the
-// deadline timer does not depend on it either way).
+// deadline timer does not depend on it either way). The goroutine reports
+// into renewCh, which has room for its one answer, so it never blocks and
+// ends when the client call returns, even after the term ended.
 func (t *term) startRenew(ctx context.Context) {
 	if t.renewing || t.lost {
 		return
@@ -555,9 +781,12 @@ func (t *term) startRenew(ctx context.Context) {
 	now := e.clock.Now()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lastOK.Add(e.cfg.RenewDeadline).Sub(now))
 	t.renewing, t.renewStop = true, cancel
+	ch := t.renewCh
 	go func() {
 		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
-		t.renewCh <- renewResult{sent: now, took: e.clock.Now().Sub(now), err: err}
+		took := e.clock.Now().Sub(now)
+		e.metrics.Renew(took, err)
+		ch <- renewResult{sent: now, took: took, err: err}
 	}()
 }
 
@@ -567,7 +796,6 @@ func (t *term) renewed(res renewResult) {
 	cfg := e.cfg
 	t.renewing = false
 	t.renewStop()
-	e.metrics.Renew(res.took, res.err)
 	if t.lost {
 		return
 	}
@@ -597,18 +825,19 @@ func (t *term) renewed(res renewResult) {
 	}
 }
 
-// stopRenew cancels an in-flight renew and waits for its goroutine.
+// stopRenew cancels an in-flight renew without waiting for it: a client
+// that ignores cancellation must not hold up a step-down or shutdown. The
+// renew's answer, when it comes, goes unread; a late renew is harmless, as
+// it only extends a lease that is still exactly ours.
 func (t *term) stopRenew() {
 	if t.renewing {
 		t.renewStop()
-		res := <-t.renewCh
 		t.renewing = false
-		t.c.e.metrics.Renew(res.took, res.err)
 	}
 }
 
 // finish runs after fn returned: release the lease unless it is presumed
-// gone, then wait for any renew still in flight.
+// gone, then stop any renew still in flight.
 func (t *term) finish(ctx context.Context) {
 	e := t.c.e
 	left := t.lastOK.Add(e.cfg.RenewDeadline).Sub(e.clock.Now())
@@ -624,7 +853,7 @@ func (t *term) finish(ctx context.Context) {
 	// Released concurrently with a renew still in flight is safe: both
 	// compare the exact value, so a late renew finds the key gone.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
-	err := e.lock.Release(rctx, t.lease)
+	err := t.c.releaseWithin(rctx, t.lease)
 	cancel()
 	t.stopRenew()
 	switch {
@@ -686,14 +915,4 @@ func callLeader(ctx context.Context, fn func(context.Context) error) (err error)
 		}
 	}()
 	return fn(ctx)
-}
-
-// jitter returns d plus up to 20%.
-func jitter(d time.Duration) time.Duration { return d + randDuration(d/5) }
-
-func randDuration(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d)
 }

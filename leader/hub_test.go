@@ -627,7 +627,7 @@ func TestHub_ClusterOneSubscriptionForAllSlots(t *testing.T) {
 	}
 	hubWait(t, 10*time.Second, "every channel subscribed", func() bool { return hub.confirmedChannels() == len(pairs) })
 	for _, p := range pairs {
-		hubWait(t, 5*time.Second, "b observes a", func() bool { return p.b.Status().Leader.ID == "a" })
+		hubWait(t, 5*time.Second, "b observes a", func() bool { return p.b.Status().Leader.ID == p.a.ID() })
 	}
 	subs := 0
 	for _, n := range cl.Nodes() {

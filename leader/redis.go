@@ -156,8 +156,11 @@ func (l *RedisLock) RequestResign(ctx context.Context, term uint64) (int64, erro
 	return n, nil
 }
 
-// Watch implements Lock. The subscription reconnects on its own; Live is
-// false while it is down. With a Hub it shares the hub's connection.
+// Watch implements Lock. It returns at once: the SUBSCRIBE is sent by the
+// watch's own goroutine, so a slow link never delays a caller (notices are
+// an optimisation, campaigning is not). The subscription reconnects on its
+// own; Live is false until the server confirmed it and while it is down.
+// With a Hub it shares the hub's connection.
 func (l *RedisLock) Watch(ctx context.Context) (Watch, error) {
 	if l.hub != nil {
 		return l.hub.watch(l)
@@ -170,7 +173,7 @@ func (l *RedisLock) Watch(ctx context.Context) (Watch, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	w.ps = l.client.Subscribe(context.WithoutCancel(ctx), l.channel)
+	w.ps = l.client.Subscribe(context.WithoutCancel(ctx)) // no channel: does not dial
 	go w.loop()
 	return w, nil
 }
@@ -289,6 +292,12 @@ func (w *redisWatch) loop() {
 	defer close(w.done)
 	defer close(w.events)
 	ctx := context.Background()
+	w.mu.Lock()
+	ps := w.ps
+	w.mu.Unlock()
+	// go-redis records the channel even when this fails, and subscribes it
+	// again on every reconnect; the receive below reports the failure.
+	_ = ps.Subscribe(ctx, w.channel)
 	pinged := false
 	for {
 		w.mu.Lock()

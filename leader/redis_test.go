@@ -257,7 +257,7 @@ func TestRedis_GracefulHandoffWakesFollowerByNotice(t *testing.T) {
 				<-ctx.Done()
 				return nil
 			})
-			waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == "a" })
+			waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == a.ID() })
 			evalsBefore := cb.get("evalsha") + cb.get("eval")
 
 			switch how {
@@ -396,7 +396,7 @@ func TestRedis_StalledRedisCancelsAtDeadlineWhileCallHangs(t *testing.T) {
 				t.Fatal("no Redis call was hanging at the cancel: the test did not stall the renew")
 			}
 			if stall == "proxy-blackhole" {
-				want := leader.Lease{Term: term, ID: "a"}.String()
+				want := leader.Lease{Term: term, ID: e.ID()}.String()
 				if x.value != want || x.pttl <= 0 {
 					t.Fatalf("at cancel the server had %q with %s left, want our lease still alive (cancel before expiry)", x.value, x.pttl)
 				}
@@ -554,7 +554,7 @@ func TestRedis_LostAcquireReplyNeverMakesTwoLeaders(t *testing.T) {
 	// a's acquire reaches Redis; its reply is dropped.
 	waitFor(t, 5*time.Second, "a's unconfirmed lease in Redis", func() bool {
 		v, _ := direct.Get(context.Background(), cfg.LeaseKey()).Result()
-		return strings.HasSuffix(v, " a")
+		return strings.HasSuffix(v, " "+a.ID())
 	})
 	v, _ := direct.Get(context.Background(), cfg.LeaseKey()).Result()
 	runRedis(t, b, fn(nil))
@@ -569,7 +569,7 @@ func TestRedis_LostAcquireReplyNeverMakesTwoLeaders(t *testing.T) {
 	term := <-aStarted
 	// a either adopted its unconfirmed lease or, if that expired meanwhile,
 	// won a fresh one; either way it must never run beside b (checked below).
-	t.Logf("a leads with %q; its unconfirmed lease was %q", leader.Lease{Term: term, ID: "a"}.String(), v)
+	t.Logf("a leads with %q; its unconfirmed lease was %q", leader.Lease{Term: term, ID: a.ID()}.String(), v)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.overlaps != 0 {
@@ -661,15 +661,26 @@ func TestRedis_SentinelWithReplicaAcknowledgement(t *testing.T) {
 	term := <-started
 	// The lease reached the replica before the leader started.
 	rc := newClient(t, s.Replica().Addr())
-	if v, _ := rc.Get(context.Background(), cfg.LeaseKey()).Result(); v != (leader.Lease{Term: term, ID: "a"}).String() {
+	held := leader.Lease{Term: term, ID: e.ID()}
+	if v, _ := rc.Get(context.Background(), cfg.LeaseKey()).Result(); v != held.String() {
 		t.Fatalf("replica has %q", v)
 	}
-	// With the replica frozen, a fresh acquire is refused.
+	// A checkpoint beside the lease is acknowledged like the lease itself.
+	cps, _ := leader.NewRedisLock(c, cfg)
+	if err := cps.Checkpoint(context.Background(), held, "cron:x", 1); err != nil {
+		t.Fatalf("Checkpoint() with the replica up = %v", err)
+	}
+	// With the replica frozen, a fresh acquire is refused, and a checkpoint
+	// counts as not recorded: a failover now could lose it, and the next
+	// leader would fire the tick again.
 	lock, _ := leader.NewRedisLock(c, leader.Config{Name: cfg.Name + "-2", MinReplicas: 1, ReplicaTimeout: 100 * time.Millisecond})
 	s.Replica().Stop(t)
 	defer s.Replica().Cont(t)
 	if _, _, err := lock.Acquire(context.Background(), "b", time.Minute); !errors.Is(err, leader.ErrNotReplicated) {
 		t.Fatalf("Acquire() with a frozen replica = %v, want ErrNotReplicated", err)
+	}
+	if err := cps.Checkpoint(context.Background(), held, "cron:x", 2); !errors.Is(err, leader.ErrNotReplicated) {
+		t.Fatalf("Checkpoint() with a frozen replica = %v, want ErrNotReplicated", err)
 	}
 }
 
@@ -716,7 +727,7 @@ func TestRedis_ClusterManyElectionsNoCrossSlot(t *testing.T) {
 	stopA := runRedis(t, a, func(ctx context.Context) error { aStarted <- struct{}{}; <-ctx.Done(); return nil })
 	<-aStarted
 	runRedis(t, b, func(ctx context.Context) error { bStarted <- struct{}{}; <-ctx.Done(); return nil })
-	waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == "a" })
+	waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == a.ID() })
 	_ = stopA()
 	select {
 	case <-bStarted:

@@ -22,8 +22,9 @@ func WithTerm(ctx context.Context, term uint64) context.Context {
 	return context.WithValue(ctx, termKey{}, term)
 }
 
+// randomToken returns 48 random bits in hex: the per-Elector part of an ID.
 func randomToken() string {
-	var b [4]byte
+	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux since Go 1.24
 	return hex.EncodeToString(b[:])
 }
