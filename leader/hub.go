@@ -20,6 +20,9 @@ const (
 	// hubWatchQueue is the most notices a watch keeps for a reader that
 	// lags; older ones are dropped beyond it.
 	hubWatchQueue = 64
+	// hubQueueIdle is how long a renewal queue's batcher waits without work
+	// before it exits (a new renewal for its node starts another).
+	hubQueueIdle = time.Minute
 )
 
 var errHubClosed = errors.New("leader: hub closed")
@@ -40,12 +43,38 @@ var errHubClosed = errors.New("leader: hub closed")
 // Renewals under Config.MinReplicas are not batched: their WAIT must follow
 // their own write on the same connection, so they keep their own round trip.
 //
-// A Hub owns up to three goroutines (renewal batching, subscription changes,
-// notice receiving); Close stops them. Close it after the Electors and
-// RedisLocks using it stopped: afterwards their Watch and Renew fail.
+// Renewals are queued per Redis node and each queue has its own batcher,
+// which sends one pipeline at a time: renewals queued while a pipeline is in
+// flight share the next one. On a single-node or Sentinel failover client
+// there is one queue. On a Cluster client each renewal goes to the queue of
+// the master that serves its election's slot (as the client's slot map
+// knows it; the pipeline still follows MOVED and ASK), so the masters'
+// pipelines run independently.
+//
+// What a frozen or slow node costs: its pipeline is held until the
+// client's timeouts or the latest renew deadline in the batch end it, and
+// the renewals queued behind it wait for it, so the elections whose slots
+// it serves miss their renew deadline and lose their terms once it has
+// been frozen for longer than that, as they would without a Hub. The
+// elections on the other masters are not delayed: their queues, batchers
+// and the client's per-node connection pools are separate. Notices are
+// the exception: all elections share the hub's one pub/sub connection,
+// which lives on one node. While that node is frozen the watches are not
+// live — followers wait RetryInterval instead of the holder's TTL and miss
+// release notices, and resign requests (RequestResign) do not reach the
+// leaders — until it answers again or the hub replaces the connection.
+// Renewals never depend on notices.
+//
+// A Hub owns two goroutines (subscription changes, notice receiving) and
+// one renewal batcher per queue, started by the queue's first renewal and
+// ended after a minute without work; Close stops them all. Close it after
+// the Electors and RedisLocks using it stopped: afterwards their Watch and
+// Renew fail.
 type Hub struct {
-	client redis.UniversalClient
-	batch  int
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // client, when it is a Cluster client: queues per master
+	batch   int
+	idle    time.Duration // a batcher without work this long exits (hubQueueIdle)
 
 	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives
 	cancel context.CancelFunc
@@ -53,11 +82,10 @@ type Hub struct {
 	wg     sync.WaitGroup
 
 	// Renewals.
-	qmu   sync.Mutex // guards queue and qclosed
-	queue []*hubRenew
-	// qclosed is set by Close; later renewals fail.
-	qclosed   bool
-	renewKick chan struct{} // size one: wakes the batcher
+	qmu    sync.Mutex           // guards queues, their items, and qclosed
+	queues map[string]*hubQueue // by node address; "" on a non-cluster client
+	// qclosed is set by Close; later renewals fail and no batcher starts.
+	qclosed bool
 
 	// Notices.
 	live      atomic.Bool   // the pub/sub connection answers
@@ -101,20 +129,21 @@ func NewHub(client redis.UniversalClient, opts ...HubOption) *Hub {
 	h := &Hub{
 		client:    client,
 		batch:     DefaultHubBatch,
+		idle:      hubQueueIdle,
 		ctx:       ctx,
 		cancel:    cancel,
 		stop:      make(chan struct{}),
-		renewKick: make(chan struct{}, 1),
+		queues:    make(map[string]*hubQueue),
 		subKick:   make(chan struct{}, 1),
 		recvStart: make(chan struct{}),
 		chans:     make(map[string]*hubChannel),
 	}
+	h.cluster, _ = client.(*redis.ClusterClient)
 	for _, o := range opts {
 		o.applyHub(h)
 	}
 	// No channels yet: go-redis dials on the first SUBSCRIBE or receive.
 	h.ps = client.Subscribe(ctx)
-	h.wg.Go(h.batcher)
 	h.wg.Go(h.subscriber)
 	h.wg.Go(h.receiver)
 	return h
@@ -213,23 +242,39 @@ type hubRenew struct {
 	done chan struct{}
 }
 
-// renew queues one renew script and waits for its answer or ctx. The
-// script's reply is the same as an unbatched EVALSHA's (NOSCRIPT falls back
-// to EVAL).
+// hubQueue is the renewal queue of one node, served by its own batcher.
+type hubQueue struct {
+	addr  string        // its key in Hub.queues
+	items []*hubRenew   // guarded by Hub.qmu
+	kick  chan struct{} // size one: wakes the batcher
+}
+
+// renew queues one renew script on the queue of the node serving key and
+// waits for its answer or ctx. The script's reply is the same as an
+// unbatched EVALSHA's (NOSCRIPT falls back to EVAL).
 func (h *Hub) renew(ctx context.Context, key, val string, ttl int64) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	r := &hubRenew{ctx: ctx, key: key, val: val, ttl: ttl, done: make(chan struct{})}
+	addr := h.nodeOf(ctx, key)
 	h.qmu.Lock()
 	if h.qclosed {
 		h.qmu.Unlock()
 		return nil, errHubClosed
 	}
-	h.queue = append(h.queue, r)
+	q := h.queues[addr]
+	if q == nil {
+		// Started under qmu while not closed: Close sets qclosed under qmu
+		// before it waits for the group.
+		q = &hubQueue{addr: addr, kick: make(chan struct{}, 1)}
+		h.queues[addr] = q
+		h.wg.Go(func() { h.batcher(q) })
+	}
+	q.items = append(q.items, r)
 	h.qmu.Unlock()
 	select {
-	case h.renewKick <- struct{}{}:
+	case q.kick <- struct{}{}:
 	default: // the batcher is already woken
 	}
 	select {
@@ -241,19 +286,48 @@ func (h *Hub) renew(ctx context.Context, key, val string, ttl int64) (any, error
 	}
 }
 
-// batcher sends the queued renewals, up to h.batch per pipeline. It adds no
-// delay: renewals queued while a pipeline is in flight share the next one.
-func (h *Hub) batcher() {
+// nodeOf returns the queue key of a renewal of key: on a Cluster client the
+// address of the master serving its slot, else "". The lookup runs in the
+// caller's goroutine, so it can only ever hold up this renewal: it reads
+// the client's slot map without waiting (a stale map is refreshed in the
+// background), except before the client's first command, when it loads
+// the map within ctx and the client's timeouts. Without an answer the
+// renewal goes to the "" queue, whose pipeline finds the node itself.
+func (h *Hub) nodeOf(ctx context.Context, key string) string {
+	if h.cluster == nil {
+		return ""
+	}
+	node, err := h.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return node.Options().Addr
+}
+
+// batcher sends q's renewals, up to h.batch per pipeline. It adds no delay:
+// renewals queued while a pipeline is in flight share the next one. After
+// h.idle without work it removes q and exits.
+func (h *Hub) batcher(q *hubQueue) {
 	var batch []*hubRenew
+	idle := time.NewTimer(h.idle)
+	defer idle.Stop()
 	for {
 		select {
-		case <-h.renewKick:
+		case <-q.kick:
+		case <-idle.C:
+			h.qmu.Lock()
+			if len(q.items) == 0 {
+				delete(h.queues, q.addr)
+				h.qmu.Unlock()
+				return
+			}
+			h.qmu.Unlock()
 		case <-h.stop:
 			h.qmu.Lock()
-			q := h.queue
-			h.queue = nil
+			rs := q.items
+			q.items = nil
 			h.qmu.Unlock()
-			for _, r := range q {
+			for _, r := range rs {
 				r.err = errHubClosed
 				close(r.done)
 			}
@@ -261,13 +335,13 @@ func (h *Hub) batcher() {
 		}
 		for {
 			h.qmu.Lock()
-			n := min(len(h.queue), h.batch)
-			batch = append(batch[:0], h.queue[:n]...)
-			if n == len(h.queue) {
-				clear(h.queue)
-				h.queue = h.queue[:0]
+			n := min(len(q.items), h.batch)
+			batch = append(batch[:0], q.items[:n]...)
+			if n == len(q.items) {
+				clear(q.items)
+				q.items = q.items[:0]
 			} else {
-				h.queue = append(h.queue[:0], h.queue[n:]...)
+				q.items = append(q.items[:0], q.items[n:]...)
 			}
 			h.qmu.Unlock()
 			if n == 0 {
@@ -276,6 +350,7 @@ func (h *Hub) batcher() {
 			h.sendRenewals(batch)
 			clear(batch)
 		}
+		idle.Reset(h.idle)
 	}
 }
 
@@ -347,11 +422,16 @@ func (h *Hub) runRenewals(ctx context.Context, rs []*hubRenew, sha bool) []*redi
 	return cmds
 }
 
-// queued returns how many renewals wait for a pipeline (tests).
+// queued returns how many renewals wait for a pipeline, in all queues
+// (tests).
 func (h *Hub) queued() int {
 	h.qmu.Lock()
 	defer h.qmu.Unlock()
-	return len(h.queue)
+	n := 0
+	for _, q := range h.queues {
+		n += len(q.items)
+	}
+	return n
 }
 
 // ---- notices --------------------------------------------------------------

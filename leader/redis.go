@@ -147,11 +147,35 @@ func (l *RedisLock) Inspect(ctx context.Context) (Record, error) {
 	return Record{Lease: lease, TTL: time.Duration(pttl) * time.Millisecond}, nil
 }
 
-// RequestResign implements Lock.
+// RequestResign implements Lock. On a Cluster client PUBLISH counts only the
+// subscribers on the node that received it, while the cluster bus relays
+// the notice to every node (a Hub's one pub/sub connection lives on any of
+// them), so the count returned is the larger of that and the sum of
+// PUBSUB NUMSUB over every node (masters and replicas: each subscriber is
+// connected to one of them). A node that does not answer the count within
+// ctx and the client's timeouts is left out; its error is returned only
+// when no subscriber was found.
 func (l *RedisLock) RequestResign(ctx context.Context, term uint64) (int64, error) {
 	n, err := l.client.Publish(ctx, l.channel, eventMessage(Event{Kind: EventResign, Lease: Lease{Term: term}})).Result()
 	if err != nil {
 		return 0, fmt.Errorf("publish resign on %s: %w", l.channel, err)
+	}
+	cc, ok := l.client.(*redis.ClusterClient)
+	if !ok {
+		return n, nil
+	}
+	var sum atomic.Int64
+	err = cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		m, err := node.PubSubNumSub(ctx, l.channel).Result()
+		if err != nil {
+			return fmt.Errorf("%s: %w", node.Options().Addr, err)
+		}
+		sum.Add(m[l.channel])
+		return nil
+	})
+	n = max(n, sum.Load())
+	if n == 0 && err != nil {
+		return 0, fmt.Errorf("publish resign on %s: count subscribers: %w", l.channel, err)
 	}
 	return n, nil
 }
