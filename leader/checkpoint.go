@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -112,5 +113,5 @@ func (e *Elector) Leader(ctx context.Context) (Holder, error) {
 	if err != nil {
 		return Holder{}, err
 	}
-	return holderOf(rec, e.cfg.TTL, e.clock.Now()), nil
+	return holderOf(rec, e.cfg.TTL, time.Now()), nil
 }

@@ -24,7 +24,6 @@ type Elector struct {
 	lock    Lock
 	cfg     Config
 	log     *zap.Logger
-	clock   Clock
 	metrics Metrics
 
 	running  atomic.Bool
@@ -111,7 +110,7 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 	// acquire script's adopt-by-ID can only ever adopt this Elector's own
 	// attempt (see campaign.acquire).
 	cfg.ID = base + "-" + randomToken()
-	o := options{log: zap.NewNop(), clock: systemClock{}, metrics: nopMetrics{}}
+	o := options{log: zap.NewNop(), metrics: nopMetrics{}}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
@@ -119,7 +118,6 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 		lock:     lock,
 		cfg:      cfg,
 		log:      o.log.Named("leader").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID)),
-		clock:    o.clock,
 		metrics:  o.metrics,
 		resignCh: make(chan *resignRequest),
 		baseID:   base,
@@ -320,7 +318,7 @@ func (c *campaign) run(ctx context.Context) error {
 
 		// The send time is taken before the request: the server sets the
 		// expiry later still, so a deadline measured from here is safe.
-		sent := e.clock.Now()
+		sent := time.Now()
 		outcome, rec, err := c.acquire(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -360,7 +358,7 @@ func (c *campaign) run(ctx context.Context) error {
 			c.release(ctx, rec.Lease)
 			return nil
 		}
-		if late := e.clock.Now().Sub(sent.Add(e.cfg.RenewDeadline)); late >= 0 {
+		if late := time.Now().Sub(sent.Add(e.cfg.RenewDeadline)); late >= 0 {
 			// The reply came after this attempt's renew deadline: the lease
 			// may already have expired and passed to another candidate.
 			// Never start on it. Releasing is safe (it compares the exact
@@ -404,7 +402,7 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 		o, r, err := e.lock.Acquire(actx, e.cfg.ID, e.cfg.TTL)
 		ch <- acquireResult{o, r, err}
 	}()
-	bound := e.clock.NewTimer(e.cfg.RenewDeadline)
+	bound := time.NewTimer(e.cfg.RenewDeadline)
 	defer bound.Stop()
 	select {
 	case res := <-ch:
@@ -413,7 +411,7 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 			c.checkCollision(res.outcome, res.rec)
 		}
 		return res.outcome, res.rec, res.err
-	case <-bound.C():
+	case <-bound.C:
 		return Held, Record{}, errCallBound
 	case <-ctx.Done():
 		return Held, Record{}, ctx.Err()
@@ -464,13 +462,13 @@ func (c *campaign) cleanup(ctx context.Context) {
 // sleep waits d, or until a release notice from another candidate when
 // wake is set. It returns false when ctx is done.
 func (c *campaign) sleep(ctx context.Context, d time.Duration, wake bool) bool {
-	t := c.e.clock.NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-t.C():
+		case <-t.C:
 			return true
 		case w := <-c.watchReady:
 			c.useWatch(w)
@@ -588,9 +586,13 @@ type term struct {
 	log    *zap.Logger
 	cancel context.CancelCauseFunc
 
-	lastOK   time.Time // send time of the last successful renewal or the acquire
-	deadline Timer     // fires at lastOK + RenewDeadline
-	renewAt  Timer     // next renew attempt
+	lastOK   time.Time   // send time of the last successful renewal or the acquire
+	deadline *time.Timer // AfterFunc at lastOK + RenewDeadline: deadlinePassed
+	renewAt  *time.Timer // next renew attempt
+	// expired is set by deadlinePassed, before it cancels the context; a
+	// renewal answered after it is too late to count.
+	expired atomic.Bool
+	passed  chan struct{} // size one: deadlinePassed tells the loop
 
 	renewing     bool             // one renew in flight at most
 	renewCh      chan renewResult // size one: the renew goroutine never blocks
@@ -613,32 +615,44 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 	termCtx, cancel := context.WithCancelCause(WithTerm(context.WithoutCancel(ctx), lease.Term))
 	defer cancel(nil)
 	t := &term{
-		c:        c,
-		lease:    lease,
-		log:      e.log.With(zap.Uint64("term", lease.Term)),
-		cancel:   cancel,
-		lastOK:   sent,
-		deadline: e.clock.NewTimer(sent.Add(cfg.RenewDeadline).Sub(e.clock.Now())),
-		renewAt:  e.clock.NewTimer(sent.Add(cfg.RenewInterval).Sub(e.clock.Now())),
-		renewCh:  make(chan renewResult, 1),
+		c:       c,
+		lease:   lease,
+		log:     e.log.With(zap.Uint64("term", lease.Term)),
+		cancel:  cancel,
+		lastOK:  sent,
+		renewAt: time.NewTimer(sent.Add(cfg.RenewInterval).Sub(time.Now())),
+		renewCh: make(chan renewResult, 1),
+		passed:  make(chan struct{}, 1),
 	}
+	// The renew deadline cancels the term's context from a timer goroutine
+	// of its own, not from the loop below: a loop held up by anything (a
+	// log write to a blocked stderr, a metric, a slow path) cannot delay
+	// it. The loop learns of it through passed and reports it afterwards.
+	t.deadline = time.AfterFunc(sent.Add(cfg.RenewDeadline).Sub(time.Now()), t.deadlinePassed)
 	defer t.deadline.Stop()
 	defer t.renewAt.Stop()
 	e.beginTerm(lease, sent)
-	t.log.Info("elected", zap.String("how", how.String()), zap.Duration("ttl", cfg.TTL))
-	e.metrics.Transition(TransitionElected, lease.Term)
 
 	fnDone := make(chan error, 1)
 	returned := make(chan struct{})
-	go func() {
-		defer close(returned)
-		fnDone <- callLeader(termCtx, c.fn)
-	}()
+	if termCtx.Err() != nil {
+		// The deadline passed between the caller's check and now: never
+		// start on it.
+		fnDone <- nil
+		close(returned)
+	} else {
+		go func() {
+			defer close(returned)
+			fnDone <- callLeader(termCtx, c.fn)
+		}()
+		t.log.Info("elected", zap.String("how", how.String()), zap.Duration("ttl", cfg.TTL))
+		e.metrics.Transition(TransitionElected, lease.Term)
+	}
 
 	var (
 		fnErr     error
 		ctxDone   = ctx.Done()
-		budget    Timer
+		budget    *time.Timer
 		budgetC   <-chan time.Time
 		shutdownC <-chan time.Time
 	)
@@ -649,23 +663,23 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 	}()
 	startBudget := func() {
 		if budget == nil {
-			budget = e.clock.NewTimer(cfg.TTL - cfg.RenewDeadline)
-			budgetC = budget.C()
+			budget = time.NewTimer(cfg.TTL - cfg.RenewDeadline)
+			budgetC = budget.C
 		}
 	}
 wait:
 	for {
-		var deadlineC, renewAtC <-chan time.Time
+		var renewAtC <-chan time.Time
 		if !t.lost {
-			deadlineC = t.deadline.C()
-			renewAtC = t.renewAt.C()
+			renewAtC = t.renewAt.C
 		}
 		select {
 		case fnErr = <-fnDone:
 			break wait
-		case <-deadlineC:
-			// A local timer, not the renew call's timeout: a hung call
-			// cannot delay this. Nothing is released after it.
+		case <-t.passed:
+			// The deadline timer has already cancelled the context; a local
+			// timer, not the renew call's timeout, so a hung call cannot
+			// delay it. Nothing is released after it.
 			t.end(ErrRenewDeadline, true)
 			startBudget()
 		case res := <-t.renewCh:
@@ -679,9 +693,9 @@ wait:
 			ctxDone = nil
 			t.end(ErrShutdown, false)
 			startBudget()
-			st := e.clock.NewTimer(cfg.ShutdownTimeout)
+			st := time.NewTimer(cfg.ShutdownTimeout)
 			defer st.Stop()
-			shutdownC = st.C()
+			shutdownC = st.C
 		case req := <-e.resignCh:
 			t.waiters = append(t.waiters, req)
 			t.end(ErrResigned, false)
@@ -746,11 +760,28 @@ wait:
 	return termEnd{pause: c.jitter(cfg.RetryInterval), wake: true}
 }
 
+// deadlinePassed runs on the deadline timer's own goroutine when no
+// renewal succeeded within RenewDeadline: it cancels the term's context
+// first, then marks the elector not leading and tells the loop. It neither
+// logs nor waits on anything the loop holds, so nothing can delay it.
+func (t *term) deadlinePassed() {
+	t.expired.Store(true)
+	t.cancel(ErrRenewDeadline)
+	t.c.e.endLeading()
+	select {
+	case t.passed <- struct{}{}:
+	default:
+	}
+}
+
 // end ends the term with cause: the function's context is cancelled at once
 // and IsLeader turns false. lost marks the lease as presumed gone.
 func (t *term) end(cause error, lost bool) {
 	e := t.c.e
 	if t.cause == nil {
+		if t.expired.Load() {
+			cause, lost = ErrRenewDeadline, true // what the context already says
+		}
 		t.cause = cause
 		t.cancel(cause)
 		e.endLeading()
@@ -778,13 +809,13 @@ func (t *term) startRenew(ctx context.Context) {
 		return
 	}
 	e := t.c.e
-	now := e.clock.Now()
+	now := time.Now()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lastOK.Add(e.cfg.RenewDeadline).Sub(now))
 	t.renewing, t.renewStop = true, cancel
 	ch := t.renewCh
 	go func() {
 		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
-		took := e.clock.Now().Sub(now)
+		took := time.Now().Sub(now)
 		e.metrics.Renew(took, err)
 		ch <- renewResult{sent: now, took: took, err: err}
 	}()
@@ -800,6 +831,9 @@ func (t *term) renewed(res renewResult) {
 		return
 	}
 	switch {
+	case res.err == nil && t.expired.Load():
+		// Answered after the deadline cancelled the term: the term is over
+		// (t.passed reports it), however fresh this renewal is.
 	case res.err == nil:
 		if t.renewFailing {
 			t.renewFailing = false
@@ -808,7 +842,7 @@ func (t *term) renewed(res renewResult) {
 		t.log.Debug("renewed", zap.Duration("took", res.took))
 		t.lastOK = res.sent
 		e.renewed(res.sent)
-		now := e.clock.Now()
+		now := time.Now()
 		t.deadline.Reset(res.sent.Add(cfg.RenewDeadline).Sub(now))
 		t.renewAt.Reset(res.sent.Add(cfg.RenewInterval).Sub(now))
 	case errors.Is(res.err, ErrLeaseLost):
@@ -840,10 +874,10 @@ func (t *term) stopRenew() {
 // gone, then stop any renew still in flight.
 func (t *term) finish(ctx context.Context) {
 	e := t.c.e
-	left := t.lastOK.Add(e.cfg.RenewDeadline).Sub(e.clock.Now())
-	if !t.lost && left <= 0 {
-		// The deadline passed as the function returned, before its timer
-		// was handled: the lease is presumed gone, so it is not released.
+	left := t.lastOK.Add(e.cfg.RenewDeadline).Sub(time.Now())
+	if !t.lost && (left <= 0 || t.expired.Load()) {
+		// The deadline passed as the function returned, before the loop
+		// heard of it: the lease is presumed gone, so it is not released.
 		t.end(ErrRenewDeadline, true)
 	}
 	if t.lost {

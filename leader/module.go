@@ -21,10 +21,9 @@ type Params struct {
 	Config  Config
 	Logger  *zap.Logger `optional:"true"`
 	Metrics Metrics     `optional:"true"`
-	Clock   Clock       `optional:"true"`
 }
 
 // NewFromParams is New for fx.
 func NewFromParams(p Params) (*Elector, error) {
-	return New(p.Client, p.Config, WithLogger(p.Logger), WithMetrics(p.Metrics), WithClock(p.Clock))
+	return New(p.Client, p.Config, WithLogger(p.Logger), WithMetrics(p.Metrics))
 }

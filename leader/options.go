@@ -13,7 +13,6 @@ type Option interface {
 
 type options struct {
 	log     *zap.Logger
-	clock   Clock
 	metrics Metrics
 	hub     *Hub // WithHub; read by New only
 }
@@ -28,15 +27,6 @@ func WithLogger(log *zap.Logger) Option {
 	return optionFunc(func(o *options) {
 		if log != nil {
 			o.log = log
-		}
-	})
-}
-
-// WithClock sets the clock. Default: the system clock.
-func WithClock(c Clock) Option {
-	return optionFunc(func(o *options) {
-		if c != nil {
-			o.clock = c
 		}
 	})
 }

@@ -36,7 +36,7 @@ type witnessStart struct {
 	who       string
 	term      uint64
 	at        time.Time
-	cancelled bool // its context was already done when it started
+	cancelled bool // its context was already cancelled by the renew deadline when it started
 }
 
 func newOverlapWitness() *overlapWitness { return &overlapWitness{running: map[string]uint64{}} }
@@ -46,7 +46,10 @@ func (w *overlapWitness) fn(who string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		term, _ := leader.TermFrom(ctx)
 		w.mu.Lock()
-		w.starts = append(w.starts, witnessStart{who: who, term: term, at: time.Now(), cancelled: ctx.Err() != nil})
+		// Only the renew deadline counts: a term may legitimately be told
+		// to stop (shutdown, resign) before its function's first line runs.
+		late := errors.Is(context.Cause(ctx), leader.ErrRenewDeadline)
+		w.starts = append(w.starts, witnessStart{who: who, term: term, at: time.Now(), cancelled: late})
 		for other, t := range w.running {
 			w.overlaps = append(w.overlaps, who+" started term "+itoa(term)+" while "+other+" ran term "+itoa(t))
 		}

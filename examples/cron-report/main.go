@@ -59,7 +59,7 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL of the election")
 	flag.StringVar(&o.dbPath, "db", "cron-report.db", "SQLite database file")
 	flag.StringVar(&o.name, "name", "cron-report", "election name (also the fence's)")
-	flag.StringVar(&o.id, "id", "", "candidate ID, unique per process run (default HOST-PID-RANDOM)")
+	flag.StringVar(&o.id, "id", "", "candidate ID; the elector appends a random part (default HOST-PID)")
 	flag.StringVar(&o.schedule, "schedule", "@every 2s", `cron spec: "@every 2s", "*/2 * * * * *" (seconds first), "0 3 * * *"`)
 	flag.StringVar(&misfire, "misfire", "skip", "what to do about ticks missed during a failover: skip or run-once")
 	flag.DurationVar(&o.ttl, "ttl", leader.DefaultTTL, "lease TTL")

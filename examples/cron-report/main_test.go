@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -212,6 +213,10 @@ func readTicks(t *testing.T, path string) []tickRow {
 		var tick string
 		if err := rs.Scan(&tick, &r.term, &r.instance); err != nil {
 			t.Fatal(err)
+		}
+		// The ID is the -id flag plus the random part every elector adds.
+		if k := strings.LastIndex(r.instance, "-"); k > 0 {
+			r.instance = r.instance[:k]
 		}
 		if r.tick, err = time.Parse(time.RFC3339, tick); err != nil {
 			t.Fatal(err)

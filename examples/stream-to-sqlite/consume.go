@@ -62,7 +62,7 @@ func consume(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	c.register(fs)
 	fs.StringVar(&upstream, "upstream", "", "Redis URL of the stream, when not the election's (-redis)")
-	fs.StringVar(&id, "id", "", "candidate and consumer ID, unique per process run (default HOST-PID-RANDOM)")
+	fs.StringVar(&id, "id", "", "candidate and consumer ID; the elector appends a random part (default HOST-PID)")
 	fs.DurationVar(&ttl, "ttl", leader.DefaultTTL, "lease TTL")
 	fs.DurationVar(&renew, "renew", 0, "renew interval (default TTL/3)")
 	fs.DurationVar(&deadline, "deadline", 0, "renew deadline (default 2/3 of TTL)")

@@ -180,7 +180,7 @@ func (s *scenario) leader(t *testing.T) (int, uint64) {
 		cancel()
 		if err == nil {
 			for i, p := range s.slots {
-				if p.Name == h.ID && !p.Exited() && p.Count(termStarted(h.Term)) > 0 {
+				if strings.HasPrefix(h.ID, p.Name+"-") && !p.Exited() && p.Count(termStarted(h.Term)) > 0 {
 					return i, h.Term
 				}
 			}
