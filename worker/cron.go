@@ -17,6 +17,11 @@ import (
 // maxCatchUp bounds the count of missed ticks examined after a gap.
 const maxCatchUp = 100_000
 
+// testHookRunStart, when set (by tests only, before Run), is called first
+// thing in every cron run's goroutine: it stands for a goroutine that the
+// Go scheduler starts late (CPU starvation, a GC pause).
+var testHookRunStart func(job string)
+
 // cronEntry is one cron job during one term.
 type cronEntry struct {
 	job     *job
@@ -38,7 +43,12 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 	chain := cron.NewChain(cron.Recover(logger), cron.SkipIfStillRunning(logger))
 	fire := func(e *cronEntry, tick time.Time) {
 		e.due.Store(tick.UnixMilli())
-		wg.Go(e.wrapped.Run)
+		wg.Go(func() {
+			if h := testHookRunStart; h != nil {
+				h(e.job.name)
+			}
+			e.wrapped.Run()
+		})
 	}
 	now := time.Now().In(w.loc)
 	entries := make([]*cronEntry, 0, len(jobs))
