@@ -354,13 +354,26 @@ func (p Policy) validate() error {
 // first, or a descriptor.
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// neverFires reports whether a parsed schedule has no tick at all: specs
+// such as "0 0 30 2 *" parse, but robfig/cron's Next returns the zero time
+// for them (it gives up after five years). Dates are checked in UTC: the
+// zone shifts a tick by hours, never makes an impossible date possible.
+func neverFires(s cron.Schedule) bool { return s.Next(time.Now().UTC()).IsZero() }
+
+const neverFiresReason = "no date in the next five years matches it"
+
 func (j JobConfig) validate(key string) error {
 	if j.Name == "" {
 		return &ConfigError{Key: key + ".name", Value: `""`, Reason: "must not be empty"}
 	}
 	if j.Schedule != "" {
-		if _, err := cronParser.Parse(j.Schedule); err != nil {
+		sched, err := cronParser.Parse(j.Schedule)
+		if err != nil {
 			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule), Reason: oneLine(err.Error())}
+		}
+		if neverFires(sched) {
+			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule),
+				Reason: fmt.Sprintf("job %q never fires: %s", j.Name, neverFiresReason)}
 		}
 	}
 	switch j.Misfire {

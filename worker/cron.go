@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/leader"
@@ -17,12 +17,22 @@ import (
 // maxCatchUp bounds the count of missed ticks examined after a gap.
 const maxCatchUp = 100_000
 
+// testHookRunStart, when set (by tests only, before Run), is called first
+// thing in every cron run's goroutine: it stands for a goroutine that the
+// Go scheduler starts late (CPU starvation, a GC pause).
+var testHookRunStart func(job string)
+
 // cronEntry is one cron job during one term.
 type cronEntry struct {
-	job     *job
-	next    time.Time
-	due     atomic.Int64 // unix ms of the tick the next run is for
-	wrapped cron.Job     // cron.Recover + cron.SkipIfStillRunning around fire
+	job *job
+	log *zap.Logger
+	// next is the next tick to fire; zero once the schedule has no more
+	// ticks (robfig/cron's Next returns the zero time when it finds none
+	// within five years), and then the entry is never scheduled again.
+	next time.Time
+	// running is set while a run of this entry is going: a tick that comes
+	// meanwhile is skipped (skip-if-still-running).
+	running atomic.Bool
 }
 
 // runCron schedules the term's cron jobs until ctx ends, then waits for
@@ -33,27 +43,44 @@ type cronEntry struct {
 func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	logger := cronLogger{log: log}
-	// Installed explicitly: robfig/cron recovers nothing by default.
-	chain := cron.NewChain(cron.Recover(logger), cron.SkipIfStillRunning(logger))
-	fire := func(e *cronEntry, tick time.Time) {
-		e.due.Store(tick.UnixMilli())
-		wg.Go(e.wrapped.Run)
+	election := w.elector.Config().Name
+	// fire starts one run of e for ticks, in order (one tick, or two when a
+	// late loop runs a missed tick once), unless e's previous run is still
+	// going: then the ticks are skipped. Each run carries its own ticks.
+	fire := func(e *cronEntry, ticks ...time.Time) {
+		if !e.running.CompareAndSwap(false, true) {
+			e.log.Info("tick skipped: the previous run is still going", zap.Times("ticks", ticks))
+			w.metrics.ticksSkipped(election, e.job.name, len(ticks))
+			return
+		}
+		wg.Go(func() {
+			defer e.running.Store(false)
+			if h := testHookRunStart; h != nil {
+				h(e.job.name)
+			}
+			for _, tick := range ticks {
+				w.fireCron(ctx, e.log, e.job, tick, runs, cp)
+			}
+		})
 	}
 	now := time.Now().In(w.loc)
 	entries := make([]*cronEntry, 0, len(jobs))
 	for _, j := range jobs {
-		e := &cronEntry{job: j}
-		e.wrapped = chain.Then(cron.FuncJob(func() { w.fireCron(ctx, log, e, runs, cp) }))
-		e.next = w.catchUp(ctx, log, e, now, cp != nil, fire)
+		e := &cronEntry{job: j, log: log.With(zap.String("job", j.name))}
+		e.setNext(w.catchUp(ctx, e, now, cp != nil, fire))
 		entries = append(entries, e)
 	}
 	for {
-		earliest := entries[0].next
-		for _, e := range entries[1:] {
-			if e.next.Before(earliest) {
+		var earliest time.Time
+		for _, e := range entries {
+			if !e.next.IsZero() && (earliest.IsZero() || e.next.Before(earliest)) {
 				earliest = e.next
 			}
+		}
+		if earliest.IsZero() {
+			// No schedule has a tick left: nothing to wait for but the end.
+			<-ctx.Done()
+			return
 		}
 		t := time.NewTimer(time.Until(earliest))
 		select {
@@ -64,20 +91,62 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 		}
 		now := time.Now().In(w.loc)
 		for _, e := range entries {
-			if !e.next.After(now) {
-				fire(e, e.next)
-				e.next = e.job.schedule.Next(now)
+			if !e.next.IsZero() && !e.next.After(now) {
+				w.fireDue(e, now, fire)
 			}
 		}
 	}
 }
 
+// fireDue fires e's due tick. When the loop woke up so late (a GC pause, a
+// suspended host, a slow checkpoint read at the start of the term) that
+// later ticks are due too, those follow the job's misfire policy, as the
+// ticks of a failover gap do: skip them (counted, logged), or run the
+// latest of them once, right after the due tick, in the same run.
+func (w *Worker) fireDue(e *cronEntry, now time.Time, fire func(*cronEntry, ...time.Time)) {
+	j := e.job
+	due := e.next
+	var first, latest time.Time
+	missed := 0
+	for n := j.schedule.Next(due); !n.IsZero() && !n.After(now) && missed < maxCatchUp; n = j.schedule.Next(n) {
+		if missed == 0 {
+			first = n
+		}
+		latest, missed = n, missed+1
+	}
+	switch {
+	case missed == 0:
+		fire(e, due)
+	case j.misfire == MisfireRunOnce:
+		e.log.Info("scheduler ran late: running the latest missed tick once, after the due one",
+			zap.Time("due", due), zap.Int("missed", missed), zap.Time("tick", latest))
+		fire(e, due, latest)
+	default:
+		e.log.Info("scheduler ran late: skipping the ticks missed after the due one",
+			zap.Time("due", due), zap.Int("missed", missed), zap.Time("first", first), zap.Time("last", latest))
+		w.metrics.ticksSkipped(w.elector.Config().Name, j.name, missed)
+		fire(e, due)
+	}
+	e.setNext(j.schedule.Next(now))
+}
+
+// setNext sets the entry's next tick; a zero one stops the entry for the
+// term, logged once.
+func (e *cronEntry) setNext(next time.Time) {
+	e.next = next
+	if next.IsZero() {
+		e.log.Error("cron schedule has no further ticks (none within five years); the job is not scheduled again this term",
+			zap.String("schedule", e.job.spec))
+	}
+}
+
 // catchUp decides a job's first tick in a new term from the last tick
 // recorded by any term. Ticks missed in between follow the job's misfire
-// policy: skip them, or run once, late, for the latest one.
-func (w *Worker) catchUp(ctx context.Context, log *zap.Logger, e *cronEntry, now time.Time, fenced bool, fire func(*cronEntry, time.Time)) time.Time {
+// policy: skip them, or run once, late, for the latest one. A zero time
+// means the schedule has no tick left.
+func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fenced bool, fire func(*cronEntry, ...time.Time)) time.Time {
 	j := e.job
-	log = log.With(zap.String("job", j.name))
+	log := e.log
 	if !fenced {
 		return j.schedule.Next(now)
 	}
@@ -90,13 +159,13 @@ func (w *Worker) catchUp(ctx context.Context, log *zap.Logger, e *cronEntry, now
 		return j.schedule.Next(now)
 	}
 	first := j.schedule.Next(time.UnixMilli(last).In(w.loc))
-	if first.After(now) {
+	if first.IsZero() || first.After(now) {
 		// No gap; continue the cadence from the last tick (matters for
 		// @every schedules, which are relative).
 		return first
 	}
 	latest, missed := first, 1
-	for n := j.schedule.Next(latest); !n.After(now) && missed < maxCatchUp; n = j.schedule.Next(n) {
+	for n := j.schedule.Next(latest); !n.IsZero() && !n.After(now) && missed < maxCatchUp; n = j.schedule.Next(n) {
 		latest, missed = n, missed+1
 	}
 	switch j.misfire {
@@ -112,15 +181,20 @@ func (w *Worker) catchUp(ctx context.Context, log *zap.Logger, e *cronEntry, now
 }
 
 // fireCron runs one tick: record it first (fenced, monotonic), run it only
-// if that succeeded, so no tick ever runs twice across terms.
-func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, e *cronEntry, runs *runningSet, cp checkpointFunc) {
+// if that succeeded, so no tick ever runs twice across terms. A panic is
+// logged with its stack and counted as a failed run.
+func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) {
 	if ctx.Err() != nil {
 		return
 	}
-	j := e.job
-	tick := time.UnixMilli(e.due.Load())
-	log = log.With(zap.String("job", j.name), zap.Time("tick", tick))
+	log = log.With(zap.Time("tick", tick))
 	election := w.elector.Config().Name
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("cron job panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			w.metrics.jobRun(election, j.name, fmt.Errorf("panic: %v", r))
+		}
+	}()
 	if cp != nil {
 		err := cp(ctx, cronKey(j.name), tick.UnixMilli())
 		switch {
@@ -135,12 +209,6 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, e *cronEntry, ru
 	}
 	runs.add(j.name)
 	defer runs.remove(j.name)
-	defer func() {
-		if r := recover(); r != nil {
-			w.metrics.jobRun(election, j.name, fmt.Errorf("panic: %v", r))
-			panic(r) // cron.Recover logs it with the stack
-		}
-	}()
 	err := j.run(withTick(ctx, tick))
 	w.metrics.jobRun(election, j.name, err)
 	if err != nil {
@@ -165,19 +233,4 @@ func TickFrom(ctx context.Context) (tick time.Time, ok bool) {
 
 func withTick(ctx context.Context, tick time.Time) context.Context {
 	return context.WithValue(ctx, tickKey{}, tick)
-}
-
-// cronLogger adapts zap to cron.Logger; cron's chatty Info goes to Debug.
-type cronLogger struct{ log *zap.Logger }
-
-func (c cronLogger) Info(msg string, keysAndValues ...any) {
-	if msg == "skip" { // SkipIfStillRunning dropped a tick: worth seeing
-		c.log.Info("tick skipped: the previous run is still going")
-		return
-	}
-	c.log.Sugar().Debugw(msg, keysAndValues...)
-}
-
-func (c cronLogger) Error(err error, msg string, keysAndValues ...any) {
-	c.log.Sugar().Errorw(msg, append(keysAndValues, "error", err)...)
 }

@@ -176,6 +176,9 @@ func (w *Worker) Add(j Job) error {
 		if err != nil {
 			return fmt.Errorf("worker: job %q: invalid schedule %q: %w", name, r.spec, err)
 		}
+		if neverFires(sched) {
+			return fmt.Errorf("worker: job %q: schedule %q never fires: %s", name, r.spec, neverFiresReason)
+		}
 		r.schedule = sched
 	}
 	switch r.misfire {

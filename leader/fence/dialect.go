@@ -78,7 +78,8 @@ func newQueries(d Dialect, table string) queries {
 	// one row affected when the row is inserted or updated and zero when the
 	// WHERE is false, which is how Claim tells acceptance from refusal.
 	//
-	// On PostgreSQL, at READ COMMITTED (autocommit), ON CONFLICT DO UPDATE
+	// On PostgreSQL, at READ COMMITTED (autocommit, or the short
+	// transaction Claim opens to set lock_timeout), ON CONFLICT DO UPDATE
 	// locks the conflicting row and evaluates the WHERE against its latest
 	// committed version, waiting for concurrent claimers and for checked
 	// transactions holding FOR SHARE; two inserts of a fresh row are settled

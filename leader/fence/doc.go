@@ -53,8 +53,24 @@
 //   - The guard is only as good as its terms: they must come from the
 //     election (leader.TermFrom(ctx) or SOLO_TERM), never be made up.
 //   - While a transaction holds its check, a Claim of a higher term waits
-//     for it (on SQLite at most the driver's busy timeout). Keep fenced
-//     transactions short.
+//     for it. Keep fenced transactions short. On PostgreSQL the wait is
+//     bounded by the Guard's lock timeout ([WithLockTimeout], default
+//     [DefaultLockTimeout], set with SET LOCAL lock_timeout inside Claim's
+//     and Check's transactions): past it Claim returns an error wrapping
+//     [ErrClaimTimeout], stores nothing, and may be retried; Check likewise
+//     when it waited for a Claim that did not commit. On SQLite the driver's
+//     busy timeout (busy_timeout pragma) bounds the wait, and Claim fails
+//     with SQLITE_BUSY ("database is locked") past it.
+//   - A leader paused (SIGSTOP, a frozen VM, a GC pause) inside a checked
+//     transaction holds the fence row until the server ends that
+//     transaction; until then no higher term can be claimed, so the next
+//     leader's Claim keeps timing out and it cannot write. The guard cannot
+//     bound a transaction the user holds open. On PostgreSQL set
+//     idle_in_transaction_session_timeout (on the role or database of the
+//     fenced writers, e.g. ALTER ROLE app SET
+//     idle_in_transaction_session_timeout = '10s') so that the server ends
+//     such a transaction, and TCP keepalives for a host that died; on
+//     SQLite the lock lasts as long as the paused process holds it.
 //
 // # Dialects
 //

@@ -12,3 +12,13 @@ var ErrStaleTerm = errors.New("fence: stale term")
 // row for the election is missing, or holds a lower term. It means Claim was
 // not called (or failed) for this term; the transaction is refused.
 var ErrNotClaimed = errors.New("fence: term not claimed")
+
+// ErrClaimTimeout reports that, on PostgreSQL, the fence row stayed locked
+// longer than the Guard's lock timeout (WithLockTimeout, default
+// DefaultLockTimeout): Claim waited for a transaction that passed Check and
+// did not end (its leader frozen inside it, say), or Check waited for a
+// Claim that did not commit. Nothing was changed and no verdict was
+// reached: the caller may retry (a new leader must not write before its
+// Claim succeeds). Errors from Claim, Check, Begin, Do and WithTx wrap it;
+// match it with errors.Is.
+var ErrClaimTimeout = errors.New("fence: lock timeout on the fence row")

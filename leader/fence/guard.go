@@ -7,11 +7,17 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
+	"time"
 )
 
 // DefaultTable is the name of the fence table unless WithTable says
 // otherwise.
 const DefaultTable = "solo_fence"
+
+// DefaultLockTimeout is how long, on PostgreSQL, Claim and Check wait for
+// the fence row's lock unless WithLockTimeout says otherwise.
+const DefaultLockTimeout = 5 * time.Second
 
 // Guard fences the transactions of one database. It is safe for concurrent
 // use; it holds no state besides its configuration, so many Guards (and the
@@ -21,6 +27,11 @@ type Guard struct {
 	table   string
 	dialect Dialect
 	q       queries
+	// lockTimeout bounds the lock waits of Claim and Check on PostgreSQL;
+	// zero means no bound. lockTimeoutMS is the same in milliseconds, as
+	// lock_timeout takes it.
+	lockTimeout   time.Duration
+	lockTimeoutMS string
 }
 
 // Option configures a Guard.
@@ -29,8 +40,9 @@ type Option interface {
 }
 
 type options struct {
-	table   string
-	dialect Dialect
+	table       string
+	dialect     Dialect
+	lockTimeout time.Duration
 }
 
 type optionFunc func(*options)
@@ -50,6 +62,18 @@ func WithDialect(d Dialect) Option {
 	return optionFunc(func(o *options) { o.dialect = d })
 }
 
+// WithLockTimeout bounds, on PostgreSQL, how long Claim waits for
+// transactions that passed Check to end, and how long Check waits for a
+// Claim in progress: each sets lock_timeout (SET LOCAL) for its statement
+// inside its transaction, and returns an error wrapping ErrClaimTimeout
+// when it passes. It is rounded up to whole milliseconds; zero turns the
+// bound off (only ctx bounds the wait); negative is an error in New.
+// SQLite ignores it: there the driver's busy timeout bounds the wait.
+// Default: DefaultLockTimeout.
+func WithLockTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.lockTimeout = d })
+}
+
 // New returns a Guard for db. It does not touch the database; call
 // EnsureTable to create the table. It fails on a nil db, a bad table name, or
 // a driver whose dialect it cannot detect.
@@ -57,12 +81,15 @@ func New(db *sql.DB, opts ...Option) (*Guard, error) {
 	if db == nil {
 		return nil, errors.New("fence: nil db")
 	}
-	o := options{table: DefaultTable, dialect: Detect}
+	o := options{table: DefaultTable, dialect: Detect, lockTimeout: DefaultLockTimeout}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
 	if !identRE.MatchString(o.table) {
 		return nil, fmt.Errorf("fence: table name %q: want an identifier or schema.identifier", o.table)
+	}
+	if o.lockTimeout < 0 {
+		return nil, fmt.Errorf("fence: lock timeout %s: must not be negative (zero turns it off)", o.lockTimeout)
 	}
 	d := o.dialect
 	switch d {
@@ -75,7 +102,12 @@ func New(db *sql.DB, opts ...Option) (*Guard, error) {
 	default:
 		return nil, fmt.Errorf("fence: unknown dialect %v", d)
 	}
-	return &Guard{db: db, table: o.table, dialect: d, q: newQueries(d, o.table)}, nil
+	g := &Guard{db: db, table: o.table, dialect: d, q: newQueries(d, o.table)}
+	if d == Postgres && o.lockTimeout > 0 {
+		ms := (o.lockTimeout + time.Millisecond - 1) / time.Millisecond
+		g.lockTimeout, g.lockTimeoutMS = ms*time.Millisecond, strconv.FormatInt(int64(ms), 10)
+	}
+	return g, nil
 }
 
 // Dialect returns the dialect the Guard uses.
@@ -105,25 +137,24 @@ func (g *Guard) EnsureTable(ctx context.Context) error {
 // start of a term, before the first fenced write, with the term the election
 // handed out.
 //
-// Claim is one statement, atomic on its own: of concurrent claims, the
-// highest term always ends up stored, and a claim of a term lower than one
-// already committed is refused. Claiming the stored term again succeeds and
-// changes nothing but updated_at.
+// Claim is one statement, atomic on its own (on PostgreSQL it runs in a
+// short transaction of its own, to set lock_timeout): of concurrent claims,
+// the highest term always ends up stored, and a claim of a term lower than
+// one already committed is refused. Claiming the stored term again succeeds
+// and changes nothing but updated_at.
 //
-// Claim waits for transactions that passed Check to end (on SQLite at most
-// the driver's busy timeout); ctx bounds the wait. It returns an error
+// Claim waits for transactions that passed Check to end: on PostgreSQL at
+// most the lock timeout (WithLockTimeout), then it returns an error
+// wrapping ErrClaimTimeout and may be retried; on SQLite at most the
+// driver's busy timeout. ctx bounds the wait too. It returns an error
 // wrapping ErrStaleTerm when a higher term is stored, naming both terms.
 func (g *Guard) Claim(ctx context.Context, name string, term uint64) error {
 	if err := validate(name, term); err != nil {
 		return err
 	}
-	res, err := g.db.ExecContext(ctx, g.q.claim, name, int64(term))
+	n, err := g.claim(ctx, name, term)
 	if err != nil {
-		return fmt.Errorf("fence: claim %q term %d: %w", name, term, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("fence: claim %q term %d: rows affected: %w", name, term, err)
+		return g.lockErr(fmt.Sprintf("claim %q term %d", name, term), err)
 	}
 	if n > 0 {
 		return nil
@@ -141,12 +172,65 @@ func (g *Guard) Claim(ctx context.Context, name string, term uint64) error {
 	return staleErr(name, term, stored)
 }
 
+// claim runs the claim statement and returns the rows it affected. On
+// PostgreSQL with a lock timeout it runs in a transaction of its own that
+// sets lock_timeout first.
+func (g *Guard) claim(ctx context.Context, name string, term uint64) (int64, error) {
+	if g.lockTimeoutMS == "" {
+		res, err := g.db.ExecContext(ctx, g.q.claim, name, int64(term))
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	tx, err := g.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = "+g.lockTimeoutMS); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, g.q.claim, name, int64(term))
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return n, nil
+}
+
+// sqlStateError is a driver error carrying a SQLSTATE code: pgx's
+// *pgconn.PgError, lib/pq's *pq.Error.
+type sqlStateError interface {
+	error
+	SQLState() string
+}
+
+// lockErr wraps err from op, adding ErrClaimTimeout when PostgreSQL gave up
+// waiting for a lock (SQLSTATE 55P03, lock_not_available: lock_timeout).
+func (g *Guard) lockErr(op string, err error) error {
+	if s, ok := errors.AsType[sqlStateError](err); ok && s.SQLState() == "55P03" {
+		return fmt.Errorf("fence: %s: the fence row stayed locked past lock_timeout %s: %w: %w", op, g.lockTimeout, ErrClaimTimeout, err)
+	}
+	return fmt.Errorf("fence: %s: %w", op, err)
+}
+
 // Check verifies, inside tx, that term is still the election's stored term,
 // and makes that hold until tx ends: a Claim of a higher term cannot commit
 // before tx commits or rolls back. Call it as the first statement of tx.
 //
 // On PostgreSQL it locks the fence row FOR SHARE, so the leader's concurrent
-// transactions do not wait for one another. On SQLite it performs a no-op
+// transactions do not wait for one another. It waits for a Claim in
+// progress at most the lock timeout (WithLockTimeout), then returns an
+// error wrapping ErrClaimTimeout. Once the check passed, the transaction's
+// own lock_timeout is back (setting and restoring it are two more short
+// statements; WithLockTimeout(0) saves them). On SQLite it performs a no-op
 // UPDATE of the row, which takes the database write lock (SQLite has one
 // writer at a time) and holds it until tx ends.
 //
@@ -161,15 +245,35 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, name string, term uint64)
 		return errors.New("fence: check: nil tx")
 	}
 	if g.dialect == Postgres {
+		op := fmt.Sprintf("check %q term %d", name, term)
+		var prev string
+		if g.lockTimeoutMS != "" {
+			// Target-list items are evaluated in order: the setting is read
+			// before it is replaced.
+			err := tx.QueryRowContext(ctx, `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)`,
+				g.lockTimeoutMS).Scan(&prev, new(string))
+			if err != nil {
+				return fmt.Errorf("fence: %s: set lock_timeout: %w", op, err)
+			}
+		}
 		var stored int64
 		err := tx.QueryRowContext(ctx, g.q.check, name).Scan(&stored)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: election %q: term %d: no row in %s", ErrNotClaimed, name, term, g.table)
 		}
 		if err != nil {
-			return fmt.Errorf("fence: check %q term %d: %w", name, term, err)
+			return g.lockErr(op, err)
 		}
-		return compare(name, term, stored)
+		if err := compare(name, term, stored); err != nil {
+			return err
+		}
+		if g.lockTimeoutMS != "" {
+			// The rest of the caller's transaction keeps its own setting.
+			if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, prev); err != nil {
+				return fmt.Errorf("fence: %s: restore lock_timeout: %w", op, err)
+			}
+		}
+		return nil
 	}
 	res, err := tx.ExecContext(ctx, g.q.check, name, int64(term))
 	if err != nil {
