@@ -23,7 +23,7 @@ import (
 //	solo_job_restarts_total{election,job}       pull job restarts
 //	solo_job_last_success_timestamp_seconds{election,job}
 //	solo_job_overruns_total{election,job}       jobs still running past the stop budget
-//	solo_job_skipped_ticks_total{election,job}  cron ticks skipped after a failover gap
+//	solo_job_skipped_ticks_total{election,job}  cron ticks not run: missed in a failover gap or a late scheduler (misfire skip), or the previous run still going
 type Metrics struct {
 	leading        *prometheus.GaugeVec
 	term           *prometheus.GaugeVec
@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		jobRestarts:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_restarts_total", Help: "Pull job restarts within a term."}, job),
 		jobLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_last_success_timestamp_seconds", Help: "Unix time of the job's last successful run."}, job),
 		jobOverruns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_overruns_total", Help: "Jobs still running past the stop budget after cancellation."}, job),
-		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks skipped by the misfire policy after a failover gap."}, job),
+		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
 	for _, c := range []prometheus.Collector{m.leading, m.term, m.transitions, m.renew, m.overruns,
 		m.jobRuns, m.jobFailures, m.jobRestarts, m.jobLastSuccess, m.jobOverruns, m.jobSkipped} {
