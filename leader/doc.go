@@ -25,7 +25,8 @@
 // RenewDeadline of the send time of the last successful one, a local
 // timer — not the timeout of the renew call, which a stalled Redis or a
 // go-redis client without ContextTimeoutEnabled could hold far longer —
-// cancels the leader function's context, and the elector steps down
+// cancels the leader function's context from a goroutine of its own, so
+// nothing else (a log write to a blocked stderr, a metric) can delay it, and the elector steps down
 // without releasing (the lease is presumed gone). The lease outlives that
 // moment on the server by at least the stop budget, TTL − RenewDeadline
 // (less the drift margin): the time the function has to stop before
@@ -62,26 +63,43 @@
 // server's clock never steps back by more than the time such a loss takes.
 // A term is therefore also a timestamp (Holder.Since).
 //
-// # Lost replies and replicas
+// # Late and lost replies
 //
-// An acquire whose reply is lost has an unknown outcome: the candidate never
-// starts its function on it. Its retry finds its own ID holding the lease
-// and adopts it (refreshing the TTL), with the deadline counted from the
-// first attempt's send time. Config.ID must therefore be unique per process
-// run; the default (HOST-PID-RANDOM) is.
+// Every store call is bounded by the elector's own timers, whatever the
+// Redis client's timeouts: an acquire is abandoned at RenewDeadline after
+// its send time, a release at the deadline left, and a step-down or
+// shutdown never waits for a call the client does not end. A function
+// starts only while this host's clock is still before the confirming
+// attempt's send time + RenewDeadline: a reply that comes later (a client
+// without ContextTimeoutEnabled, a stalled server) is released, never led
+// on.
 //
-// With Config.MinReplicas, acquire and renew are followed by WAIT on the
-// same connection: an acquire that too few replicas acknowledged is refused
-// and released (ErrNotReplicated), a renew counts as failed.
+// An acquire whose reply is lost has an unknown outcome: the candidate
+// never starts its function on it. Its retry finds its own ID holding the
+// lease and adopts it: the adopting script refreshes the TTL after the
+// retry's send time, and the lease was this candidate's all along, so the
+// term's deadline runs from the retry's send time. Adoption by ID is sound
+// because every Elector appends a random part of its own to Config.ID:
+// two processes sharing a configuration are still two candidates, and an
+// ID only ever appears on a lease that one of this Elector's own attempts
+// took. (A lease held under the same configured ID by another run is
+// logged as a configuration error.) When Run returns with an acquire of
+// unknown outcome outstanding, it looks for such a lease and releases it.
+//
+// With Config.MinReplicas, acquire, renew and checkpoints are followed by
+// WAIT on the same connection: an acquire that too few replicas
+// acknowledged is refused and released (ErrNotReplicated), a renew counts
+// as failed, a checkpoint as not recorded.
 //
 // # Deployments
 //
 // The client is any redis.UniversalClient: a single node, a Sentinel
 // failover client or a Cluster client. The election's keys share the hash
 // tag {NAME}, so each election lives in one Cluster slot and elections
-// spread over the cluster. Keep the client's read and write timeouts well
-// under RenewDeadline and set ContextTimeoutEnabled, so a hung call fails
-// in time to be retried.
+// spread over the cluster. Safety does not depend on the client's
+// timeouts, but keep its read and write timeouts well under RenewDeadline
+// and set ContextTimeoutEnabled, so a hung call fails in time to be
+// retried; New logs a warning otherwise.
 //
 // # Many elections in one process
 //

@@ -605,7 +605,7 @@ type term struct {
 }
 
 // lead runs one term: start fn, renew, and end the term by the rules in
-// DESIGN.md. It returns only after fn returned (or, on shutdown, after
+// docs/design.md. It returns only after fn returned (or, on shutdown, after
 // ShutdownTimeout) and the lease was released or given up.
 func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Outcome) termEnd {
 	e := c.e

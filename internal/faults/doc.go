@@ -2,7 +2,7 @@
 // processes against real redis-server processes, injects the faults the
 // design names (crashes, pauses, partitions, stalled or restarted Redis,
 // Sentinel failover, early expiry, jobs that ignore cancellation) and checks
-// the two safety levels of DESIGN.md from an outside witness:
+// the two safety levels of docs/design.md from an outside witness:
 //
 //   - level 1: no two candidates run the leader function at the same
 //     instant, for every fault the lease model covers. The candidates report
