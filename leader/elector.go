@@ -620,7 +620,7 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 		log:     e.log.With(zap.Uint64("term", lease.Term)),
 		cancel:  cancel,
 		lastOK:  sent,
-		renewAt: time.NewTimer(sent.Add(cfg.RenewInterval).Sub(time.Now())),
+		renewAt: time.NewTimer(time.Until(sent.Add(cfg.RenewInterval))),
 		renewCh: make(chan renewResult, 1),
 		passed:  make(chan struct{}, 1),
 	}
@@ -628,7 +628,7 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 	// of its own, not from the loop below: a loop held up by anything (a
 	// log write to a blocked stderr, a metric, a slow path) cannot delay
 	// it. The loop learns of it through passed and reports it afterwards.
-	t.deadline = time.AfterFunc(sent.Add(cfg.RenewDeadline).Sub(time.Now()), t.deadlinePassed)
+	t.deadline = time.AfterFunc(time.Until(sent.Add(cfg.RenewDeadline)), t.deadlinePassed)
 	defer t.deadline.Stop()
 	defer t.renewAt.Stop()
 	e.beginTerm(lease, sent)
@@ -815,7 +815,7 @@ func (t *term) startRenew(ctx context.Context) {
 	ch := t.renewCh
 	go func() {
 		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
-		took := time.Now().Sub(now)
+		took := time.Since(now)
 		e.metrics.Renew(took, err)
 		ch <- renewResult{sent: now, took: took, err: err}
 	}()
@@ -874,7 +874,7 @@ func (t *term) stopRenew() {
 // gone, then stop any renew still in flight.
 func (t *term) finish(ctx context.Context) {
 	e := t.c.e
-	left := t.lastOK.Add(e.cfg.RenewDeadline).Sub(time.Now())
+	left := time.Until(t.lastOK.Add(e.cfg.RenewDeadline))
 	if !t.lost && (left <= 0 || t.expired.Load()) {
 		// The deadline passed as the function returned, before the loop
 		// heard of it: the lease is presumed gone, so it is not released.
