@@ -358,7 +358,7 @@ func (c *campaign) run(ctx context.Context) error {
 			c.release(ctx, rec.Lease)
 			return nil
 		}
-		if late := time.Now().Sub(sent.Add(e.cfg.RenewDeadline)); late >= 0 {
+		if late := time.Since(sent.Add(e.cfg.RenewDeadline)); late >= 0 {
 			// The reply came after this attempt's renew deadline: the lease
 			// may already have expired and passed to another candidate.
 			// Never start on it. Releasing is safe (it compares the exact
