@@ -1,6 +1,8 @@
 -- acquire: take the lease if it is free, minting the next term.
 -- KEYS[1] lease key, KEYS[2] term key
--- ARGV[1] candidate ID, ARGV[2] TTL in milliseconds
+-- ARGV[1] candidate ID, ARGV[2] TTL in milliseconds, ARGV[3] events channel
+-- A new lease is announced on the channel as "elected TERM ID", so
+-- observers learn of it without polling.
 -- Returns {outcome, value, pttl}: outcome 1 acquired, 2 adopted (already
 -- ours: a retry after a lost reply; refreshed to the TTL), 0 held by another
 -- (value is "TERM ID" of the holder, pttl its time left).
@@ -24,4 +26,5 @@ if floor > term then term = floor end
 local value = string.format('%d', term) .. ' ' .. ARGV[1]
 redis.call('SET', KEYS[2], string.format('%d', term))
 redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[3], 'elected ' .. value)
 return {1, value, tonumber(ARGV[2])}

@@ -111,6 +111,9 @@ const (
 	EventReleased EventKind = iota + 1
 	// EventResign: someone asks the holder of Lease.Term to step down.
 	EventResign
+	// EventElected: Lease was just acquired (a new term; adoptions and
+	// renewals are not announced).
+	EventElected
 )
 
 // Event is one notice on the election's channel.
@@ -119,12 +122,14 @@ type Event struct {
 	Lease Lease // for EventResign only Term is set (0 = whoever leads)
 }
 
-// eventMessage encodes an event for the channel: "released TERM ID" or
-// "resign TERM".
+// eventMessage encodes an event for the channel: "released TERM ID",
+// "elected TERM ID" or "resign TERM".
 func eventMessage(ev Event) string {
 	switch ev.Kind {
 	case EventReleased:
 		return "released " + ev.Lease.String()
+	case EventElected:
+		return "elected " + ev.Lease.String()
 	case EventResign:
 		return "resign " + strconv.FormatUint(ev.Lease.Term, 10)
 	}
@@ -138,6 +143,9 @@ func parseEvent(s string) (Event, bool) {
 	case "released":
 		l, ok := parseLease(rest)
 		return Event{Kind: EventReleased, Lease: l}, ok
+	case "elected":
+		l, ok := parseLease(rest)
+		return Event{Kind: EventElected, Lease: l}, ok
 	case "resign":
 		t, err := strconv.ParseUint(rest, 10, 64)
 		if err != nil {

@@ -83,7 +83,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 // Acquire implements Lock. May return ErrNotReplicated.
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
 	keys := []string{l.leaseKey, l.termKey}
-	res, acked, err := l.eval(ctx, acquireScript, keys, id, ttl.Milliseconds())
+	res, acked, err := l.eval(ctx, acquireScript, keys, id, ttl.Milliseconds(), l.channel)
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}

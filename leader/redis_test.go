@@ -258,6 +258,7 @@ func TestRedis_GracefulHandoffWakesFollowerByNotice(t *testing.T) {
 				return nil
 			})
 			waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == a.ID() })
+			waitSubscribed(t, clientB, cfgB.EventsChannel(), 2)
 			evalsBefore := cb.get("evalsha") + cb.get("eval")
 
 			switch how {
@@ -728,12 +729,40 @@ func TestRedis_ClusterManyElectionsNoCrossSlot(t *testing.T) {
 	<-aStarted
 	runRedis(t, b, func(ctx context.Context) error { bStarted <- struct{}{}; <-ctx.Done(); return nil })
 	waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == a.ID() })
+	waitSubscribed(t, c, cfgB.EventsChannel(), 2)
 	_ = stopA()
 	select {
 	case <-bStarted:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no handoff by notice on the cluster within 5s")
 	}
+}
+
+// waitSubscribed waits until at least n clients subscribe to channel. A
+// candidate subscribes beside its first acquire, not before it, so a test
+// that relies on a release notice waits for this first.
+func waitSubscribed(t testing.TB, c redis.UniversalClient, channel string, n int64) {
+	t.Helper()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d subscribers on %s", n, channel), func() bool {
+		var total int64
+		count := func(ctx context.Context, c *redis.Client) error {
+			m, err := c.PubSubNumSub(ctx, channel).Result()
+			total += m[channel]
+			return err
+		}
+		ctx := context.Background()
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			var mu sync.Mutex
+			_ = cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return count(ctx, node)
+			})
+		} else if rc, ok := c.(*redis.Client); ok {
+			_ = count(ctx, rc)
+		}
+		return total >= n
+	})
 }
 
 // waitFor polls cond every 5ms until it holds or timeout passes.

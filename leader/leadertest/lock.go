@@ -135,6 +135,7 @@ func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leade
 			l.term++
 			l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
 			out, rec = leader.Acquired, leader.Record{Lease: l.lease, TTL: ttl}
+			l.publishLocked(leader.Event{Kind: leader.EventElected, Lease: l.lease})
 		}
 	})
 	return out, rec, err

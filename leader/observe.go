@@ -1,0 +1,195 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ChangeKind says how the leadership of an election changed.
+type ChangeKind int
+
+const (
+	// ChangeElected: Holder leads; it is the first holder the observer
+	// saw, or a new term after the previous holder went away.
+	ChangeElected ChangeKind = iota + 1
+	// ChangeReleased: Holder stepped down gracefully and released the
+	// lease (shutdown, a job giving up, or Resign).
+	ChangeReleased
+	// ChangeResigned: Holder released the lease after a resign request
+	// for its term (solo resign, RequestResign).
+	ChangeResigned
+	// ChangeExpired: Holder's lease ran out without a release (a crash, a
+	// partition, a missed renew deadline), or Redis lost it.
+	ChangeExpired
+)
+
+// String returns the kind's name: elected, released, resigned or expired.
+func (k ChangeKind) String() string {
+	switch k {
+	case ChangeElected:
+		return "elected"
+	case ChangeReleased:
+		return "released"
+	case ChangeResigned:
+		return "resigned"
+	case ChangeExpired:
+		return "expired"
+	}
+	return "unknown"
+}
+
+// Change is one change of an election's leadership as an observer saw it.
+type Change struct {
+	Kind ChangeKind
+	// Holder is the new holder for ChangeElected, else the one that went.
+	Holder Holder
+	// At is when the observer learned of the change, on its own clock.
+	At time.Time
+}
+
+// Observe follows the election cfg names without taking part, calling fn
+// for every change of leadership, in order, from Observe's goroutine: the
+// current holder first (ChangeElected), then each release, resignation,
+// expiry and new term. It blocks until ctx is done and then returns nil; fn
+// must not block for long (Observe does not read notices meanwhile, and
+// notices that overflow the subscription are dropped by Redis — the PTTL
+// check below still catches up). Only Name, KeyPrefix, TTL and
+// RetryInterval of cfg are used; a bad cfg is a *ConfigError.
+//
+// It is driven by the election's notices ("elected", "released", "resign")
+// and the holder's remaining TTL, with no polling: at rest it reads the
+// lease once per holder TTL, when it would have expired, as a follower
+// does. Without live notices (Redis unreachable, the subscription down) it
+// reads it every RetryInterval instead. Redis errors are retried; they are
+// never passed to fn.
+func Observe(ctx context.Context, client redis.UniversalClient, cfg Config, fn func(Change)) error {
+	lock, cfg, err := lockFor(client, cfg)
+	if err != nil {
+		return err
+	}
+	return observe(ctx, lock, cfg, fn)
+}
+
+// Observe is Observe through this elector's Lock: it reports the changes of
+// the elector's own election, this elector's terms included.
+func (e *Elector) Observe(ctx context.Context, fn func(Change)) error {
+	return observe(ctx, e.lock, e.cfg, fn)
+}
+
+// observer is the state of one Observe.
+type observer struct {
+	lock Lock
+	cfg  Config
+	fn   func(Change)
+
+	cur      Holder // zero: nobody known to lead
+	resigned uint64 // a resign request was seen for this term
+}
+
+func observe(ctx context.Context, lock Lock, cfg Config, fn func(Change)) error {
+	if fn == nil {
+		return errors.New("leader: nil observe function")
+	}
+	o := &observer{lock: lock, cfg: cfg, fn: fn}
+	var events <-chan Event
+	var live func() bool
+	w, err := lock.Watch(ctx)
+	if err == nil {
+		defer w.Close()
+		events, live = w.Events(), w.Live
+	}
+	t := time.NewTimer(0) // read the lease at once
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events, live = nil, nil
+				continue
+			}
+			o.notice(ev)
+			if o.cur.Term == 0 {
+				// Between holders: the next "elected" notice is due within a
+				// round trip; read the lease after RetryInterval in case it
+				// was lost.
+				t.Reset(cfg.RetryInterval)
+			} else if ev.Kind == EventElected {
+				t.Reset(o.cur.TTL + time.Millisecond)
+			}
+			continue
+		case <-t.C:
+		}
+		wait := o.inspect(ctx)
+		if live == nil || !live() {
+			wait = min(wait, cfg.RetryInterval)
+		}
+		t.Reset(wait)
+	}
+}
+
+// notice applies one notice.
+func (o *observer) notice(ev Event) {
+	switch ev.Kind {
+	case EventResign:
+		if ev.Lease.Term == 0 || ev.Lease.Term == o.cur.Term {
+			o.resigned = o.cur.Term
+		}
+	case EventReleased:
+		if ev.Lease.Term == o.cur.Term && ev.Lease.ID == o.cur.ID {
+			kind := ChangeReleased
+			if o.resigned == o.cur.Term {
+				kind = ChangeResigned
+			}
+			o.emit(kind, o.cur)
+			o.cur = Holder{}
+		}
+	case EventElected:
+		if ev.Lease.Term > o.cur.Term {
+			if o.cur.Term != 0 {
+				// The previous holder's release notice never came.
+				o.emit(ChangeExpired, o.cur)
+			}
+			o.cur = holderOf(Record{Lease: ev.Lease, TTL: o.cfg.TTL}, o.cfg.TTL, time.Now())
+			o.cur.LastRenew = time.Time{} // unknown: the holder's TTL may differ from ours
+			o.emit(ChangeElected, o.cur)
+		}
+	}
+}
+
+// inspect reads the lease and reports what changed since the last view. It
+// returns how long to wait before the next read: the holder's remaining
+// TTL (a renewal will have extended it by then, or it expired), or
+// RetryInterval without a holder or on an error.
+func (o *observer) inspect(ctx context.Context) time.Duration {
+	rctx, cancel := context.WithTimeout(ctx, o.cfg.RetryInterval)
+	defer cancel()
+	rec, err := callBounded(rctx, func() (Record, error) { return o.lock.Inspect(rctx) })
+	switch {
+	case errors.Is(err, ErrNoLeader):
+		if o.cur.Term != 0 {
+			o.emit(ChangeExpired, o.cur)
+			o.cur = Holder{}
+		}
+		return o.cfg.RetryInterval
+	case err != nil:
+		return o.cfg.RetryInterval
+	}
+	h := holderOf(rec, o.cfg.TTL, time.Now())
+	if rec.Term != o.cur.Term || rec.ID != o.cur.ID {
+		if o.cur.Term != 0 {
+			o.emit(ChangeExpired, o.cur)
+		}
+		o.emit(ChangeElected, h)
+	}
+	o.cur = h
+	return rec.TTL + time.Millisecond
+}
+
+func (o *observer) emit(kind ChangeKind, h Holder) {
+	o.fn(Change{Kind: kind, Holder: h, At: time.Now()})
+}
