@@ -37,3 +37,8 @@ var (
 	// was left to expire, not released.
 	ErrStopTimeout = errors.New("leader: leader function did not stop in time")
 )
+
+// ErrRenewStuck is returned by Elector.Healthy while this elector leads but
+// no renewal has succeeded for longer than RenewInterval plus the
+// tolerance given.
+var ErrRenewStuck = errors.New("leader: leading, but renewals are stuck")

@@ -400,3 +400,41 @@ func TestNew_WarnsWhenClientTimeoutsExceedTheRenewBudget(t *testing.T) {
 		})
 	}
 }
+
+func TestElector_HealthyFailsWhileRenewalIsStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := leadertest.New()
+		cfg := fastConfig("a") // renew every 1s, deadline 2s
+		e := newElector(t, lock, cfg)
+		if err := e.Healthy(0); err != nil {
+			t.Fatalf("follower: Healthy() = %v", err)
+		}
+		rec := newRecorder()
+		stop := run(t, e, rec.fn("a"))
+		<-rec.started
+		time.Sleep(3500 * time.Millisecond) // renewing fine (last at +3s)
+		if err := e.Healthy(200 * time.Millisecond); err != nil {
+			t.Fatalf("renewing leader: Healthy() = %v", err)
+		}
+		hang := make(chan struct{})
+		lock.SetBefore(func(_ context.Context, op leadertest.Op) error {
+			if op == leadertest.OpRenew {
+				<-hang
+			}
+			return nil
+		})
+		// The last renewal was sent at +3s; the next (+4s) hangs. At +4.8s
+		// it is 1.8s old, above 1s + 200ms, and the deadline is +5s.
+		time.Sleep(1300 * time.Millisecond)
+		if err := e.Healthy(200 * time.Millisecond); !errors.Is(err, leader.ErrRenewStuck) {
+			t.Fatalf("stuck leader: Healthy() = %v, want ErrRenewStuck", err)
+		}
+		time.Sleep(500 * time.Millisecond) // past the deadline: stepped down
+		if err := e.Healthy(200 * time.Millisecond); err != nil {
+			t.Fatalf("after stepping down: Healthy() = %v", err)
+		}
+		close(hang)
+		lock.SetBefore(nil)
+		_ = stop()
+	})
+}
