@@ -612,7 +612,7 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 	cfg := e.cfg
 	// The term's context carries the values of ctx but not its
 	// cancellation: shutdown is a graceful step-down, decided here.
-	termCtx, cancel := context.WithCancelCause(WithTerm(context.WithoutCancel(ctx), lease.Term))
+	termCtx, cancel := context.WithCancelCause(withTerm(context.WithoutCancel(ctx), lease.Term))
 	defer cancel(nil)
 	t := &term{
 		c:       c,

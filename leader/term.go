@@ -15,10 +15,10 @@ func TermFrom(ctx context.Context) (term uint64, ok bool) {
 	return term, ok
 }
 
-// WithTerm returns a context carrying term, as the elector gives a leader
-// function. It is for code that runs jobs under a term obtained elsewhere
-// (tests, or the unsafe "always" mode).
-func WithTerm(ctx context.Context, term uint64) context.Context {
+// withTerm returns a context carrying term, as the elector gives a leader
+// function. It is unexported so that no caller can forge a term: a term
+// comes only from a lease this process won.
+func withTerm(ctx context.Context, term uint64) context.Context {
 	return context.WithValue(ctx, termKey{}, term)
 }
 
