@@ -66,12 +66,6 @@ func usageErr(format string, args ...any) error {
 	return &codeError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &codeError{code: code, err: err}
-}
 
 // run is main without the exit: it returns the exit code.
 func run(args []string, stdout, stderr io.Writer, env []string) int {

@@ -24,12 +24,6 @@ type env struct {
 	writes  string // data table: who TEXT, term BIGINT
 }
 
-// backend makes a fresh env for each test of the suite.
-type backend struct {
-	name   string
-	newEnv func(t *testing.T) *env
-}
-
 // tables numbers the tables of tests that share one PostgreSQL database.
 var tables atomic.Int64
 
