@@ -66,7 +66,6 @@ func usageErr(format string, args ...any) error {
 	return &codeError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-
 // run is main without the exit: it returns the exit code.
 func run(args []string, stdout, stderr io.Writer, env []string) int {
 	if len(args) == 0 {
