@@ -236,7 +236,7 @@ func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) e
 	if !ok {
 		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	c := &campaign{e: e, fn: fn, rng: rng, watchReady: make(chan Watch, 1), runDone: make(chan struct{})}
+	c := &campaign{e: e, fn: fn, rng: rng, watchReady: make(chan Watch), runDone: make(chan struct{})}
 	// Notices are an optimisation: subscribing must never delay the first
 	// acquire, so the watch is set up beside the campaign and joins it when
 	// ready. Until then followers wait at most RetryInterval.
@@ -262,7 +262,7 @@ type campaign struct {
 
 	watch      Watch
 	events     <-chan Event // nil until the watch is ready, or without one
-	watchReady chan Watch   // size one: openWatch's result
+	watchReady chan Watch   // unbuffered: handed over only while the campaign runs
 	runDone    chan struct{}
 
 	acquireFailing bool
@@ -283,8 +283,9 @@ type termEnd struct {
 }
 
 // openWatch subscribes to the election's notices and hands the watch to the
-// campaign, or closes it if Run has already returned. It is owned by Run:
-// ctx and runDone stop it.
+// campaign, or closes it if Run has returned first. It is owned by Run:
+// ctx and runDone stop it. The hand-over is unbuffered, so a watch is
+// either the campaign's (closed by Run) or closed here, never dropped.
 func (c *campaign) openWatch(ctx context.Context) {
 	w, err := c.e.lock.Watch(ctx)
 	if err != nil {
@@ -367,6 +368,7 @@ func (c *campaign) run(ctx context.Context) error {
 				zap.Uint64("term", rec.Term), zap.String("how", outcome.String()), zap.Duration("late_by", late))
 			e.lastTerm = max(e.lastTerm, rec.Term)
 			c.release(ctx, rec.Lease)
+			pause = c.jitter(e.cfg.RetryInterval) // a release notice cuts it short
 			continue
 		}
 		end := c.lead(ctx, rec.Lease, sent, outcome)
