@@ -27,6 +27,10 @@ type client struct {
 	idx  int
 	plan CandPlan
 	n    [numOps]uint64 // call counters, under w.mu
+	// Checkpoint and load calls count per key: cron jobs firing at one
+	// instant call concurrently, and the order of their calls must not
+	// decide which one meets which fault.
+	nKey map[string]uint64
 }
 
 var (
@@ -115,19 +119,31 @@ func (w *world) settlePart(p *pending) {
 	}
 }
 
-// counted says which ops hold up the calm phase while pending: the ones
-// whose context has a deadline (the leader function's calls end with it).
-func counted(o op) bool {
-	return o == opAcquire || o == opRenew || o == opRelease || o == opInspect || o == opResignReq
-}
+// counted says which ops hold up the calm phase while pending: all but
+// SUBSCRIBE, which only ends with Run.
+func counted(o op) bool { return o != opWatch }
 
 // roundTrip sends one request and waits for its reply as a go-redis client
 // with this candidate's options would.
 func (cl *client) roundTrip(ctx context.Context, o op, exec func(now time.Time) execResult) (execResult, error) {
+	return cl.roundTripKey(ctx, o, "", exec)
+}
+
+func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(now time.Time) execResult) (execResult, error) {
 	w := cl.w
 	w.mu.Lock()
-	cl.n[o]++
-	n := cl.n[o]
+	var n uint64
+	if key == "" {
+		cl.n[o]++
+		n = cl.n[o]
+	} else {
+		if cl.nKey == nil {
+			cl.nKey = map[string]uint64{}
+		}
+		k := o.String() + " " + key
+		cl.nKey[k]++
+		n = cl.nKey[k] | hashKey(key)<<32
+	}
 	w.stats.Calls++
 	if err := ctx.Err(); err != nil {
 		// go-redis checks the context before it takes a connection.
@@ -168,42 +184,31 @@ func (cl *client) roundTrip(ctx context.Context, o op, exec func(now time.Time) 
 		flags += " (no timeout: hangs for ever)"
 	}
 	w.event(cl.idx, evSend, o, n, int64(cp.req), int64(cp.rep), flags)
-	w.mu.Unlock()
 
 	done := make(chan execResult, 1)
-	w.net.Go(func() {
-		if !w.sleepUntil(execAt) {
-			return
-		}
-		w.mu.Lock()
+	w.at(execAt, func(t time.Time) {
 		if cp.lostReq {
 			w.settlePart(pend)
-			w.mu.Unlock()
 			return
 		}
-		t := time.Now()
 		res := exec(t)
 		w.eventExec(cl.idx, o, n, res)
 		w.settlePart(pend)
-		replyAt := cl.wake(t.Add(res.wait + cp.rep))
-		w.mu.Unlock()
-		if !w.sleepUntil(replyAt) {
-			return
-		}
-		w.mu.Lock()
-		lost := cp.lostRep || res.epoch != w.epoch
-		if lost && !cp.lostRep {
-			w.event(cl.idx, evReturn, o, n, 0, 0, "reply lost: the connection dropped (failover or restart)")
-			if !cl.plan.CtxTimeouts && cl.plan.ReadTimeout < 0 {
-				cl.c.stuck = true
-				w.settlePart(pend)
+		w.at(cl.wake(t.Add(res.wait+cp.rep)), func(time.Time) {
+			switch {
+			case cp.lostRep:
+			case res.epoch != w.epoch:
+				w.event(cl.idx, evReturn, o, n, 0, 0, "reply lost: the connection dropped (failover or restart)")
+				if !cl.plan.CtxTimeouts && cl.plan.ReadTimeout < 0 {
+					cl.c.stuck = true
+					w.settlePart(pend)
+				}
+			default:
+				done <- res // buffered: the caller may have given up
 			}
-		}
-		w.mu.Unlock()
-		if !lost {
-			done <- res
-		}
+		})
 	})
+	w.mu.Unlock()
 
 	var timeout <-chan time.Time
 	if rt := cl.plan.ReadTimeout; rt > 0 {
@@ -346,8 +351,13 @@ func (cl *client) Checkpoint(ctx context.Context, l leader.Lease, key string, n 
 	cl.w.mu.Lock()
 	f := cl.w.fn(cl.idx, l.Term)
 	f.cpSent[key] = append(f.cpSent[key], n)
+	f.jobs++ // the worker's cron goroutine is part of the function
+	f.ended = false
 	cl.w.mu.Unlock()
-	res, err := cl.roundTrip(ctx, opCheckpoint, func(now time.Time) execResult { return cl.w.execCheckpoint(now, l, key, n) })
+	res, err := cl.roundTripKey(ctx, opCheckpoint, key, func(now time.Time) execResult { return cl.w.execCheckpoint(now, l, key, n) })
+	cl.w.mu.Lock()
+	cl.w.jobEnd(cl.idx, l.Term, "")
+	cl.w.mu.Unlock()
 	switch {
 	case err != nil:
 		return fmt.Errorf("checkpoint: %w", err)
@@ -361,14 +371,25 @@ func (cl *client) Checkpoint(ctx context.Context, l leader.Lease, key string, n 
 
 // LoadCheckpoint implements leader.Checkpointer.
 func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
-	res, err := cl.roundTrip(ctx, opLoad, func(now time.Time) execResult { return cl.w.execLoad(now, key) })
+	term, inTerm := leader.TermFrom(ctx)
+	if inTerm {
+		cl.w.mu.Lock()
+		f := cl.w.fn(cl.idx, term)
+		f.jobs++
+		f.ended = false
+		cl.w.mu.Unlock()
+	}
+	res, err := cl.roundTripKey(ctx, opLoad, key, func(now time.Time) execResult { return cl.w.execLoad(now, key) })
+	if inTerm {
+		cl.w.mu.Lock()
+		if err == nil {
+			cl.w.fn(cl.idx, term).loads[key] = loadSeen{n: res.n, ok: res.ok, at: time.Now()}
+		}
+		cl.w.jobEnd(cl.idx, term, "")
+		cl.w.mu.Unlock()
+	}
 	if err != nil {
 		return 0, false, fmt.Errorf("load checkpoint: %w", err)
-	}
-	if term, ok := leader.TermFrom(ctx); ok {
-		cl.w.mu.Lock()
-		cl.w.fn(cl.idx, term).loads[key] = loadSeen{n: res.n, ok: res.ok, at: time.Now()}
-		cl.w.mu.Unlock()
 	}
 	return res.n, res.ok, nil
 }
@@ -570,4 +591,14 @@ func (w *world) disconnectWatches(now time.Time) {
 		r := keyed(w.p.Seed, uint64(wt.cand)+1, uint64(opWatch), 1<<40+w.epoch)
 		wt.downUntil = now.Add(r.dur(time.Millisecond, w.p.Cfg.TTL))
 	}
+}
+
+// hashKey is FNV-1a of key, folded to 31 bits.
+func hashKey(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return (h ^ h>>32) & 0x7fffffff
 }

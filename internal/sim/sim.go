@@ -51,6 +51,7 @@ func Run(seed uint64, o Options) *Result {
 		w.cands = append(w.cands, c)
 	}
 
+	go w.loop()
 	end := make(chan struct{})
 	var drivers sync.WaitGroup
 	for _, c := range w.cands {
@@ -113,11 +114,11 @@ wait:
 	faults.Wait()
 	// Jobs that ignore cancellation outlive Run; wait for them (on the
 	// fake clock) so the bubble ends with no goroutine of ours.
-	for {
+	for range 10_000 {
 		w.mu.Lock()
 		busy := 0
 		for _, f := range w.fns {
-			busy += f.jobs
+			busy += max(f.jobs, 0)
 		}
 		w.mu.Unlock()
 		if busy == 0 {
@@ -125,7 +126,7 @@ wait:
 		}
 		time.Sleep(cfg.TTL / 10)
 	}
-	w.net.Wait()
+	<-w.loopDone
 	w.mu.Lock()
 	w.sealed = true
 	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev}

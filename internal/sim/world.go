@@ -73,9 +73,10 @@ type fnKey struct {
 // transition) until its last job returned.
 type fnState struct {
 	elected   time.Time
+	seen      bool      // the elector reported its start
 	cancelled time.Time // zero until its context is cancelled
 	cause     error
-	jobs      int
+	jobs      int // its jobs running, and its calls to the store in flight
 	started   bool
 	ended     bool
 	affected  string // data loss or failover while it ran: out of model
@@ -113,7 +114,10 @@ type world struct {
 	abort    chan struct{} // a spin: stop the schedule early
 	aborted  bool
 	sealed   bool // the schedule is over: late events are dropped
-	net      sync.WaitGroup
+	queue    actions // the network's and the server's pending actions
+	seq      uint64
+	kick     chan struct{}
+	loopDone chan struct{}
 
 	// server
 	prim, rep state
@@ -159,6 +163,8 @@ func newWorld(p Plan, start time.Time) *world {
 		start:    start,
 		faultEnd: start.Add(p.FaultEnd),
 		stop:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		loopDone: make(chan struct{}),
 		abort:    make(chan struct{}),
 		watches:  map[*watch]struct{}{},
 		fns:      map[fnKey]*fnState{},
@@ -316,11 +322,17 @@ func (w *world) checkLease(k fnKey, f *fnState, where string) {
 func (w *world) elected(c int, term uint64) {
 	now := time.Now()
 	k := fnKey{c, term}
-	f := &fnState{elected: now, loads: map[string]loadSeen{}, cpSent: map[string][]int64{}}
-	f.tags = w.cands[c].diagnoseStart(now, w.p.Cfg.RenewDeadline)
-	if old, ok := w.fns[k]; ok && !old.ended {
-		w.violate(InvOne, fmt.Sprintf("c%d starts term %d again while its function of that term still runs", c, term), "same-term-restart")
+	f := &fnState{loads: map[string]loadSeen{}, cpSent: map[string][]int64{}}
+	if old, ok := w.fns[k]; ok {
+		if old.seen && !old.ended {
+			w.violate(InvOne, fmt.Sprintf("c%d starts term %d again while its function of that term still runs", c, term), "same-term-restart")
+		}
+		if !old.seen {
+			f = old // its jobs started a moment before the elector reported the start
+		}
 	}
+	f.elected, f.seen = now, true
+	f.tags = w.cands[c].diagnoseStart(now, w.p.Cfg.RenewDeadline)
 	w.fns[k] = f
 	w.stats.Starts++
 	w.event(c, evElected, 0, 0, int64(term), 0, "")
@@ -401,7 +413,9 @@ func (w *world) jobStart(c int, term uint64, where string) {
 
 func (w *world) jobEnd(c int, term uint64, where string) {
 	f := w.fn(c, term)
-	w.checkLease(fnKey{c, term}, f, where)
+	if where != "" {
+		w.checkLease(fnKey{c, term}, f, where)
+	}
 	f.jobs--
 	if f.jobs == 0 && !f.cancelled.IsZero() {
 		f.ended = true
