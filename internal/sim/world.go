@@ -113,7 +113,7 @@ type world struct {
 	stop     chan struct{} // teardown: every pending call returns
 	abort    chan struct{} // a spin: stop the schedule early
 	aborted  bool
-	sealed   bool // the schedule is over: late events are dropped
+	sealed   bool    // the schedule is over: late events are dropped
 	queue    actions // the network's and the server's pending actions
 	seq      uint64
 	kick     chan struct{}
