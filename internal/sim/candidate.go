@@ -1,0 +1,475 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
+)
+
+// candidate is one instance: an Elector on its own client view of the
+// store, a Worker with a pull job and the plan's cron jobs, and a driver
+// that runs, stops and resigns it.
+type candidate struct {
+	w    *world
+	idx  int
+	plan CandPlan
+	id   string // the Elector's ID as it reports it
+	cl   *client
+	e    *leader.Elector
+	wk   *worker.Worker
+
+	// Under w.mu:
+	stuck     bool      // a call of it never returns
+	lastFnEnd time.Time // when its last leader function returned
+	jobRuns   uint64
+	// Diagnosis of starts: the last answered acquire and the first failed
+	// one before it.
+	lastAcqSent, lastAcqRet time.Time
+	lastAcqOutcome          leader.Outcome
+	lastAcqUnconfirmed      time.Time
+	acqErrSince             time.Time
+	// Invariant 8: the first acquire of a Run.
+	runStart        time.Time
+	runWaitsFn      bool // a function of an earlier Run still ran when this Run started
+	firstAcqPending bool
+}
+
+func newCandidate(w *world, idx int) (*candidate, error) {
+	cp := w.p.Cands[idx]
+	c := &candidate{w: w, idx: idx, plan: cp}
+	c.cl = &client{w: w, c: c, idx: idx, plan: cp}
+	cfg := w.p.Cfg
+	cfg.ID = cp.ID
+	log := zap.New(&logCore{w: w, cand: idx})
+	e, err := leader.NewWithLock(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}))
+	if err != nil {
+		return nil, err
+	}
+	c.e, c.id = e, e.ID()
+	wk, err := worker.New(e, worker.WithLogger(log), worker.WithLocation(time.UTC))
+	if err != nil {
+		return nil, err
+	}
+	c.wk = wk
+	if err := wk.Pull("pull", c.pull); err != nil {
+		return nil, err
+	}
+	for _, cr := range w.p.Crons {
+		if err := wk.Cron(cr.Name, cr.Spec, c.cronJob(cr.Name), worker.WithMisfire(cr.Misfire)); err != nil {
+			// Refusing an impossible spec is correct behaviour.
+			w.mu.Lock()
+			w.stats.CronRefused++
+			w.event(idx, evNote, 0, 0, 0, 0, "cron registration refused: "+err.Error())
+			w.mu.Unlock()
+		}
+	}
+	return c, nil
+}
+
+func (c *candidate) acquireSent(now time.Time) {
+	if !c.firstAcqPending {
+		return
+	}
+	c.firstAcqPending = false
+	base, ok := c.firstAcqBase()
+	if ok && now.Sub(base) > firstAcqSlop {
+		c.w.violate(InvFirstAcq, fmt.Sprintf("c%d sent its first acquire %s after Run started (or its previous function returned)", c.idx, now.Sub(base)), "watch-before-acquire")
+	}
+}
+
+// firstAcqBase is when a Run's first acquire is due: its start, or, when a
+// function of an earlier Run still ran then, that function's return. ok is
+// false while that function still runs.
+func (c *candidate) firstAcqBase() (time.Time, bool) {
+	base := c.runStart
+	if c.runWaitsFn {
+		if c.activeFn() {
+			return time.Time{}, false
+		}
+		if c.lastFnEnd.After(base) {
+			base = c.lastFnEnd
+		}
+	}
+	return base, true
+}
+
+func (c *candidate) activeFn() bool {
+	for k, f := range c.w.fns {
+		if k.cand == c.idx && !f.ended {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *candidate) acquireReturned(sent time.Time, out leader.Outcome, err error) {
+	if err != nil {
+		if c.acqErrSince.IsZero() {
+			c.acqErrSince = sent
+		}
+		return
+	}
+	c.lastAcqSent, c.lastAcqRet, c.lastAcqOutcome = sent, time.Now(), out
+	c.lastAcqUnconfirmed, c.acqErrSince = c.acqErrSince, time.Time{}
+}
+
+// diagnoseStart tags a function start with what led to it.
+func (c *candidate) diagnoseStart(now time.Time, deadline time.Duration) []string {
+	var tags []string
+	if d := c.lastAcqRet.Sub(c.lastAcqSent); d > deadline {
+		tags = append(tags, fmt.Sprintf("late-acquire-reply(%s, ctx_timeouts=%v)", d.Round(time.Millisecond), c.plan.CtxTimeouts))
+	}
+	if c.lastAcqOutcome == leader.Adopted && !c.lastAcqUnconfirmed.IsZero() {
+		tags = append(tags, fmt.Sprintf("adopted-after-failed-acquire(first sent %s before)", now.Sub(c.lastAcqUnconfirmed).Round(time.Millisecond)))
+	}
+	for _, o := range c.w.cands {
+		if o != nil && o != c && o.id == c.id {
+			tags = append(tags, "id-shared")
+			break
+		}
+	}
+	return tags
+}
+
+// pull is the pull job: it claims its term in the fenced store, then
+// writes every few milliseconds. When cancelled it may ignore that for a
+// while; a frozen process makes the write it was in at wake-up, before it
+// looks at its context.
+func (c *candidate) pull(ctx context.Context) error {
+	w := c.w
+	term, _ := leader.TermFrom(ctx)
+	w.mu.Lock()
+	c.jobRuns++
+	r := keyed(w.p.Seed, uint64(c.idx)+1, uint64(opJob), c.jobRuns)
+	f := w.fn(c.idx, term)
+	watchCancel := !f.started
+	w.jobStart(c.idx, term, "at its start")
+	claimed := w.claim(c.idx, term)
+	w.mu.Unlock()
+	if watchCancel {
+		// The term's context is always cancelled in the end (the elector
+		// cancels it when the term ends), so this never leaks.
+		context.AfterFunc(ctx, func() {
+			w.mu.Lock()
+			w.cancelled(c.idx, term, context.Cause(ctx))
+			w.mu.Unlock()
+		})
+	}
+	ignoring := false
+	var ignoreUntil time.Time
+	defer func() {
+		w.mu.Lock()
+		if ignoring {
+			w.ignoring--
+			w.settle()
+		}
+		w.jobEnd(c.idx, term, "at its return")
+		w.mu.Unlock()
+	}()
+	if !claimed {
+		return fmt.Errorf("fence refused term %d: %w", term, leader.ErrResigned)
+	}
+	for {
+		t := time.NewTimer(r.dur(w.p.WriteMin, w.p.WriteMax))
+		done := ctx.Done()
+		if ignoring {
+			done = nil
+		}
+		select {
+		case <-t.C:
+		case <-done:
+			t.Stop()
+		}
+		wrote := false
+		if wk := c.cl.wake(time.Now()); wk.After(time.Now()) {
+			w.sleepUntil(wk)
+			w.mu.Lock()
+			w.write(c.idx, term)
+			w.mu.Unlock()
+			wrote = true
+		}
+		if ctx.Err() != nil && !ignoring {
+			d, ign := c.decideIgnore()
+			if !ign {
+				return nil
+			}
+			ignoring, ignoreUntil = true, time.Now().Add(d)
+		}
+		if ignoring && !time.Now().Before(ignoreUntil) {
+			return nil
+		}
+		if !wrote {
+			w.mu.Lock()
+			w.write(c.idx, term)
+			w.mu.Unlock()
+		}
+	}
+}
+
+// decideIgnore draws, at a cancellation, whether the job ignores it and
+// for how long: within the stop budget, or beyond it (and beyond the
+// shutdown timeout), which is out of the model.
+func (c *candidate) decideIgnore() (time.Duration, bool) {
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	r := keyed(w.p.Seed, uint64(c.idx)+1, uint64(opCancel), c.jobRuns)
+	if !w.faulty(now) || !r.chance(0.2*w.p.Intensity) {
+		return 0, false
+	}
+	b := w.budget()
+	d := r.dur(b/10, b*8/10)
+	if r.chance(0.5) {
+		long := max(b, w.p.Cfg.ShutdownTimeout)
+		d = r.dur(long*12/10, 3*long)
+	}
+	w.ignoring++
+	w.event(c.idx, evNote, 0, 0, 0, 0, fmt.Sprintf("pull job ignores its cancellation for %s (stop budget %s, shutdown timeout %s)", d, b, w.p.Cfg.ShutdownTimeout))
+	return d, true
+}
+
+// cronJob records each fired tick.
+func (c *candidate) cronJob(name string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		w := c.w
+		term, _ := leader.TermFrom(ctx)
+		tick, _ := worker.TickFrom(ctx)
+		w.mu.Lock()
+		f := w.fn(c.idx, term)
+		f.jobs++
+		f.ended = false
+		w.fired(c.idx, term, name, tick)
+		w.mu.Unlock()
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		w.mu.Lock()
+		w.jobEnd(c.idx, term, "at a cron run's return")
+		w.mu.Unlock()
+		return nil
+	}
+}
+
+// drive runs the candidate until end: Run, cancelled at the plan's stop
+// times and called again as soon as it returned; Resign at the plan's
+// resign times.
+func (c *candidate) drive(end <-chan struct{}) {
+	w := c.w
+	var resigns sync.WaitGroup
+	defer resigns.Wait()
+	stops, rsg := c.plan.Stops, c.plan.Resigns
+	// Candidates start a few microseconds apart, so that even their first
+	// steps do not coincide.
+	r := keyed(w.p.Seed, uint64(c.idx)+1, uint64(opPlan))
+	time.Sleep(r.dur(time.Microsecond, 500*time.Microsecond))
+	for run := 0; ; run++ {
+		rnd := rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56))
+		ctx, cancel := context.WithCancel(seeded.With(context.Background(), rnd))
+		w.mu.Lock()
+		c.runStart, c.runWaitsFn, c.firstAcqPending = time.Now(), c.activeFn(), true
+		w.event(c.idx, evRun, 0, 0, int64(run), 0, "")
+		if run > 0 {
+			w.driverBusy--
+			w.settle()
+		}
+		w.mu.Unlock()
+		errc := make(chan error, 1)
+		go func() { errc <- c.wk.Run(ctx) }()
+
+		final := false
+		var runErr error
+		returned := false
+	wait:
+		for {
+			var stopC, resignC <-chan time.Time
+			var st, rt *time.Timer
+			if len(stops) > 0 {
+				st = time.NewTimer(time.Until(w.start.Add(stops[0])))
+				stopC = st.C
+			}
+			if len(rsg) > 0 {
+				rt = time.NewTimer(time.Until(w.start.Add(rsg[0])))
+				resignC = rt.C
+			}
+			stopped := false
+			select {
+			case runErr = <-errc:
+				returned = true
+				stopped = true
+			case <-stopC:
+				stops = stops[1:]
+				stopped = true
+			case <-resignC:
+				rsg = rsg[1:]
+				c.resign(&resigns)
+			case <-end:
+				final, stopped = true, true
+			case <-w.abort:
+				final, stopped = true, true
+			}
+			if st != nil {
+				st.Stop()
+			}
+			if rt != nil {
+				rt.Stop()
+			}
+			if stopped {
+				break wait
+			}
+		}
+		cancel()
+		w.mu.Lock()
+		cancelAt := time.Now()
+		if !returned {
+			w.event(c.idx, evStop, 0, 0, int64(run), 0, "")
+		}
+		if c.firstAcqPending {
+			if base, ok := c.firstAcqBase(); ok && cancelAt.Sub(base) > firstAcqSlop {
+				c.firstAcqPending = false
+				w.violate(InvFirstAcq, fmt.Sprintf("c%d sent no acquire in the %s between Run's start and its stop", c.idx, cancelAt.Sub(base)), "watch-before-acquire")
+			}
+		}
+		if !final {
+			w.driverBusy++
+		}
+		bound := w.p.Cfg.ShutdownTimeout + w.p.Cfg.RenewDeadline + 10*time.Millisecond
+		if wk := c.cl.wake(cancelAt); wk.After(cancelAt) {
+			bound += wk.Sub(cancelAt)
+		}
+		w.mu.Unlock()
+		if !returned {
+			t := time.NewTimer(bound)
+			select {
+			case runErr = <-errc:
+			case <-t.C:
+				w.mu.Lock()
+				if !w.aborted {
+					w.violate(InvShutdown, fmt.Sprintf("c%d's Run has not returned %s after its context ended (shutdown_timeout %s + renew_deadline %s + 10ms)",
+						c.idx, bound, w.p.Cfg.ShutdownTimeout, w.p.Cfg.RenewDeadline), c.hangTags()...)
+				}
+				w.mu.Unlock()
+				runErr = <-errc // teardown makes every pending call return
+			}
+			t.Stop()
+		}
+		w.mu.Lock()
+		w.event(c.idx, evRunEnd, 0, 0, int64(run), 0, fmt.Sprint(runErr))
+		if runErr != nil && !errors.Is(runErr, leader.ErrStopTimeout) {
+			w.event(c.idx, evNote, 0, 0, 0, 0, "Run returned an unexpected error: "+runErr.Error())
+		}
+		w.mu.Unlock()
+		if final {
+			return
+		}
+		select {
+		case <-end:
+			w.mu.Lock()
+			w.driverBusy--
+			w.mu.Unlock()
+			return
+		case <-w.abort:
+			return
+		default:
+		}
+	}
+}
+
+func (c *candidate) hangTags() []string {
+	tags := []string{fmt.Sprintf("ctx_timeouts=%v", c.plan.CtxTimeouts), fmt.Sprintf("read_timeout=%s", c.plan.ReadTimeout)}
+	if c.stuck {
+		tags = append(tags, "a-call-never-returns")
+	}
+	return tags
+}
+
+// resign calls Elector.Resign in a goroutine the driver waits for.
+func (c *candidate) resign(wg *sync.WaitGroup) {
+	w := c.w
+	w.mu.Lock()
+	w.driverBusy++
+	w.lastResign = time.Now()
+	w.event(c.idx, evResign, 0, 0, 0, 0, "called")
+	w.mu.Unlock()
+	wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*w.p.Cfg.TTL+w.p.Cfg.ShutdownTimeout)
+		defer cancel()
+		err := c.e.Resign(ctx)
+		w.mu.Lock()
+		w.event(c.idx, evResign, 0, 0, 0, 0, fmt.Sprintf("returned %v", err))
+		w.driverBusy--
+		w.settle()
+		w.mu.Unlock()
+	})
+}
+
+// metrics hooks the elector's transitions: Elected is the leader
+// function's start, reported just before the elector calls it.
+type metrics struct{ c *candidate }
+
+func (m metrics) Transition(t leader.Transition, term uint64) {
+	w := m.c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t == leader.TransitionElected {
+		w.elected(m.c.idx, term)
+		return
+	}
+	w.event(m.c.idx, evLog, 0, 0, int64(term), 0, fmt.Sprintf("transition %s (term %d)", t, term))
+}
+
+func (m metrics) Renew(time.Duration, error) {}
+
+func (m metrics) Overrun(term uint64) {
+	w := m.c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.event(m.c.idx, evLog, 0, 0, int64(term), 0, fmt.Sprintf("overrun reported (term %d)", term))
+}
+
+// logCore records the elector's and the worker's log messages (Info and
+// above) in the schedule's log; every entry also counts towards spin
+// detection.
+type logCore struct {
+	w    *world
+	cand int
+}
+
+func (l *logCore) Enabled(lvl zapcore.Level) bool    { return lvl >= zapcore.InfoLevel }
+func (l *logCore) With([]zapcore.Field) zapcore.Core { return l }
+func (l *logCore) Sync() error                       { return nil }
+
+func (l *logCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if l.Enabled(e.Level) {
+		return ce.AddCore(e, l)
+	}
+	return ce
+}
+
+func (l *logCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
+	msg := e.LoggerName + ": " + e.Message
+	for _, f := range fs {
+		if f.Type == zapcore.ErrorType {
+			if err, ok := f.Interface.(error); ok {
+				msg += " (" + f.Key + ": " + err.Error() + ")"
+			}
+		}
+	}
+	l.w.mu.Lock()
+	l.w.event(l.cand, evLog, 0, 0, 0, 0, msg)
+	l.w.mu.Unlock()
+	return nil
+}

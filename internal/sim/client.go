@@ -1,0 +1,604 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/solo-run/solo/leader"
+)
+
+var (
+	errReadTimeout = errors.New("sim: i/o timeout (read timeout)")
+	errClosed      = errors.New("sim: client closed")
+	errSubscribe   = errors.New("sim: subscribe: connection refused")
+)
+
+// client is one candidate's connection to the simulated Redis: a
+// leader.Lock and leader.Checkpointer with RedisLock's client-side logic
+// (an unreplicated acquire is released and refused, an unreplicated renew
+// fails) over a network that delays, loses and reorders.
+type client struct {
+	w    *world
+	c    *candidate
+	idx  int
+	plan CandPlan
+	n    [numOps]uint64 // call counters, under w.mu
+	// Checkpoint and load calls count per key: cron jobs firing at one
+	// instant call concurrently, and the order of their calls must not
+	// decide which one meets which fault.
+	nKey map[string]uint64
+}
+
+var (
+	_ leader.Lock         = (*client)(nil)
+	_ leader.Checkpointer = (*client)(nil)
+)
+
+// callPlan is the network's decision about one call.
+type callPlan struct {
+	lostReq, lostRep bool
+	req, rep         time.Duration
+}
+
+// drawCall decides one call's fate from (seed, candidate, op, counter).
+func (w *world) drawCall(cand int, o op, n uint64, now time.Time) callPlan {
+	r := keyed(w.p.Seed, uint64(cand)+1, uint64(o), n)
+	if !w.faulty(now) {
+		return callPlan{req: r.dur(20*time.Microsecond, time.Millisecond), rep: r.dur(20*time.Microsecond, time.Millisecond)}
+	}
+	in := w.p.Intensity
+	cp := callPlan{lostReq: r.chance(0.02 * in), lostRep: r.chance(0.03 * in)}
+	cp.req = w.delay(&r)
+	cp.rep = w.delay(&r)
+	return cp
+}
+
+// delay draws a one-way delay in the fault phase: mostly sub-millisecond,
+// sometimes up to half the renew deadline, rarely past every deadline.
+func (w *world) delay(r *rng) time.Duration {
+	c := w.p.Cfg
+	switch x := r.float(); {
+	case x < 0.04*w.p.Intensity:
+		return r.dur(c.RenewDeadline/2, 5*c.TTL/2)
+	case x < 0.15:
+		return r.logDur(time.Millisecond, max(c.RenewDeadline/2, 2*time.Millisecond))
+	default:
+		return r.dur(20*time.Microsecond, time.Millisecond)
+	}
+}
+
+// wake returns when a frozen process sees time t: the end of a pause that
+// covers t (order kept within the pause), else t.
+func (cl *client) wake(t time.Time) time.Time {
+	d := t.Sub(cl.w.start)
+	for _, p := range cl.plan.Pauses {
+		if p.contains(d) {
+			return cl.w.start.Add(p.To + (d-p.From)/1024)
+		}
+	}
+	return t
+}
+
+// sleepUntil waits until fake time t; false on teardown.
+func (w *world) sleepUntil(t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		select {
+		case <-w.stop:
+			return false
+		default:
+			return true
+		}
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-w.stop:
+		return false
+	}
+}
+
+// pending counts what is left of one fault-phase call (its execution, its
+// return to the caller) for the calm phase's start.
+type pending struct{ left int }
+
+func (w *world) settlePart(p *pending) {
+	if p == nil || p.left <= 0 {
+		return
+	}
+	p.left--
+	if p.left == 0 {
+		w.pendingFault--
+		w.settle()
+	}
+}
+
+// counted says which ops hold up the calm phase while pending: all but
+// SUBSCRIBE, which only ends with Run.
+func counted(o op) bool { return o != opWatch }
+
+// roundTrip sends one request and waits for its reply as a go-redis client
+// with this candidate's options would.
+func (cl *client) roundTrip(ctx context.Context, o op, exec func(now time.Time) execResult) (execResult, error) {
+	return cl.roundTripKey(ctx, o, "", exec)
+}
+
+func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(now time.Time) execResult) (execResult, error) {
+	w := cl.w
+	w.mu.Lock()
+	var n uint64
+	if key == "" {
+		cl.n[o]++
+		n = cl.n[o]
+	} else {
+		if cl.nKey == nil {
+			cl.nKey = map[string]uint64{}
+		}
+		k := o.String() + " " + key
+		cl.nKey[k]++
+		n = cl.nKey[k] | hashKey(key)<<32
+	}
+	w.stats.Calls++
+	if err := ctx.Err(); err != nil {
+		// go-redis checks the context before it takes a connection.
+		w.event(cl.idx, evReturn, o, n, 0, 0, "not sent: "+err.Error())
+		w.mu.Unlock()
+		return execResult{}, err
+	}
+	now := time.Now()
+	cp := w.drawCall(cl.idx, o, n, now)
+	depart := cl.wake(now)
+	execAt := w.execAt(depart.Add(cp.req))
+	never := (cp.lostReq || cp.lostRep) && !cl.plan.CtxTimeouts && cl.plan.ReadTimeout < 0
+	var pend *pending
+	if w.faulty(now) && counted(o) {
+		pend = &pending{left: 2}
+		if never {
+			pend.left--
+		}
+		w.pendingFault++
+	}
+	if never && !cl.c.stuck {
+		cl.c.stuck = true
+	}
+	flags := ""
+	switch {
+	case cp.lostReq:
+		flags = " LOST-REQUEST"
+	case cp.lostRep:
+		flags = " LOST-REPLY"
+	}
+	if depart.After(now) {
+		flags += " (paused: sent at wake-up)"
+	}
+	if !execAt.Equal(depart.Add(cp.req)) {
+		flags += " (stalled)"
+	}
+	if never {
+		flags += " (no timeout: hangs for ever)"
+	}
+	w.event(cl.idx, evSend, o, n, int64(cp.req), int64(cp.rep), flags)
+
+	done := make(chan execResult, 1)
+	w.at(execAt, func(t time.Time) {
+		if cp.lostReq {
+			w.settlePart(pend)
+			return
+		}
+		res := exec(t)
+		w.eventExec(cl.idx, o, n, res)
+		w.settlePart(pend)
+		w.at(cl.wake(t.Add(res.wait+cp.rep)), func(time.Time) {
+			switch {
+			case cp.lostRep:
+			case res.epoch != w.epoch:
+				w.event(cl.idx, evReturn, o, n, 0, 0, "reply lost: the connection dropped (failover or restart)")
+				if !cl.plan.CtxTimeouts && cl.plan.ReadTimeout < 0 {
+					cl.c.stuck = true
+					w.settlePart(pend)
+				}
+			default:
+				done <- res // buffered: the caller may have given up
+			}
+		})
+	})
+	w.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if rt := cl.plan.ReadTimeout; rt > 0 {
+		t := time.NewTimer(depart.Add(rt).Sub(now))
+		defer t.Stop()
+		timeout = t.C
+	}
+	var ctxDone <-chan struct{}
+	if cl.plan.CtxTimeouts {
+		ctxDone = ctx.Done()
+	}
+	var res execResult
+	var err error
+	select {
+	case res = <-done:
+	case <-ctxDone:
+		err = ctx.Err()
+	case <-timeout:
+		err = errReadTimeout
+	case <-w.stop:
+		err = errClosed
+	}
+	if err != nil && err != errClosed {
+		// A frozen process learns of its timeout only when it wakes up.
+		if wk := cl.wake(time.Now()); wk.After(time.Now()) {
+			w.sleepUntil(wk)
+		}
+	}
+	w.mu.Lock()
+	if err != nil {
+		w.event(cl.idx, evReturn, o, n, 0, 0, "error: "+err.Error())
+	} else {
+		w.event(cl.idx, evReturn, o, n, 0, 0, "ok")
+	}
+	if !never {
+		w.settlePart(pend)
+	}
+	w.mu.Unlock()
+	return res, err
+}
+
+// String describes an execution for the log.
+func (r execResult) String(o op) string {
+	s := ""
+	switch o {
+	case opAcquire:
+		s = fmt.Sprintf("%s %s ttl %s", r.outcome, r.rec.Lease, r.rec.TTL)
+	case opRenew, opRelease:
+		if r.code == 1 {
+			s = "ok"
+		} else {
+			s = "not ours"
+		}
+	case opCheckpoint:
+		s = map[int64]string{1: "recorded", 0: "not advanced", -1: "lease not ours"}[r.code]
+	case opLoad:
+		s = fmt.Sprintf("%d (present %v)", r.n, r.ok)
+	case opInspect:
+		s = fmt.Sprintf("%s ttl %s %v", r.rec.Lease, r.rec.TTL, r.err)
+	default:
+		s = fmt.Sprintf("code %d", r.code)
+	}
+	if r.wait > 0 {
+		s += fmt.Sprintf(" (WAIT %s, acked %d)", r.wait, r.acked)
+	}
+	return s
+}
+
+// Acquire implements leader.Lock.
+func (cl *client) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
+	sent := time.Now()
+	cl.w.mu.Lock()
+	cl.c.acquireSent(sent)
+	cl.w.mu.Unlock()
+	res, err := cl.roundTrip(ctx, opAcquire, func(now time.Time) execResult { return cl.w.execAcquire(now, id, ttl) })
+	cl.w.mu.Lock()
+	cl.c.acquireReturned(sent, res.outcome, err)
+	cl.w.mu.Unlock()
+	if err != nil {
+		return leader.Held, leader.Record{}, fmt.Errorf("acquire: %w", err)
+	}
+	if res.outcome != leader.Held && cl.w.p.Cfg.MinReplicas > 0 && res.acked < int64(cl.w.p.Cfg.MinReplicas) {
+		rerr := cl.Release(ctx, res.rec.Lease)
+		return leader.Held, leader.Record{}, errors.Join(
+			fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, cl.w.p.Cfg.MinReplicas, leader.ErrNotReplicated), rerr)
+	}
+	return res.outcome, res.rec, nil
+}
+
+// Renew implements leader.Lock.
+func (cl *client) Renew(ctx context.Context, l leader.Lease, ttl time.Duration) error {
+	res, err := cl.roundTrip(ctx, opRenew, func(now time.Time) execResult { return cl.w.execRenew(now, l, ttl) })
+	switch {
+	case err != nil:
+		return fmt.Errorf("renew: %w", err)
+	case res.code != 1:
+		return fmt.Errorf("renew term %d: %w", l.Term, leader.ErrLeaseLost)
+	case cl.w.p.Cfg.MinReplicas > 0 && res.acked < int64(cl.w.p.Cfg.MinReplicas):
+		return fmt.Errorf("renew: %d of %d replicas acknowledged", res.acked, cl.w.p.Cfg.MinReplicas)
+	}
+	return nil
+}
+
+// Release implements leader.Lock.
+func (cl *client) Release(ctx context.Context, l leader.Lease) error {
+	res, err := cl.roundTrip(ctx, opRelease, func(now time.Time) execResult { return cl.w.execRelease(now, l) })
+	switch {
+	case err != nil:
+		return fmt.Errorf("release: %w", err)
+	case res.code != 1:
+		return fmt.Errorf("release term %d: %w", l.Term, leader.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Inspect implements leader.Lock.
+func (cl *client) Inspect(ctx context.Context) (leader.Record, error) {
+	res, err := cl.roundTrip(ctx, opInspect, func(now time.Time) execResult { return cl.w.execInspect(now) })
+	if err != nil {
+		return leader.Record{}, fmt.Errorf("inspect: %w", err)
+	}
+	return res.rec, res.err
+}
+
+// RequestResign implements leader.Lock.
+func (cl *client) RequestResign(ctx context.Context, term uint64) (int64, error) {
+	res, err := cl.roundTrip(ctx, opResignReq, func(now time.Time) execResult {
+		r := execResult{epoch: cl.w.epoch, code: int64(len(cl.w.watches))}
+		cl.w.publish(now, leader.Event{Kind: leader.EventResign, Lease: leader.Lease{Term: term}})
+		return r
+	})
+	if err != nil {
+		return 0, fmt.Errorf("publish resign: %w", err)
+	}
+	return res.code, nil
+}
+
+// Checkpoint implements leader.Checkpointer.
+func (cl *client) Checkpoint(ctx context.Context, l leader.Lease, key string, n int64) error {
+	cl.w.mu.Lock()
+	f := cl.w.fn(cl.idx, l.Term)
+	f.cpSent[key] = append(f.cpSent[key], n)
+	f.jobs++ // the worker's cron goroutine is part of the function
+	f.ended = false
+	cl.w.mu.Unlock()
+	res, err := cl.roundTripKey(ctx, opCheckpoint, key, func(now time.Time) execResult { return cl.w.execCheckpoint(now, l, key, n) })
+	cl.w.mu.Lock()
+	cl.w.jobEnd(cl.idx, l.Term, "")
+	cl.w.mu.Unlock()
+	switch {
+	case err != nil:
+		return fmt.Errorf("checkpoint: %w", err)
+	case res.code == 0:
+		return fmt.Errorf("checkpoint %s to %d: %w", key, n, leader.ErrCheckpointNotAdvanced)
+	case res.code != 1:
+		return fmt.Errorf("checkpoint %s term %d: %w", key, l.Term, leader.ErrLeaseLost)
+	}
+	return nil
+}
+
+// LoadCheckpoint implements leader.Checkpointer.
+func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
+	term, inTerm := leader.TermFrom(ctx)
+	if inTerm {
+		cl.w.mu.Lock()
+		f := cl.w.fn(cl.idx, term)
+		f.jobs++
+		f.ended = false
+		cl.w.mu.Unlock()
+	}
+	res, err := cl.roundTripKey(ctx, opLoad, key, func(now time.Time) execResult { return cl.w.execLoad(now, key) })
+	if inTerm {
+		cl.w.mu.Lock()
+		if err == nil {
+			cl.w.fn(cl.idx, term).loads[key] = loadSeen{n: res.n, ok: res.ok, at: time.Now()}
+		}
+		cl.w.jobEnd(cl.idx, term, "")
+		cl.w.mu.Unlock()
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("load checkpoint: %w", err)
+	}
+	return res.n, res.ok, nil
+}
+
+// Watch implements leader.Lock: SUBSCRIBE, which may be slow (a dial that
+// takes long or never completes until ctx ends) or fail.
+func (cl *client) Watch(ctx context.Context) (leader.Watch, error) {
+	w := cl.w
+	w.mu.Lock()
+	cl.n[opWatch]++
+	n := cl.n[opWatch]
+	now := time.Now()
+	r := keyed(w.p.Seed, uint64(cl.idx)+1, uint64(opWatch), n)
+	var fail, hang bool
+	d := r.dur(20*time.Microsecond, time.Millisecond)
+	if w.faulty(now) {
+		in := w.p.Intensity
+		fail = r.chance(0.1 * in)
+		switch x := r.float(); {
+		case x < 0.03*in:
+			hang = true
+		case x < 0.15*in:
+			d = r.logDur(w.p.Cfg.RenewDeadline/2, 3*w.p.Cfg.TTL)
+		}
+	}
+	desc := fmt.Sprintf("subscribe takes %s", d)
+	if hang {
+		desc = "subscribe hangs until Run's context ends"
+	}
+	if fail {
+		desc += ", then fails"
+	}
+	w.event(cl.idx, evSend, opWatch, n, int64(d), 0, " "+desc)
+	w.mu.Unlock()
+
+	var tc <-chan time.Time
+	if !hang {
+		t := time.NewTimer(cl.wake(now.Add(d)).Sub(now))
+		defer t.Stop()
+		tc = t.C
+	}
+	select {
+	case <-tc:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("subscribe: %w", ctx.Err())
+	case <-w.stop:
+		return nil, errClosed
+	}
+	if fail {
+		return nil, errSubscribe
+	}
+	wt := &watch{w: w, cand: cl.idx, events: make(chan leader.Event), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	w.mu.Lock()
+	w.watches[wt] = struct{}{}
+	w.event(cl.idx, evReturn, opWatch, n, 0, 0, "subscribed")
+	w.mu.Unlock()
+	go wt.loop()
+	return wt, nil
+}
+
+// watch delivers the notices published while it is connected, each
+// delayed or lost by the network; it is not live for a while after the
+// server restarted or failed over.
+type watch struct {
+	w         *world
+	cand      int
+	events    chan leader.Event
+	stop      chan struct{}
+	done      chan struct{}
+	kick      chan struct{}
+	once      sync.Once
+	q         []queued // under w.mu, by due time
+	notices   uint64   // under w.mu
+	downUntil time.Time
+}
+
+type queued struct {
+	at time.Time
+	ev leader.Event
+}
+
+func (wt *watch) Events() <-chan leader.Event { return wt.events }
+
+func (wt *watch) Live() bool {
+	wt.w.mu.Lock()
+	defer wt.w.mu.Unlock()
+	return !time.Now().Before(wt.downUntil)
+}
+
+func (wt *watch) Close() error {
+	wt.once.Do(func() {
+		close(wt.stop)
+		<-wt.done
+		wt.w.mu.Lock()
+		delete(wt.w.watches, wt)
+		wt.w.mu.Unlock()
+		close(wt.events)
+	})
+	return nil
+}
+
+// loop is the watch's one goroutine, stopped by Close or teardown.
+func (wt *watch) loop() {
+	defer close(wt.done)
+	w := wt.w
+	for {
+		w.mu.Lock()
+		var next *queued
+		if len(wt.q) > 0 {
+			next = &wt.q[0]
+		}
+		var at time.Time
+		if next != nil {
+			at = next.at
+		}
+		w.mu.Unlock()
+		var tc <-chan time.Time
+		var t *time.Timer
+		if next != nil {
+			t = time.NewTimer(time.Until(at))
+			tc = t.C
+		}
+		fired := false
+		select {
+		case <-wt.stop:
+		case <-w.stop:
+		case <-wt.kick:
+			fired = true
+		case <-tc:
+			fired = true
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if !fired {
+			return
+		}
+		w.mu.Lock()
+		if len(wt.q) == 0 || time.Now().Before(wt.q[0].at) {
+			w.mu.Unlock()
+			continue
+		}
+		ev := wt.q[0].ev
+		wt.q = wt.q[1:]
+		w.mu.Unlock()
+		select {
+		case wt.events <- ev:
+		case <-wt.stop:
+			return
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// publish sends a notice to every watch, under w.mu.
+func (w *world) publish(now time.Time, ev leader.Event) {
+	for _, wt := range w.sortedWatches() {
+		wt.notices++
+		r := keyed(w.p.Seed, uint64(wt.cand)+1, uint64(opNotice), wt.notices)
+		if now.Before(wt.downUntil) {
+			continue
+		}
+		d := r.dur(20*time.Microsecond, time.Millisecond)
+		if w.faulty(now) {
+			if r.chance(0.05 * w.p.Intensity) {
+				w.event(wt.cand, evFault, opNotice, wt.notices, 0, 0, "notice lost")
+				continue
+			}
+			if r.chance(0.05 * w.p.Intensity) {
+				d = r.logDur(time.Millisecond, w.p.Cfg.TTL)
+			}
+		}
+		q := queued{at: now.Add(d), ev: ev}
+		i := sort.Search(len(wt.q), func(i int) bool { return wt.q[i].at.After(q.at) })
+		wt.q = append(wt.q, queued{})
+		copy(wt.q[i+1:], wt.q[i:])
+		wt.q[i] = q
+		select {
+		case wt.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *world) sortedWatches() []*watch {
+	ws := make([]*watch, 0, len(w.watches))
+	for wt := range w.watches {
+		ws = append(ws, wt)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].cand < ws[j].cand })
+	return ws
+}
+
+// disconnectWatches drops every subscription for a while (a restart or a
+// failover closes connections); notices published meanwhile are lost.
+func (w *world) disconnectWatches(now time.Time) {
+	for _, wt := range w.sortedWatches() {
+		r := keyed(w.p.Seed, uint64(wt.cand)+1, uint64(opWatch), 1<<40+w.epoch)
+		wt.downUntil = now.Add(r.dur(time.Millisecond, w.p.Cfg.TTL))
+	}
+}
+
+// hashKey is FNV-1a of key, folded to 31 bits.
+func hashKey(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return (h ^ h>>32) & 0x7fffffff
+}

@@ -1,0 +1,84 @@
+// Package sim is a seeded, deterministic simulation of solo's election and
+// worker over a simulated Redis, run on the fake clock of a
+// testing/synctest bubble: seconds of simulated time cost microseconds, and
+// a failing seed replays.
+//
+// # What a schedule is
+//
+// A seed draws a Plan (NewPlan): 2–5 candidates, each a leader.Elector
+// (NewWithLock on its own client view of the store) under a worker.Worker
+// with a pull job writing to a fenced store and one or two cron jobs; a
+// legal random leader.Config (sometimes MinReplicas=1, sometimes two
+// candidates configured with one ID); the server clock's rate and offset;
+// Redis stalls, data losses, failovers and replica outages; each
+// candidate's go-redis options (ContextTimeoutEnabled or not, read timeout
+// finite or -1), process pauses, Run stop/restart cycles and Resign calls.
+// A fault phase is followed by a calm phase in which faults stop.
+//
+// The simulated Redis has the semantics of leader/*.lua (acquire mints
+// max(stored+1, server clock in µs), adopts its own ID's lease, reports the
+// holder and PTTL otherwise; renew, release and checkpoint compare the
+// exact "TERM ID"; checkpoint is fenced and monotonic), expires keys on its
+// own clock (fake time × rate + offset), replicates every write to one
+// replica after a random lag (ordered stream), and answers WAIT for the ops
+// in world.waitOps — acquire and renew, as RedisLock does today; not
+// checkpoint. A failover promotes the replica with what it applied.
+//
+// # Faults
+//
+// Every call's fate — request and reply delay (sub-millisecond mostly,
+// sometimes up to half the renew deadline, rarely past every deadline),
+// lost request, lost reply — is drawn from a stream keyed by (seed,
+// candidate, op, that candidate's call counter for the op; for checkpoints
+// and loads, per key), never from a shared stream whose order depends on
+// goroutine interleaving. A request may execute after its caller gave up.
+// A client with context timeouts returns ctx.Err() when ctx ends; one
+// without returns only with the reply or at its read timeout, or never
+// (read timeout -1). A paused process sends at wake-up, hears replies at
+// wake-up, and its pull job makes the write it was in at wake-up before
+// looking at its context. SUBSCRIBE may be slow, hang until Run's context
+// ends, or fail; notices may be delayed or lost; a restart or failover
+// drops subscriptions for a while.
+//
+// # Invariants
+//
+// Checked against the simulated server's own state (see world.go):
+//  1. a running leader function's term is the server's unexpired lease
+//     (at its start, every write, every cron run, its return);
+//  2. at most one leader function at any instant, and never two of one
+//     Elector;
+//  3. no function starts already past its renew deadline;
+//  4. terms strictly increase across all starts, data loss included;
+//  5. a cron tick fires at most once, and a run-once job whose term loaded
+//     an older checkpoint offers the latest missed tick;
+//  6. once faults stopped and settled, a leader runs its function within
+//     the bound derived in world.calmBound;
+//  7. Run returns within ShutdownTimeout + RenewDeadline + 10ms after its
+//     context ended;
+//  8. a Run sends its first acquire within 5ms of its start (or of the
+//     return of an earlier Run's function still running then);
+//  9. nothing spins: at most 500 calls, fires and log entries at one fake
+//     instant;
+//  10. the fenced store never accepts a write of a leader other than the
+//     last claimant.
+//
+// Out of the model, counted in Stats.OutOfModel and not reported as
+// violations of 1, 2 and 5: a function still running past its stop budget
+// (TTL×(1−Drift) − RenewDeadline after its cancellation: a long pause or a
+// job ignoring cancellation), data loss, and a failover without
+// MinReplicas.
+//
+// # Determinism
+//
+// Deterministic: the plan, every per-call and per-notice decision, the
+// replication lags, and the order of the store's actions (one goroutine
+// runs them in (time, sequence) order), hence every fake time in the log.
+// The elector's jitter is deterministic once the elector draws from the
+// *rand.Rand that internal/seeded carries in Run's context (each Run gets
+// one seeded by (seed, candidate, run)); an elector that uses math/rand's
+// global source instead makes replays diverge from its first jittered
+// sleep on. Not deterministic: the order of goroutines at one fake instant
+// (Go's select among ready channels, e.g. an elector handling its deadline
+// timer and a renew reply at the same instant), which random nanosecond
+// delays make rare, and IDs with a random part if the elector adds one.
+package sim

@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
+)
+
+// Plan is everything a schedule does that is decided up front, drawn from
+// its seed alone. Per-call faults are not in it: they are drawn when the
+// call is made, keyed by (seed, candidate, op, call counter).
+type Plan struct {
+	Seed uint64
+	// Cfg is the election's configuration, shared by all candidates (one
+	// program, many instances); only the ID differs.
+	Cfg   leader.Config
+	Cands []CandPlan
+	Crons []CronPlan
+
+	// FaultEnd is when faults stop (from the schedule's start); the calm
+	// phase follows.
+	FaultEnd time.Duration
+	// Intensity scales the per-call fault probabilities, in (0, 1].
+	Intensity float64
+
+	// The server clock: server time = start + elapsed×Rate + Offset.
+	Rate   float64
+	Offset time.Duration
+
+	Stalls      []Window        // requests arriving inside execute at its end
+	DataLoss    []time.Duration // restart without persistence
+	Failovers   []time.Duration // promote the (lagging) replica
+	ReplicaDown []Window        // the replica applies nothing inside
+	LongLagP    float64         // probability that one write replicates slowly
+
+	WriteMin, WriteMax time.Duration // a pull job's write interval
+}
+
+// CandPlan is one candidate's part of a Plan.
+type CandPlan struct {
+	ID string
+	// CtxTimeouts mirrors go-redis ContextTimeoutEnabled: with it a call
+	// returns ctx.Err() when ctx ends; without it, only the reply or the
+	// read timeout ends a call.
+	CtxTimeouts bool
+	// ReadTimeout as in go-redis: negative means none (a lost reply hangs
+	// the call for ever).
+	ReadTimeout time.Duration
+	Pauses      []Window        // the process is frozen (SIGSTOP)
+	Stops       []time.Duration // Run's context is cancelled; Run is called again once it returned
+	Resigns     []time.Duration // Elector.Resign
+}
+
+// CronPlan is one cron job, registered on every candidate.
+type CronPlan struct {
+	Name    string
+	Spec    string
+	Misfire worker.Misfire
+}
+
+// Window is a span of fake time from the schedule's start.
+type Window struct{ From, To time.Duration }
+
+func (w Window) contains(d time.Duration) bool { return d >= w.From && d < w.To }
+
+// cronPool holds the specs a schedule draws from. The last is impossible
+// (February 30th): registration may refuse it, but nothing may spin on it.
+var cronPool = []string{"* * * * * *", "*/2 * * * * *", "*/3 * * * * *", "@every 1500ms", "@every 2s", "0 0 0 30 2 *"}
+
+// Options tunes the generator. The zero value is the CI profile.
+type Options struct {
+	// FaultTTLs is the fault phase's length range, in TTLs (default 6–12;
+	// the calm phase adds 2–3 TTLs).
+	MinFaultTTLs, MaxFaultTTLs int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MinFaultTTLs <= 0 {
+		o.MinFaultTTLs = 6
+	}
+	if o.MaxFaultTTLs < o.MinFaultTTLs {
+		o.MaxFaultTTLs = max(o.MinFaultTTLs, 12)
+	}
+	return o
+}
+
+// NewPlan draws the plan of seed.
+func NewPlan(seed uint64, o Options) Plan {
+	o = o.withDefaults()
+	r := keyed(seed, uint64(opPlan))
+	p := Plan{Seed: seed}
+
+	// Timing: legal per leader.Config.Validate, TTL in whole milliseconds
+	// (Redis's PX resolution, so the server keeps exactly the TTL asked).
+	ttl := r.logDur(200*time.Millisecond, 5*time.Second).Truncate(time.Millisecond)
+	drift := 0.0
+	if r.chance(0.7) {
+		drift = 0.001 + r.float()*0.05
+	}
+	limit := time.Duration(float64(ttl) * (1 - max(drift, leader.DefaultDrift)))
+	deadline := time.Duration(float64(limit) * (0.4 + 0.55*r.float()))
+	interval := time.Duration(float64(deadline) * (0.15 + 0.7*r.float()))
+	cfg := leader.Config{
+		Name:            "sim",
+		TTL:             ttl,
+		RenewDeadline:   deadline,
+		RenewInterval:   interval,
+		RetryInterval:   r.dur(ttl/20, ttl/2),
+		ShutdownTimeout: r.dur(ttl/5, 2*ttl),
+		Drift:           drift,
+	}
+	if r.chance(0.5) {
+		cfg.ResignCooldown = r.dur(ttl/10, ttl)
+	}
+	if r.chance(0.3) {
+		cfg.MinReplicas = 1
+		rt := min(interval/2, 500*time.Millisecond)
+		if room := deadline - interval; rt >= room {
+			rt = room / 2
+		}
+		cfg.ReplicaTimeout = max(rt, time.Millisecond)
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(fmt.Sprintf("sim: generated an invalid config: %v", err))
+	}
+	p.Cfg = cfg
+	d := p.Cfg.Drift
+	if d == 0 {
+		d = leader.DefaultDrift
+	}
+	p.Rate = 1 + (2*r.float()-1)*d*0.999
+	p.Offset = r.dur(-time.Hour, time.Hour)
+	p.Intensity = 0.15 + 0.85*r.float()
+	faultLen := time.Duration(r.between(o.MinFaultTTLs, o.MaxFaultTTLs)) * ttl
+	faultLen += r.dur(0, ttl)
+	p.FaultEnd = faultLen
+	p.WriteMin = max(ttl/25, time.Millisecond)
+	p.WriteMax = max(ttl/6, 2*time.Millisecond)
+	p.LongLagP = 0.02 + 0.1*r.float()
+
+	at := func() time.Duration { return r.dur(0, faultLen) }
+	for range r.intn(3) {
+		if r.chance(0.5) {
+			a := at()
+			p.Stalls = append(p.Stalls, Window{a, min(a+r.logDur(ttl/50, 2*ttl), faultLen)})
+		}
+	}
+	if r.chance(0.08) {
+		p.DataLoss = append(p.DataLoss, at())
+	}
+	pf := 0.15
+	if cfg.MinReplicas > 0 {
+		pf = 0.6
+	}
+	for r.chance(pf) && len(p.Failovers) < 3 {
+		p.Failovers = append(p.Failovers, at())
+	}
+	if r.chance(0.2) {
+		a := at()
+		p.ReplicaDown = append(p.ReplicaDown, Window{a, min(a+r.logDur(ttl/20, 3*ttl), faultLen)})
+	}
+
+	n := r.between(2, 5)
+	for i := range n {
+		c := CandPlan{ID: fmt.Sprintf("c%d", i), CtxTimeouts: r.chance(0.55)}
+		switch x := r.float(); {
+		case x < 0.5:
+			c.ReadTimeout = 3 * time.Second // go-redis default
+		case x < 0.8:
+			c.ReadTimeout = r.logDur(50*time.Millisecond, 5*time.Second)
+		default:
+			c.ReadTimeout = -1
+		}
+		if r.chance(0.2) {
+			a := at()
+			budget := cfg.TTL - cfg.RenewDeadline
+			l := r.dur(budget/10, budget*8/10)
+			if r.chance(0.4) {
+				l = r.dur(budget*12/10, 3*budget+ttl)
+			}
+			c.Pauses = append(c.Pauses, Window{a, a + l})
+		}
+		t := time.Duration(0)
+		for r.chance(0.6) {
+			t += r.logDur(ttl/4, 6*ttl)
+			if t >= faultLen {
+				break
+			}
+			c.Stops = append(c.Stops, t)
+		}
+		for range r.intn(3) {
+			if r.chance(0.4) {
+				c.Resigns = append(c.Resigns, at())
+			}
+		}
+		p.Cands = append(p.Cands, c)
+	}
+	if r.chance(0.1) {
+		p.Cands[1].ID = p.Cands[0].ID // two processes configured with one ID
+	}
+
+	for i := range 1 + r.intn(2) {
+		spec := cronPool[r.intn(len(cronPool)-1)]
+		if r.chance(0.02) {
+			spec = cronPool[len(cronPool)-1]
+		}
+		m := worker.MisfireSkip
+		if r.chance(0.6) {
+			m = worker.MisfireRunOnce
+		}
+		p.Crons = append(p.Crons, CronPlan{Name: fmt.Sprintf("cron%d", i), Spec: spec, Misfire: m})
+	}
+	return p
+}
+
+// String describes the plan in a few lines.
+func (p Plan) String() string {
+	var b strings.Builder
+	c := p.Cfg
+	fmt.Fprintf(&b, "seed %d: ttl %s renew_interval %s renew_deadline %s retry %s resign_cooldown %s shutdown %s drift %g min_replicas %d replica_timeout %s\n",
+		p.Seed, c.TTL, c.RenewInterval, c.RenewDeadline, c.RetryInterval, c.ResignCooldown, c.ShutdownTimeout, c.Drift, c.MinReplicas, c.ReplicaTimeout)
+	fmt.Fprintf(&b, "  faults until %s (intensity %.2f), server clock rate %.5f offset %s, stalls %v, data loss %v, failovers %v, replica down %v\n",
+		p.FaultEnd, p.Intensity, p.Rate, p.Offset, p.Stalls, p.DataLoss, p.Failovers, p.ReplicaDown)
+	for _, cr := range p.Crons {
+		fmt.Fprintf(&b, "  cron %s %q misfire %s\n", cr.Name, cr.Spec, cr.Misfire)
+	}
+	for i, cp := range p.Cands {
+		fmt.Fprintf(&b, "  c%d: id %s ctx_timeouts %v read_timeout %s pauses %v stops %v resigns %v\n",
+			i, cp.ID, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.Stops, cp.Resigns)
+	}
+	return b.String()
+}

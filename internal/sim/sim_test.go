@@ -1,0 +1,204 @@
+package sim_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/solo-run/solo/internal/sim"
+)
+
+// TestSim replays one seed: SOLO_SIM_SEED=<n> (SOLO_SIM_LOG=all prints
+// the whole event log).
+func TestSim(t *testing.T) {
+	s := os.Getenv("SOLO_SIM_SEED")
+	if s == "" {
+		t.Skip("set SOLO_SIM_SEED to replay one schedule")
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("SOLO_SIM_SEED=%q: %v", s, err)
+	}
+	var res *sim.Result
+	synctest.Test(t, func(t *testing.T) { res = sim.Run(seed, sim.Options{}) })
+	max := 400
+	if os.Getenv("SOLO_SIM_LOG") == "all" {
+		max = 0
+	}
+	if res.Failed() {
+		t.Errorf("%s", res.Report(max))
+		return
+	}
+	t.Logf("seed %d: no violation; %s fake time, %d starts, %d writes\n%s", seed, res.Stats.FakeTime, res.Stats.Starts, res.Stats.Writes, res.Plan)
+	if os.Getenv("SOLO_SIM_LOG") == "all" {
+		t.Log(res.Log(0))
+	}
+}
+
+// TestSim_CI is the default profile: 5,000 schedules (SOLO_SIM=long:
+// 100,000; SOLO_SIM_SCHEDULES=N overrides), seeds from SOLO_SIM_BASE on
+// (random when unset, printed).
+func TestSim_CI(t *testing.T) {
+	if os.Getenv("SOLO_SIM_SEED") != "" {
+		t.Skip("replaying one seed (TestSim)")
+	}
+	profile, n := "ci", 5000
+	if os.Getenv("SOLO_SIM") == "long" {
+		profile, n = "long", 100_000
+	}
+	if s := os.Getenv("SOLO_SIM_SCHEDULES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			t.Fatalf("SOLO_SIM_SCHEDULES=%q: want a positive number", s)
+		}
+		n = v
+	}
+	base := rand.Uint64() >> 16
+	if s := os.Getenv("SOLO_SIM_BASE"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SOLO_SIM_BASE=%q: %v", s, err)
+		}
+		base = v
+	}
+	agg := newAggregate(profile, base)
+	start := time.Now()
+	var next atomic.Int64
+	t.Run("schedules", func(t *testing.T) {
+		for i := range runtime.GOMAXPROCS(0) {
+			t.Run(fmt.Sprintf("w%d", i), func(t *testing.T) {
+				t.Parallel()
+				for {
+					k := next.Add(1) - 1
+					if k >= int64(n) {
+						return
+					}
+					seed := base + uint64(k)
+					var res *sim.Result
+					synctest.Test(t, func(t *testing.T) { res = sim.Run(seed, sim.Options{}) })
+					agg.add(k, res)
+				}
+			})
+		}
+	})
+	t.Log(agg.summary(n, time.Since(start)))
+	if agg.failed > 0 {
+		t.Errorf("%s", agg.failures())
+	}
+}
+
+// aggregate collects a profile's figures.
+type aggregate struct {
+	mu            sync.Mutex
+	profile       string
+	base          uint64
+	fake          time.Duration
+	oom           map[string]int
+	staleRefused  int
+	staleAccepted int
+	maxCalm       time.Duration
+	calmN         int
+	failed        int
+	byInv         map[string]*invStat
+	first         []*sim.Result
+}
+
+type invStat struct {
+	count int
+	first int64 // schedule index
+	seed  uint64
+	msg   string
+}
+
+func newAggregate(profile string, base uint64) *aggregate {
+	return &aggregate{profile: profile, base: base, oom: map[string]int{}, byInv: map[string]*invStat{}, maxCalm: -1}
+}
+
+func (a *aggregate) add(k int64, r *sim.Result) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fake += r.Stats.FakeTime
+	for why, c := range r.Stats.OutOfModel {
+		a.oom[why] += c
+	}
+	a.staleRefused += r.Stats.StaleRefused
+	a.staleAccepted += r.Stats.StaleAccepted
+	if r.Stats.CalmFailover >= 0 {
+		a.calmN++
+		a.maxCalm = max(a.maxCalm, r.Stats.CalmFailover)
+	}
+	if !r.Failed() {
+		return
+	}
+	if os.Getenv("SOLO_SIM_LIST") != "" {
+		for _, v := range r.Violations {
+			fmt.Printf("#%d seed %d: %s\n", k, r.Seed, v)
+		}
+	}
+	a.failed++
+	seen := map[string]bool{}
+	for _, v := range r.Violations {
+		if seen[v.Invariant] {
+			continue
+		}
+		seen[v.Invariant] = true
+		s := a.byInv[v.Invariant]
+		if s == nil {
+			s = &invStat{first: k, seed: r.Seed, msg: v.String()}
+			a.byInv[v.Invariant] = s
+		}
+		s.count++
+		if k < s.first {
+			s.first, s.seed, s.msg = k, r.Seed, v.String()
+		}
+	}
+	a.first = append(a.first, r)
+	sort.Slice(a.first, func(i, j int) bool { return a.first[i].Seed < a.first[j].Seed })
+	if len(a.first) > 3 {
+		a.first = a.first[:3]
+	}
+}
+
+func (a *aggregate) summary(n int, wall time.Duration) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var oom []string
+	total := 0
+	for why, c := range a.oom {
+		oom = append(oom, fmt.Sprintf("%s: %d", why, c))
+		total += c
+	}
+	sort.Strings(oom)
+	return fmt.Sprintf("sim %s: %d schedules (seeds %d..%d), %s fake time in %s wall (%.0f schedules/s), %d failed; out-of-model events %d {%s}; stale writes refused %d, accepted %d; calm failover measured %d times, max %s",
+		a.profile, n, a.base, a.base+uint64(n)-1, a.fake.Round(time.Second), wall.Round(time.Millisecond), float64(n)/wall.Seconds(),
+		a.failed, total, strings.Join(oom, "; "), a.staleRefused, a.staleAccepted, a.calmN, a.maxCalm)
+}
+
+func (a *aggregate) failures() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d schedules broke invariants (base seed %d):\n", a.failed, a.base)
+	invs := make([]string, 0, len(a.byInv))
+	for inv := range a.byInv {
+		invs = append(invs, inv)
+	}
+	sort.Strings(invs)
+	for _, inv := range invs {
+		s := a.byInv[inv]
+		fmt.Fprintf(&b, "  invariant %s: %d schedules; first at schedule #%d (seed %d): %s\n", inv, s.count, s.first, s.seed, s.msg)
+	}
+	for _, r := range a.first {
+		b.WriteString("\n" + r.Report(150))
+	}
+	return b.String()
+}
