@@ -80,6 +80,10 @@ func (l *RedisLock) LoadCheckpoint(ctx context.Context, key string) (int64, bool
 
 func (l *RedisLock) cpKey(key string) string { return l.prefix + "cp:" + key }
 
+// Checkpoint and LoadCheckpoint return when ctx ends even if the Redis
+// client ignores it (the call is then abandoned, as the elector's own are),
+// so a job draining after its term ended never hangs in one.
+//
 // Checkpoint records n under key beside the lease, fenced by the term that
 // ctx carries (TermFrom): it succeeds only while that term still holds the
 // lease, and only if n is greater than the recorded value. It returns
@@ -94,7 +98,10 @@ func (e *Elector) Checkpoint(ctx context.Context, key string, n int64) error {
 	if !ok || term == 0 {
 		return fmt.Errorf("checkpoint %q without a term: %w", key, ErrLeaseLost)
 	}
-	return cp.Checkpoint(ctx, Lease{Term: term, ID: e.cfg.ID}, key, n)
+	_, err := callBounded(ctx, func() (struct{}, error) {
+		return struct{}{}, cp.Checkpoint(ctx, Lease{Term: term, ID: e.cfg.ID}, key, n)
+	})
+	return err
 }
 
 // LoadCheckpoint returns the value recorded under key; ok is false if none.
@@ -103,7 +110,15 @@ func (e *Elector) LoadCheckpoint(ctx context.Context, key string) (n int64, ok b
 	if !ok {
 		return 0, false, ErrNoCheckpoints
 	}
-	return cp.LoadCheckpoint(ctx, key)
+	type loaded struct {
+		n  int64
+		ok bool
+	}
+	r, err := callBounded(ctx, func() (loaded, error) {
+		n, ok, err := cp.LoadCheckpoint(ctx, key)
+		return loaded{n, ok}, err
+	})
+	return r.n, r.ok, err
 }
 
 // Leader returns the current holder of the election as the store reports

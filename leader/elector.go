@@ -321,6 +321,14 @@ func (c *campaign) run(ctx context.Context) error {
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
 		outcome, rec, err := c.acquire(ctx)
+		if errors.Is(err, ErrNotReplicated) && rec.ID == e.cfg.ID {
+			// Ours, but a failover could lose it: never lead on this term
+			// (marked before the release is sent, so even a release that
+			// arrives late cannot hit a lease this Elector leads on), and
+			// hand it back.
+			e.lastTerm = max(e.lastTerm, rec.Term)
+			c.release(ctx, rec.Lease)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -456,6 +464,11 @@ func (c *campaign) cleanup(ctx context.Context) {
 	if err != nil || rec.ID != e.cfg.ID || (rec.Term <= e.lastTerm && e.straggler != nil) {
 		return
 	}
+	// Marked before the release is sent: a release still in flight when a
+	// later Run adopts the same lease would delete it under a running
+	// function. Every release this elector sends is of a term it will never
+	// lead on (again).
+	e.lastTerm = max(e.lastTerm, rec.Term)
 	if err := c.releaseWithin(ictx, rec.Lease); err == nil {
 		e.log.Info("released a lease taken by an acquire whose reply never came", zap.Uint64("term", rec.Term))
 	}

@@ -14,8 +14,9 @@ var (
 	// ErrNotLeader is returned by Resign when this elector does not lead.
 	ErrNotLeader = errors.New("leader: not leader")
 
-	// ErrNotReplicated reports an acquire that fewer than MinReplicas
-	// replicas acknowledged; the lease was refused (and released).
+	// ErrNotReplicated reports a write that fewer than MinReplicas
+	// replicas acknowledged: an acquire (the elector never leads on it and
+	// releases it) or a checkpoint (counted as not recorded).
 	ErrNotReplicated = errors.New("leader: write not acknowledged by enough replicas")
 
 	// ErrRenewDeadline is the cause of a term's context cancellation when

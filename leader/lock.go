@@ -15,6 +15,9 @@ type Lock interface {
 	// minting a new term. If id already holds it (a retry after a lost
 	// reply) the lease is refreshed to ttl and adopted. Otherwise it
 	// reports the holder. It never takes a lease another candidate holds.
+	// With an error wrapping ErrNotReplicated the lease was taken but is
+	// not safe to lead on; it is returned in the Record, left in place for
+	// the caller to release.
 	Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error)
 
 	// Renew extends the lease to ttl if it is still exactly l. Returns

@@ -80,7 +80,14 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 	}
 }
 
-// Acquire implements Lock. May return ErrNotReplicated.
+// Acquire implements Lock. May return ErrNotReplicated: the script took
+// (or adopted) the lease but fewer than MinReplicas replicas acknowledged
+// it, so a failover could lose it. The lease is then left in place and
+// returned with the error: the caller must not lead on it, and hands it
+// back itself (the Elector does, after marking the term as one it never
+// leads on). Handing it back here instead would race with the caller: a
+// delayed release could delete the same lease after the caller's retry
+// adopted it with enough acknowledgements.
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
 	keys := []string{l.leaseKey, l.termKey}
 	res, acked, err := l.eval(ctx, acquireScript, keys, id, ttl.Milliseconds(), l.channel)
@@ -92,11 +99,7 @@ func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
 	if outcome != Held && l.minReplicas > 0 && acked < int64(l.minReplicas) {
-		// Too few copies: a failover now could lose the lease and let a
-		// second candidate in. Hand it back rather than lead on it.
-		rerr := l.Release(ctx, rec.Lease)
-		return Held, Record{}, errors.Join(
-			fmt.Errorf("acquire %s: %d of %d replicas acknowledged: %w", l.leaseKey, acked, l.minReplicas, ErrNotReplicated), rerr)
+		return outcome, rec, fmt.Errorf("acquire %s: %d of %d replicas acknowledged: %w", l.leaseKey, acked, l.minReplicas, ErrNotReplicated)
 	}
 	return outcome, rec, nil
 }

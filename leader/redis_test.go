@@ -636,12 +636,25 @@ func TestRedis_MinReplicasRefusesUnreplicatedAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = lock.Acquire(context.Background(), "a", time.Minute)
-	if !errors.Is(err, leader.ErrNotReplicated) {
-		t.Fatalf("Acquire() = %v, want ErrNotReplicated", err)
+	_, rec, err := lock.Acquire(context.Background(), "a", time.Minute)
+	if !errors.Is(err, leader.ErrNotReplicated) || rec.ID != "a" {
+		t.Fatalf("Acquire() = %v %v, want ErrNotReplicated with the lease", rec, err)
+	}
+	// The lock leaves the lease to its caller; an Elector never leads on
+	// such a lease and hands it back.
+	if err := lock.Release(context.Background(), rec.Lease); err != nil {
+		t.Fatal(err)
+	}
+	e := mustNew(t, c, cfg)
+	led := make(chan struct{}, 1)
+	stop := runRedis(t, e, func(ctx context.Context) error { led <- struct{}{}; <-ctx.Done(); return nil })
+	time.Sleep(3 * cfg.RetryInterval)
+	_ = stop()
+	if len(led) != 0 {
+		t.Fatal("led on a lease no replica acknowledged")
 	}
 	if n := c.Exists(context.Background(), cfg.LeaseKey()).Val(); n != 0 {
-		t.Fatal("refused lease left behind")
+		t.Fatal("refused lease left behind after Run returned")
 	}
 }
 

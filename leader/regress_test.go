@@ -438,3 +438,58 @@ func TestElector_HealthyFailsWhileRenewalIsStuck(t *testing.T) {
 		_ = stop()
 	})
 }
+
+// Found by the simulator (seed 394): Run's way-out cleanup released a
+// lease that an acquire of unknown outcome had left, but the release was
+// still in flight when its bound ended; the next Run adopted that same
+// lease, and the late release then deleted it under a running function.
+// A term this elector asked to release is never led on. Before the fix:
+// "the second Run leads on term 1, which it asked to release".
+func TestElector_ReleaseInFlightNeverHitsAnAdoptedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := leadertest.New()
+		cfg := fastConfig("a") // deadline 2s
+		var acquires, releases atomic.Int32
+		releaseSent := make(chan struct{})
+		lock.SetAfter(func(ctx context.Context, op leadertest.Op) error {
+			if op == leadertest.OpAcquire && acquires.Add(1) == 1 {
+				<-ctx.Done() // carried out; the reply never comes
+				return ctx.Err()
+			}
+			return nil
+		})
+		lock.SetBefore(func(_ context.Context, op leadertest.Op) error {
+			if op == leadertest.OpRelease && releases.Add(1) == 1 {
+				close(releaseSent)
+				time.Sleep(3 * time.Second) // in flight past the cleanup's bound
+			}
+			return nil
+		})
+		e := newElector(t, lock, cfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx, func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
+		synctest.Wait()
+		cancel()
+		<-releaseSent
+		if err := <-done; err != nil {
+			t.Fatalf("first Run() = %v", err)
+		}
+		terms := make(chan uint64, 4)
+		stop := run(t, e, func(ctx context.Context) error {
+			term, _ := leader.TermFrom(ctx)
+			terms <- term
+			<-ctx.Done()
+			return nil
+		})
+		term := <-terms
+		if term == 1 {
+			t.Fatal("the second Run leads on term 1, which it asked to release")
+		}
+		time.Sleep(4 * time.Second) // the late release has landed
+		if h, _, ok := lock.Holder(); !ok || h.Term != term || !e.IsLeader() {
+			t.Fatalf("lease %v %v while leading term %d", h, ok, term)
+		}
+		_ = stop()
+	})
+}

@@ -291,9 +291,9 @@ func (cl *client) Acquire(ctx context.Context, id string, ttl time.Duration) (le
 		return leader.Held, leader.Record{}, fmt.Errorf("acquire: %w", err)
 	}
 	if res.outcome != leader.Held && cl.w.p.Cfg.MinReplicas > 0 && res.acked < int64(cl.w.p.Cfg.MinReplicas) {
-		rerr := cl.Release(ctx, res.rec.Lease)
-		return leader.Held, leader.Record{}, errors.Join(
-			fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, cl.w.p.Cfg.MinReplicas, leader.ErrNotReplicated), rerr)
+		// As RedisLock: the lease stays, returned with the error, for the
+		// caller to hand back.
+		return res.outcome, res.rec, fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, cl.w.p.Cfg.MinReplicas, leader.ErrNotReplicated)
 	}
 	return res.outcome, res.rec, nil
 }
@@ -351,13 +351,10 @@ func (cl *client) Checkpoint(ctx context.Context, l leader.Lease, key string, n 
 	cl.w.mu.Lock()
 	f := cl.w.fn(cl.idx, l.Term)
 	f.cpSent[key] = append(f.cpSent[key], n)
-	f.jobs++ // the worker's cron goroutine is part of the function
-	f.ended = false
 	cl.w.mu.Unlock()
+	done := cl.partOfFunction(ctx, l.Term)
 	res, err := cl.roundTripKey(ctx, opCheckpoint, key, func(now time.Time) execResult { return cl.w.execCheckpoint(now, l, key, n) })
-	cl.w.mu.Lock()
-	cl.w.jobEnd(cl.idx, l.Term, "")
-	cl.w.mu.Unlock()
+	done()
 	switch {
 	case err != nil:
 		return fmt.Errorf("checkpoint: %w", err)
@@ -365,19 +362,46 @@ func (cl *client) Checkpoint(ctx context.Context, l leader.Lease, key string, n 
 		return fmt.Errorf("checkpoint %s to %d: %w", key, n, leader.ErrCheckpointNotAdvanced)
 	case res.code != 1:
 		return fmt.Errorf("checkpoint %s term %d: %w", key, l.Term, leader.ErrLeaseLost)
+	case cl.w.p.Cfg.MinReplicas > 0 && res.acked < int64(cl.w.p.Cfg.MinReplicas):
+		// As RedisLock: too few acknowledgements count as not recorded.
+		return fmt.Errorf("checkpoint %s: %d of %d replicas acknowledged: %w", key, res.acked, cl.w.p.Cfg.MinReplicas, leader.ErrNotReplicated)
 	}
 	return nil
+}
+
+// partOfFunction counts a store call made by the worker's cron goroutine
+// as part of the term's function while its caller waits for it: until the
+// call returns, or the term's context ends (leader.Elector abandons such a
+// call then, so the function no longer waits for it; the request may still
+// execute, fenced by the lease value like any late request). The returned
+// func ends it; it and the context's end may both come, once counts.
+func (cl *client) partOfFunction(ctx context.Context, term uint64) (done func()) {
+	cl.w.mu.Lock()
+	f := cl.w.fn(cl.idx, term)
+	f.jobs++
+	f.ended = false
+	cl.w.mu.Unlock()
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			cl.w.mu.Lock()
+			cl.w.jobEnd(cl.idx, term, "")
+			cl.w.mu.Unlock()
+		})
+	}
+	stop := context.AfterFunc(ctx, end)
+	return func() {
+		stop()
+		end()
+	}
 }
 
 // LoadCheckpoint implements leader.Checkpointer.
 func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
 	term, inTerm := leader.TermFrom(ctx)
+	done := func() {}
 	if inTerm {
-		cl.w.mu.Lock()
-		f := cl.w.fn(cl.idx, term)
-		f.jobs++
-		f.ended = false
-		cl.w.mu.Unlock()
+		done = cl.partOfFunction(ctx, term)
 	}
 	res, err := cl.roundTripKey(ctx, opLoad, key, func(now time.Time) execResult { return cl.w.execLoad(now, key) })
 	if inTerm {
@@ -385,9 +409,9 @@ func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, 
 		if err == nil {
 			cl.w.fn(cl.idx, term).loads[key] = loadSeen{n: res.n, ok: res.ok, at: time.Now()}
 		}
-		cl.w.jobEnd(cl.idx, term, "")
 		cl.w.mu.Unlock()
 	}
+	done()
 	if err != nil {
 		return 0, false, fmt.Errorf("load checkpoint: %w", err)
 	}

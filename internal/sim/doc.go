@@ -21,8 +21,8 @@
 // exact "TERM ID"; checkpoint is fenced and monotonic), expires keys on its
 // own clock (fake time × rate + offset), replicates every write to one
 // replica after a random lag (ordered stream), and answers WAIT for the ops
-// in world.waitOps — acquire and renew, as RedisLock does today; not
-// checkpoint. A failover promotes the replica with what it applied.
+// in world.waitOps — acquire, renew and checkpoint, as RedisLock does;
+// not release. A failover promotes the replica with what it applied.
 //
 // # Faults
 //

@@ -177,10 +177,12 @@ func newWorld(p Plan, start time.Time) *world {
 	w.lastApply = start
 	w.stats.OutOfModel = map[string]int{}
 	w.stats.CalmFailover = -1
-	// Mirror today's RedisLock: acquire and renew are followed by WAIT
-	// under MinReplicas; release and checkpoint are not.
+	// Mirror RedisLock: acquire, renew and checkpoint are followed by WAIT
+	// under MinReplicas; release is not. (Before checkpoints waited, the
+	// simulator found cron ticks fired twice after a failover.)
 	w.waitOps[opAcquire] = true
 	w.waitOps[opRenew] = true
+	w.waitOps[opCheckpoint] = true
 	parser := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	for _, c := range p.Crons {
 		if s, err := parser.Parse(c.Spec); err == nil {
