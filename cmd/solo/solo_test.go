@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,7 +173,10 @@ func readLines(t *testing.T, path string) []line {
 		}
 		term, _ := strconv.ParseUint(fs[2], 10, 64)
 		ns, _ := strconv.ParseInt(fs[3], 10, 64)
-		l := line{id: fs[0], event: fs[1], term: term, at: time.Unix(0, ns)}
+		// SOLO_ID is the configured ID plus "-RANDOM" (the elector makes
+		// every ID unique); the tests configure "a" and "b".
+		id, _, _ := strings.Cut(fs[0], "-")
+		l := line{id: id, event: fs[1], term: term, at: time.Unix(0, ns)}
 		if len(fs) >= 6 {
 			l.pid, _ = strconv.Atoi(fs[4])
 			l.election = fs[5]
@@ -369,7 +373,7 @@ func TestStatusAndResign(t *testing.T) {
 		Term     uint64 `json:"term"`
 		TTL      int64  `json:"ttl_ms"`
 	}
-	if err := json.Unmarshal([]byte(text), &rows); err != nil || code != 0 || len(rows) != 1 || rows[0].ID != "a" || rows[0].Term != first.term || rows[0].TTL <= 0 {
+	if err := json.Unmarshal([]byte(text), &rows); err != nil || code != 0 || len(rows) != 1 || !strings.HasPrefix(rows[0].ID, "a-") || rows[0].Term != first.term || rows[0].TTL <= 0 {
 		t.Fatalf("status --json = %d %v:\n%s", code, err, text)
 	}
 	if code, text = run("status", "nobody-runs-this"); code != 3 || !strings.Contains(text, "(none)") {
@@ -381,11 +385,11 @@ func TestStatusAndResign(t *testing.T) {
 
 	// Flags before and after the name, as README shows.
 	code, text = run("resign", "--redis", url, name, "--wait", "10s")
-	if code != 0 || !strings.Contains(text, "b leads now") {
+	if code != 0 || !regexp.MustCompile(`\bb-\w+ leads now`).MatchString(text) {
 		t.Fatalf("resign = %d:\n%s", code, text)
 	}
 	waitLine(t, out, 5*time.Second, func(l line) bool { return l.id == "b" && l.event == "start" })
-	if code, text = run("status", "--json"); code != 0 || !strings.Contains(text, `"id": "b"`) {
+	if code, text = run("status", "--json"); code != 0 || !strings.Contains(text, `"id": "b-`) {
 		t.Fatalf("status after resign = %d:\n%s", code, text)
 	}
 	if code, text = run("resign", "nobody-runs-this"); code != 3 {
