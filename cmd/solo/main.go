@@ -46,6 +46,9 @@ func main() {
 	// go-redis logs dial failures through a package-level logger of its own;
 	// solo reports them once, in its own words (see connect).
 	redis.SetLogger(quietRedis{})
+	if len(os.Args) > 1 && os.Args[1] == keeperArg {
+		os.Exit(keeperMain(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
 }
 
