@@ -128,15 +128,14 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	// Signals (see README, "Supervision"): INT, TERM, HUP and QUIT stop
 	// gracefully; USR1, USR2 and WINCH go to the program's process group;
 	// TSTP, TTIN and TTOU stop the program trees, then solo; CONT continues
-	// them. PIPE is caught, not ignored (an ignored disposition would be
-	// inherited through exec): a closed stderr then fails writes with
-	// EPIPE, which the log sink counts, instead of killing solo.
+	// them. PIPE is caught by main for the life of the process: a closed
+	// stderr fails writes with EPIPE, which the log sink counts.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
-		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT, syscall.SIGPIPE)
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
 	defer signal.Stop(sigs)
 	sup := newSupervisor(log.Named("supervisor"))
 	stopReaper := make(chan struct{})
@@ -276,8 +275,6 @@ func handleSignals(sigs <-chan os.Signal, sup *supervisor, cancel context.Cancel
 		case syscall.SIGCONT:
 			sup.broadcast("C")
 			log.Info("continued", zap.String("signal", sig.String()))
-		case syscall.SIGPIPE:
-			// A write to a closed pipe failed with EPIPE; the sink counts it.
 		}
 	}
 }

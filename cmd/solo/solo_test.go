@@ -471,6 +471,14 @@ func TestBadInput(t *testing.T) {
 		{name: "ttl flag", cfg: base, args: []string{"run", "--ttl", "-1s", "--", "true"}, code: 2, want: `--ttl="-1s": must be positive`},
 		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always`},
+		// Issue 16, findings 4 and 10. Old code: exit 1, "redis
+		// redis://127.0.0.1:1 unreachable after 5s: …" — both configurations
+		// were accepted (and, against a real Redis, left the program running
+		// beside the next leader's).
+		{name: "shutdown_timeout below the stop margin", cfg: base + "  ttl: 2s\n  renew_deadline: 1400ms\n  shutdown_timeout: 300ms\n", args: []string{"run", "--", "true"}, code: 2,
+			want: "election.shutdown_timeout 300ms: must be at least 580ms for solo run (SIGKILL comes 435ms after SIGTERM, and must land before solo gives up the drain)"},
+		{name: "stop margin too small", cfg: base + "  ttl: 10s\n  renew_deadline: 9800ms\n", args: []string{"run", "--", "true"}, code: 2,
+			want: "election.renew_deadline 9.8s: leaves 100ms before the lease can pass (ttl×(1−drift) = 9.9s, ttl 10s, drift 0.01); solo run needs at least 200ms to stop the program (SIGTERM, then SIGKILL)"},
 		{name: "unreachable redis", cfg: base, args: []string{"run", "--", "true"}, code: 1,
 			want: "redis redis://127.0.0.1:1 unreachable after 5s: dial tcp 127.0.0.1:1: connect: connection refused"},
 	}
