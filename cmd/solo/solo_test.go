@@ -471,7 +471,7 @@ func TestBadInput(t *testing.T) {
 		{name: "ttl flag", cfg: base, args: []string{"run", "--ttl", "-1s", "--", "true"}, code: 2, want: `--ttl="-1s": must be positive`},
 		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always`},
-		// Issue 16, findings 4 and 10. Old code: exit 1, "redis
+		// Issue 16, findings 4 and 10. Old code: "exit 1, stderr: solo: redis
 		// redis://127.0.0.1:1 unreachable after 5s: …" — both configurations
 		// were accepted (and, against a real Redis, left the program running
 		// beside the next leader's).

@@ -227,8 +227,9 @@ func startPair(t *testing.T, urlA, urlB string, o prog, extraA ...string) (a, b 
 }
 
 // Finding 1. Old code: "a's program ran beside b's: a's last line (tick) at
-// …, b started at … (1.1s later)": the elector blocked on "renew failed;
-// retrying" with stderr full, so the renew deadline never cancelled the job.
+// 20:12:58.607, b started at 20:12:58.450 (156.506855ms later)" (and on, but
+// the witness is read 200ms after b's start): the elector blocked on "renew
+// failed; retrying" with stderr full, so the deadline never cancelled the job.
 func TestSupervise_BlockedStderrDoesNotDelayTheStop(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy, err := faultproxy.New(srv.Addr())
@@ -264,9 +265,9 @@ func TestSupervise_BlockedStderrDoesNotDelayTheStop(t *testing.T) {
 	_ = a
 }
 
-// Finding 2. Old code: "a's program ran beside b's: a's last line (tick)
-// at …, b started at … (2.4s later)": Ctrl-Z stopped solo, not the program
-// in its own process group.
+// Finding 2. Old code: "a's program ran beside b's: a's last line (ctick)
+// at 20:13:01.034, b started at 20:13:00.836 (197.85289ms later)": Ctrl-Z
+// stopped solo, not the program in its own process group.
 func TestSupervise_CtrlZStopsTheProgramFirst(t *testing.T) {
 	srv := redistest.Start(t)
 	url := "redis://" + srv.Addr()
@@ -295,7 +296,8 @@ func TestSupervise_CtrlZStopsTheProgramFirst(t *testing.T) {
 }
 
 // Finding 3. Old code: "a's program ran beside b's: a's last line (ctick)
-// at …, b started at … (…)": PDEATHSIG killed the shell, not its child.
+// at 20:13:03.349, b started at 20:13:03.210 (138.768906ms later)":
+// PDEATHSIG killed the shell, not its child.
 func TestSupervise_KillNineStopsTheWholeTree(t *testing.T) {
 	srv := redistest.Start(t)
 	url := "redis://" + srv.Addr()
@@ -311,7 +313,8 @@ func TestSupervise_KillNineStopsTheWholeTree(t *testing.T) {
 }
 
 // Finding 4 and 10 are also rows of TestBadInput (refused configurations).
-// Finding 10. Old code: "SIGKILL 1.2s after SIGTERM, want under 750ms":
+// Finding 10. Old code: "SIGKILL 1.154s after SIGTERM, want under 750ms
+// (3/4 of ttl×(1−drift) − renew_deadline = 300ms)":
 // the delay was 3/4 × (TTL − renew deadline), ignoring drift; with drift
 // 0.3 only TTL×0.7 − renew deadline = 400ms are safe (new delay 300ms).
 func TestSupervise_SIGKILLDelayAccountsForDrift(t *testing.T) {
@@ -341,9 +344,10 @@ func TestSupervise_SIGKILLDelayAccountsForDrift(t *testing.T) {
 	}
 }
 
-// Finding 5. Old code: "solo exited -1 after SIGUSR1" (the default action
-// of USR1 kills), and for HUP "solo exited -1 after SIGHUP, want 0" (QUIT:
-// exit 2 with a goroutine dump), the program never SIGTERMed.
+// Finding 5. Old code, both subtests: "no matching line in …/out.log
+// within 5s" — the usr1 line: USR1's default action killed solo (as HUP
+// did, exit 129; QUIT dumped goroutines and exited 2), the program never
+// SIGTERMed.
 func TestSupervise_SignalsHaveAMeaning(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -415,8 +419,9 @@ func TestSupervise_ClosedStderrDoesNotKillSolo(t *testing.T) {
 }
 
 // Finding 7. Old code: "a's program ran beside b's: a's last line (ctick)
-// at …" (the setsid child outlived the graceful stop), and "3 escaped
-// copies alive" under restart always.
+// at 20:13:18.066, b started at 20:13:17.867 (199.473971ms later)" (the
+// setsid child outlived the graceful stop), and "2 escaped copies alive"
+// under restart always.
 func TestSupervise_EscapedProcessesAreStopped(t *testing.T) {
 	srv := redistest.Start(t)
 	url := "redis://" + srv.Addr()
@@ -485,8 +490,8 @@ func TestSupervise_GracePeriodCoversTheWholeTree(t *testing.T) {
 	t.Logf("worker's handler finished %s after its SIGTERM", done.at.Sub(term.at))
 }
 
-// Finding 9. Old code: "12 zombies under solo as PID 1": orphans of the
-// program were re-parented to solo, which never reaped them.
+// Finding 9. Old code: "11 zombies under solo as PID 1 after 13 runs":
+// orphans of the program were re-parented to solo, which never reaped them.
 func TestSupervise_AsPID1NoZombies(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for unshare --pid")
@@ -577,8 +582,9 @@ func descendantsOf(t *testing.T, root int) []procInfo {
 	return out
 }
 
-// Minor finding. Old code: "exit 1 after SIGTERM while connecting, want 0
-// and no error: solo: redis redis://127.0.0.1:1 unreachable after 5s: …".
+// Minor finding. Old code: "exit 1 after SIGTERM while connecting
+// (4.1282ms later), want 0 and no error: solo: redis redis://127.0.0.1:1
+// unreachable after 5s: …".
 func TestSupervise_SIGTERMWhileConnectingStopsQuietly(t *testing.T) {
 	cmd := exec.Command(soloBin, "run", "--", "true")
 	cmd.Env = append(os.Environ(), "SOLO_CONFIG=/dev/null", "SOLO_REDIS_URL=redis://127.0.0.1:1", "SOLO_ELECTION_NAME=x")
