@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strings"
@@ -101,8 +100,9 @@ func lookupEnv(env []string, key string) string {
 	return ""
 }
 
-// newLogger returns JSON logs in production, console logs with dev.
-func newLogger(cfg worker.LogConfig, w io.Writer) (*zap.Logger, error) {
+// newLogger returns JSON logs in production, console logs with dev. w must
+// be safe for concurrent use (solo run passes a logSink).
+func newLogger(cfg worker.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(cfg.Level)
 	if err != nil {
 		return nil, usageErr("log.level %q: %w", cfg.Level, err)
@@ -115,12 +115,24 @@ func newLogger(cfg worker.LogConfig, w io.Writer) (*zap.Logger, error) {
 	} else {
 		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
+	return zap.New(zapcore.NewCore(enc, w, level)), nil
 }
 
 // connect builds the client for cfg.Redis.URL and checks that it answers,
 // retrying for a bounded time; the error names the address.
 func connect(ctx context.Context, url string, wait time.Duration) (redis.UniversalClient, error) {
+	client, err := newClient(url)
+	if err != nil {
+		return nil, err
+	}
+	if err := ping(ctx, client, url, wait); err != nil {
+		return nil, err
+	}
+	return client, nil
+}
+
+// newClient builds the client for url without contacting it.
+func newClient(url string) (redis.UniversalClient, error) {
 	if url == "" {
 		return nil, usageErr("redis.url is empty: set it in the configuration, with SOLO_REDIS_URL or with --redis")
 	}
@@ -128,17 +140,28 @@ func connect(ctx context.Context, url string, wait time.Duration) (redis.Univers
 	if err != nil {
 		return nil, usageErr("%w", err)
 	}
+	return client, nil
+}
+
+// ping waits until client answers, for at most wait; it closes the client
+// when it gives up. When ctx ends first it returns ctx's error.
+func ping(ctx context.Context, client redis.UniversalClient, url string, wait time.Duration) error {
+	var err error
 	deadline := time.Now().Add(wait)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		err = client.Ping(pctx).Err()
 		cancel()
 		if err == nil {
-			return client, nil
+			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			_ = client.Close()
-			return nil, fmt.Errorf("redis %s unreachable after %s: %w", leader.RedactRedisURL(url), wait, dialCause(url, err))
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			_ = client.Close()
+			return fmt.Errorf("redis %s unreachable after %s: %w", leader.RedactRedisURL(url), wait, dialCause(url, err))
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {

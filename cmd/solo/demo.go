@@ -22,6 +22,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	_ "modernc.org/sqlite"
 
 	"github.com/solo-run/solo/leader"
@@ -71,7 +72,7 @@ func demoCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	log := zap.NewNop()
 	if *verbose {
-		if log, err = newLogger(worker.LogConfig{Level: "info", Dev: true}, stderr); err != nil {
+		if log, err = newLogger(worker.LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
 			return err
 		}
 	}

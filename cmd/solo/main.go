@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,6 +48,14 @@ func main() {
 	// go-redis logs dial failures through a package-level logger of its own;
 	// solo reports them once, in its own words (see connect).
 	redis.SetLogger(quietRedis{})
+	// SIGPIPE is caught for the whole life of the process, never ignored
+	// (an ignored disposition would be inherited by programs through exec):
+	// a write to a closed stdout or stderr then fails with EPIPE instead of
+	// killing solo with its program still running.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if len(os.Args) > 1 && os.Args[1] == keeperArg {
+		os.Exit(keeperMain(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
 }
 

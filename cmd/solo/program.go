@@ -1,102 +1,186 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/proctree"
 	"github.com/solo-run/solo/leader"
 )
 
-// program runs an external command as a job: in its own process group,
-// with the term in its environment, and never past the lease.
+// program runs an external command as a job, under a keeper process (see
+// keeper.go): with the term in its environment, and never past the lease.
 type program struct {
 	argv     []string
-	env      []string // base environment
+	env      []string // the program's environment, without the SOLO_* variables
 	election string
 	id       string
-	// killAfter is when SIGKILL follows SIGTERM: three quarters of the stop
-	// budget (TTL − renew deadline), leaving the rest for the kill to land
-	// before the lease can expire and pass to another instance.
+	// killAfter is when SIGKILL follows SIGTERM (see stopTiming): three
+	// quarters of the margin between the renew deadline and
+	// TTL × (1 − drift), leaving the rest for the kill to land before the
+	// lease can pass to another instance.
 	killAfter time.Duration
-	stdout    io.Writer
-	stderr    io.Writer
-	log       *zap.Logger
+	// renewDeadline and status give the keeper its dead-man's deadline:
+	// LastRenew + renewDeadline of the term, polled every poll.
+	renewDeadline time.Duration
+	status        func() leader.Status
+	poll          time.Duration
+	stdout        io.Writer
+	stderr        io.Writer
+	sup           *supervisor
+	log           *zap.Logger
 }
 
-// run starts the program and waits for it. When ctx ends it sends SIGTERM
-// to the program's process group, then SIGKILL at killAfter; either way,
-// whatever is left of the group is killed before run returns. A non-zero
-// exit is an error (the worker's restart policy decides what follows).
+// run starts the program under a keeper and waits until the keeper is gone,
+// that is until the whole program tree is gone. When ctx ends it asks the
+// keeper to stop the tree (SIGTERM to every descendant, SIGKILL at
+// killAfter); the keeper does so on its own when the renew deadline it was
+// last told passes, or when solo dies. A non-zero exit is an error (the
+// worker's restart policy decides what follows).
 func (p *program) run(ctx context.Context) error {
-	term, _ := leader.TermFrom(ctx)
-	cmd := exec.Command(p.argv[0], p.argv[1:]...)
-	cmd.Env = append(append([]string(nil), p.env...),
+	term, leading := leader.TermFrom(ctx)
+	path, err := exec.LookPath(p.argv[0])
+	if err != nil {
+		return fmt.Errorf("start %s: %w", p.argv[0], err)
+	}
+	var lastRenew time.Time
+	deadline := func() int64 {
+		if !leading || p.status == nil {
+			return 0
+		}
+		st := p.status()
+		if st.Term != term && !lastRenew.IsZero() {
+			return 0 // the term has ended: no renewal moves the deadline any more
+		}
+		lastRenew = st.LastRenew
+		return proctree.Monotonic() + int64(time.Until(st.LastRenew.Add(p.renewDeadline)))
+	}
+	env := append(append([]string(nil), p.env...),
 		"SOLO_TERM="+strconv.FormatUint(term, 10),
 		"SOLO_ELECTION="+p.election,
 		"SOLO_ID="+p.id,
 	)
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	// Own process group: signals reach the program's children too.
-	// Pdeathsig: if solo itself dies (even SIGKILL), the kernel kills the
-	// program. It is bound to the thread that forked, so the goroutine
-	// stays on its thread until the program is gone.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	k, err := p.sup.start(path, p.argv, env, p.killAfter, deadline(), p.stdout, p.stderr)
+	if err != nil {
 		return fmt.Errorf("start %s: %w", p.argv[0], err)
 	}
-	pid := cmd.Process.Pid
-	log := p.log.With(zap.Int("pid", pid), zap.Uint64("term", term))
-	log.Info("program started", zap.Strings("argv", p.argv))
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	defer func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }() // leftovers of its group
+	log := p.log.With(zap.Int("keeper", k.pid), zap.Uint64("term", term))
+	go k.readStatus(log, p.argv, p.killAfter)
 
-	select {
-	case err := <-waited:
-		return exitResult(log, err)
-	case <-ctx.Done():
+	tick := time.NewTicker(p.poll)
+	defer tick.Stop()
+	done := ctx.Done()
+	for {
+		select {
+		case <-k.exited:
+			return k.result(log, ctx.Err() != nil)
+		case <-done:
+			done = nil
+			// Signal first, log after: a blocked log must not delay the stop.
+			k.send("T")
+			log.Info("term ended: stopping the program tree (SIGTERM, then SIGKILL)",
+				zap.NamedError("cause", context.Cause(ctx)), zap.Duration("kill_after", p.killAfter))
+		case <-tick.C:
+			if !leading || done == nil {
+				continue
+			}
+			prev := lastRenew
+			if d := deadline(); d != 0 && !lastRenew.Equal(prev) {
+				k.send("D " + strconv.FormatInt(d, 10))
+			}
+		}
 	}
-	log.Info("term ended: SIGTERM to the program's process group", zap.NamedError("cause", context.Cause(ctx)))
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	t := time.NewTimer(p.killAfter)
-	defer t.Stop()
-	select {
-	case err := <-waited:
-		log.Info("program stopped", zap.String("status", status(err)))
-	case <-t.C:
-		log.Error("program ignored SIGTERM: SIGKILL before the lease can pass on", zap.Duration("after", p.killAfter))
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-waited
-	}
-	return nil
 }
 
-func exitResult(log *zap.Logger, err error) error {
-	if err == nil {
-		log.Info("program exited", zap.String("status", "exit status 0"))
+// keeperProc is one running keeper, seen from solo.
+type keeperProc struct {
+	cmd    *exec.Cmd
+	pid    int
+	ctl    *os.File // write end of the control pipe
+	status *os.File // read end of the status pipe
+	exited chan struct{}
+	// Filled by readStatus before statusDone closes.
+	statusDone chan struct{}
+	startErr   string
+	exitLine   string
+	progPID    int
+}
+
+// send writes one control line. It never waits long: a keeper that does not
+// read (stopped by someone) loses the message; the keeper's own deadline
+// still stands.
+func (k *keeperProc) send(msg string) {
+	_ = k.ctl.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = k.ctl.Write([]byte(msg + "\n"))
+}
+
+// readStatus logs what the keeper reports, until it is gone.
+func (k *keeperProc) readStatus(log *zap.Logger, argv []string, killAfter time.Duration) {
+	defer close(k.statusDone)
+	sc := bufio.NewScanner(k.status)
+	for sc.Scan() {
+		verb, rest, _ := strings.Cut(sc.Text(), " ")
+		switch verb {
+		case "pid":
+			k.progPID, _ = strconv.Atoi(rest)
+			log.Info("program started", zap.Int("pid", k.progPID), zap.Strings("argv", argv))
+		case "sigterm":
+			if rest != "term ended" && rest != "program exited" {
+				log.Warn("keeper stopping the program tree on its own", zap.String("why", rest))
+			}
+		case "sigkill":
+			log.Error("program ignored SIGTERM: SIGKILL before the lease can pass on",
+				zap.Duration("after", killAfter), zap.String("late", rest+"ms"))
+		case "error":
+			k.startErr = rest
+		case "exit":
+			k.exitLine = rest
+		}
+	}
+}
+
+// result turns the keeper's report into the job's result.
+func (k *keeperProc) result(log *zap.Logger, stopped bool) error {
+	<-k.statusDone
+	if k.startErr != "" {
+		return errors.New(k.startErr)
+	}
+	var code, sig int
+	var why string
+	if _, err := fmt.Sscanf(k.exitLine, "%d %d", &code, &sig); err != nil {
+		// No report: the keeper itself was killed. Its program died with it
+		// (PDEATHSIG); orphans of the tree came to solo, which kills them.
+		return fmt.Errorf("keeper %d died (%s) without reporting; program tree killed", k.pid, k.cmd.ProcessState)
+	}
+	if f := strings.SplitN(k.exitLine, " ", 3); len(f) == 3 {
+		why = f[2]
+	}
+	st := "exit status " + strconv.Itoa(code)
+	if sig != 0 {
+		st = "signal: " + syscall.Signal(sig).String()
+	}
+	log = log.With(zap.Int("pid", k.progPID))
+	if stopped || why != "program exited" {
+		log.Info("program tree stopped", zap.String("status", st), zap.String("why", why))
+		if why == "renew deadline passed" || why == "solo exited" {
+			return fmt.Errorf("program stopped by its keeper: %s", why)
+		}
 		return nil
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return fmt.Errorf("program %s", status(err))
+	if code == 0 {
+		log.Info("program exited", zap.String("status", st))
+		return nil
 	}
-	return err
-}
-
-func status(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
+	return fmt.Errorf("program %s", st)
 }

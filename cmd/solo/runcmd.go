@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,12 +25,68 @@ import (
 	"github.com/solo-run/solo/worker"
 )
 
+// minStopMargin is the least time solo run accepts between the renew
+// deadline and TTL × (1 − drift), the earliest the lease can pass: SIGTERM,
+// SIGKILL at three quarters of it, and a quarter (≥ 50ms) for the kill to
+// land and the tree to be reaped.
+const minStopMargin = 200 * time.Millisecond
+
+// stopTiming derives, from the timing rule, when SIGKILL follows SIGTERM,
+// and refuses configurations under which solo run cannot stop a program
+// tree before the lease can pass. lc has its defaults applied.
+//
+// The lease outlives the renew deadline by at least
+// margin = TTL × (1 − drift) − renew_deadline on this host's clock; SIGKILL
+// comes at 3/4 of it (not of TTL − renew_deadline, which ignores drift).
+func stopTiming(lc leader.Config) (killAfter time.Duration, err error) {
+	safe := time.Duration(float64(lc.TTL) * (1 - lc.Drift))
+	margin := safe - lc.RenewDeadline
+	if margin < minStopMargin {
+		return 0, usageErr("election.renew_deadline %s: leaves %s before the lease can pass (ttl×(1−drift) = %s, ttl %s, drift %g); solo run needs at least %s to stop the program (SIGTERM, then SIGKILL)",
+			lc.RenewDeadline, margin, safe, lc.TTL, lc.Drift, minStopMargin)
+	}
+	killAfter = margin * 3 / 4
+	if lc.ShutdownTimeout < margin {
+		return 0, usageErr("election.shutdown_timeout %s: must be at least %s for solo run (SIGKILL comes %s after SIGTERM, and must land before solo gives up the drain)",
+			lc.ShutdownTimeout, margin, killAfter)
+	}
+	return killAfter, nil
+}
+
+// programEnv is env without solo's own SOLO_* variables (its configuration,
+// the Redis URL and password among them), except those named in keep.
+func programEnv(env, keep []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "SOLO_") && !slices.Contains(keep, name) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
 func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	fs := flag.NewFlagSet("solo run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs, true)
 	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never")
+	var passEnv listFlag
+	fs.Var(&passEnv, "pass-env", "`NAMES` of SOLO_* variables to pass to the program (comma-separated, repeatable); by default none is")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -57,44 +116,84 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 			return usageErr("jobs[%d].command: must not be empty (job %q)", i, j.Name)
 		}
 	}
-	log, err := newLogger(cfg.Log, stderr)
+	// Logs never block solo: see logSink.
+	sink := newLogSink(stderr, 1<<20)
+	log, err := newLogger(cfg.Log, sink)
 	if err != nil {
 		return err
 	}
+	sink.log.Store(log.Named("log"))
 	defer func() { _ = log.Sync() }()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	client, err := connect(ctx, cfg.Redis.URL, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
+	// Signals (see README, "Supervision"): INT, TERM, HUP and QUIT stop
+	// gracefully; USR1, USR2 and WINCH go to the program's process group;
+	// TSTP, TTIN and TTOU stop the program trees, then solo; CONT continues
+	// them. PIPE is caught by main for the life of the process: a closed
+	// stderr fails writes with EPIPE, which the log sink counts.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
+	defer signal.Stop(sigs)
+	sup := newSupervisor(log.Named("supervisor"))
+	stopReaper := make(chan struct{})
+	reaperDone := make(chan struct{})
+	go func() { defer close(reaperDone); sup.reapLoop(stopReaper) }()
+	defer func() { close(stopReaper); <-reaperDone }()
+	sigDone := make(chan struct{})
+	go func() { defer close(sigDone); handleSignals(sigs, sup, cancel, log) }()
+	defer func() { signal.Stop(sigs); close(sigs); <-sigDone }()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := worker.NewMetrics(reg)
+	client, err := newClient(cfg.Redis.URL)
 	if err != nil {
 		return err
 	}
 	lc := cfg.LeaderConfig()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), sink.total)
+	metrics, err := worker.NewMetrics(reg)
+	if err != nil {
+		_ = client.Close()
+		return err
+	}
 	e, err := leader.New(client, lc, leader.WithLogger(log), leader.WithMetrics(metrics.Elector(lc.Name)))
 	if err != nil {
+		_ = client.Close()
 		return usageErr("%w", err)
 	}
+	lc = e.Config()
+	killAfter, err := stopTiming(lc)
+	if err != nil {
+		_ = client.Close()
+		return err
+	}
+	if err := ping(ctx, client, cfg.Redis.URL, 5*time.Second); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped by a signal while connecting: nothing ran
+		}
+		return err
+	}
+	defer client.Close()
+
 	w, err := worker.New(e, worker.WithLogger(log), worker.WithMetrics(metrics),
 		worker.WithPolicy(cfg.Worker), worker.WithMode(cfg.Election.Mode))
 	if err != nil {
 		return usageErr("%w", err)
 	}
 	base := program{
-		env:       env,
-		election:  lc.Name,
-		id:        e.ID(),
-		killAfter: e.Config().StopBudget() * 3 / 4,
-		stdout:    stdout,
-		stderr:    stderr,
-		log:       log.Named("program"),
+		env:           programEnv(env, passEnv),
+		election:      lc.Name,
+		id:            e.ID(),
+		killAfter:     killAfter,
+		renewDeadline: lc.RenewDeadline,
+		status:        e.Status,
+		poll:          min(max(min(lc.RenewInterval, lc.RenewDeadline-lc.RenewInterval)/4, 10*time.Millisecond), 250*time.Millisecond),
+		stdout:        stdout,
+		stderr:        stderr,
+		sup:           sup,
+		log:           log.Named("program"),
 	}
 	if dashes {
 		p := base
@@ -142,10 +241,40 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}()
 	}
 	log.Info("solo running", zap.String("election", lc.Name), zap.String("id", e.ID()),
-		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", version))
-	if err := w.Run(ctx); err != nil {
+		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", version),
+		zap.Duration("kill_after", killAfter))
+	err = w.Run(ctx)
+	// Never exit while a program tree lives, whatever Run returned (after
+	// ErrStopTimeout the keeper is still killing it, on its own deadline).
+	sup.wait()
+	if err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// handleSignals acts on solo's signals until sigs closes.
+func handleSignals(sigs <-chan os.Signal, sup *supervisor, cancel context.CancelCauseFunc, log *zap.Logger) {
+	for s := range sigs {
+		sig := s.(syscall.Signal)
+		switch sig {
+		case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+			cancel(fmt.Errorf("signal %s", sig))
+			log.Info("stopping: signal received", zap.String("signal", sig.String()))
+		case syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH:
+			sup.broadcast("S " + strconv.Itoa(int(sig)))
+			log.Debug("signal forwarded to the program's process group", zap.String("signal", sig.String()))
+		case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+			// Stop the program trees first, then solo: a stopped solo must
+			// never leave its program running unsupervised. While solo is
+			// stopped the keepers still stop their trees at the renew
+			// deadline, before the lease can pass.
+			sup.broadcast("Z")
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		case syscall.SIGCONT:
+			sup.broadcast("C")
+			log.Info("continued", zap.String("signal", sig.String()))
+		}
+	}
 }

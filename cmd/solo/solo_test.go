@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,7 +173,10 @@ func readLines(t *testing.T, path string) []line {
 		}
 		term, _ := strconv.ParseUint(fs[2], 10, 64)
 		ns, _ := strconv.ParseInt(fs[3], 10, 64)
-		l := line{id: fs[0], event: fs[1], term: term, at: time.Unix(0, ns)}
+		// SOLO_ID is the configured ID plus "-RANDOM" (the elector makes
+		// every ID unique); the tests configure "a" and "b".
+		id, _, _ := strings.Cut(fs[0], "-")
+		l := line{id: id, event: fs[1], term: term, at: time.Unix(0, ns)}
 		if len(fs) >= 6 {
 			l.pid, _ = strconv.Atoi(fs[4])
 			l.election = fs[5]
@@ -369,7 +373,7 @@ func TestStatusAndResign(t *testing.T) {
 		Term     uint64 `json:"term"`
 		TTL      int64  `json:"ttl_ms"`
 	}
-	if err := json.Unmarshal([]byte(text), &rows); err != nil || code != 0 || len(rows) != 1 || rows[0].ID != "a" || rows[0].Term != first.term || rows[0].TTL <= 0 {
+	if err := json.Unmarshal([]byte(text), &rows); err != nil || code != 0 || len(rows) != 1 || !strings.HasPrefix(rows[0].ID, "a-") || rows[0].Term != first.term || rows[0].TTL <= 0 {
 		t.Fatalf("status --json = %d %v:\n%s", code, err, text)
 	}
 	if code, text = run("status", "nobody-runs-this"); code != 3 || !strings.Contains(text, "(none)") {
@@ -381,11 +385,11 @@ func TestStatusAndResign(t *testing.T) {
 
 	// Flags before and after the name, as README shows.
 	code, text = run("resign", "--redis", url, name, "--wait", "10s")
-	if code != 0 || !strings.Contains(text, "b leads now") {
+	if code != 0 || !regexp.MustCompile(`\bb-\w+ leads now`).MatchString(text) {
 		t.Fatalf("resign = %d:\n%s", code, text)
 	}
 	waitLine(t, out, 5*time.Second, func(l line) bool { return l.id == "b" && l.event == "start" })
-	if code, text = run("status", "--json"); code != 0 || !strings.Contains(text, `"id": "b"`) {
+	if code, text = run("status", "--json"); code != 0 || !strings.Contains(text, `"id": "b-`) {
 		t.Fatalf("status after resign = %d:\n%s", code, text)
 	}
 	if code, text = run("resign", "nobody-runs-this"); code != 3 {
@@ -467,6 +471,14 @@ func TestBadInput(t *testing.T) {
 		{name: "ttl flag", cfg: base, args: []string{"run", "--ttl", "-1s", "--", "true"}, code: 2, want: `--ttl="-1s": must be positive`},
 		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always`},
+		// Issue 16, findings 4 and 10. Old code: "exit 1, stderr: solo: redis
+		// redis://127.0.0.1:1 unreachable after 5s: …" — both configurations
+		// were accepted (and, against a real Redis, left the program running
+		// beside the next leader's).
+		{name: "shutdown_timeout below the stop margin", cfg: base + "  ttl: 2s\n  renew_deadline: 1400ms\n  shutdown_timeout: 300ms\n", args: []string{"run", "--", "true"}, code: 2,
+			want: "election.shutdown_timeout 300ms: must be at least 580ms for solo run (SIGKILL comes 435ms after SIGTERM, and must land before solo gives up the drain)"},
+		{name: "stop margin too small", cfg: base + "  ttl: 10s\n  renew_deadline: 9800ms\n", args: []string{"run", "--", "true"}, code: 2,
+			want: "election.renew_deadline 9.8s: leaves 100ms before the lease can pass (ttl×(1−drift) = 9.9s, ttl 10s, drift 0.01); solo run needs at least 200ms to stop the program (SIGTERM, then SIGKILL)"},
 		{name: "unreachable redis", cfg: base, args: []string{"run", "--", "true"}, code: 1,
 			want: "redis redis://127.0.0.1:1 unreachable after 5s: dial tcp 127.0.0.1:1: connect: connection refused"},
 	}

@@ -1,0 +1,209 @@
+// Package proctree finds and signals the descendants of a process on Linux,
+// whatever process group or session they moved to: it walks /proc and
+// follows parent links. It is what lets solo's keeper stop a whole program
+// tree, including children that called setsid or double-forked (as a child
+// subreaper, the keeper inherits those orphans, so they stay descendants).
+package proctree
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+// Proc is one process as /proc/PID/stat shows it.
+type Proc struct {
+	PID, PPID int
+	State     byte   // R, S, D, Z, T, ...
+	Start     uint64 // start time in clock ticks since boot: PID + Start names a process uniquely
+}
+
+// Stat reads /proc/PID/stat.
+func Stat(pid int) (Proc, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Proc{}, err
+	}
+	return parseStat(pid, b)
+}
+
+// parseStat parses "PID (COMM) STATE PPID ... STARTTIME ...": COMM may hold
+// spaces and parentheses, so fields are counted after the last ')'.
+func parseStat(pid int, b []byte) (Proc, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return Proc{}, errors.New("proctree: malformed stat")
+	}
+	fs := bytes.Fields(b[i+2:])
+	// fs[0] is field 3 (state); field 4 is ppid, field 22 starttime.
+	if len(fs) < 20 {
+		return Proc{}, errors.New("proctree: short stat")
+	}
+	ppid, err := strconv.Atoi(string(fs[1]))
+	if err != nil {
+		return Proc{}, err
+	}
+	start, err := strconv.ParseUint(string(fs[19]), 10, 64)
+	if err != nil {
+		return Proc{}, err
+	}
+	return Proc{PID: pid, PPID: ppid, State: fs[0][0], Start: start}, nil
+}
+
+// All returns every process /proc lists (processes, not threads).
+func All() ([]Proc, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Proc, 0, len(names))
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		p, err := Stat(pid)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Descendants returns the processes below root (not root itself), parents
+// before their children. A snapshot: processes forked meanwhile are missed,
+// so stopping a tree walks again until nothing is left.
+func Descendants(root int) ([]Proc, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	return descendants(all, root), nil
+}
+
+// Children returns root's direct children.
+func Children(root int) ([]Proc, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	var out []Proc
+	for _, p := range all {
+		if p.PPID == root {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func descendants(all []Proc, root int) []Proc {
+	kids := map[int][]Proc{}
+	for _, p := range all {
+		if p.PID != root {
+			kids[p.PPID] = append(kids[p.PPID], p)
+		}
+	}
+	var out []Proc
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range kids[pid] {
+			out = append(out, c)
+			queue = append(queue, c.PID)
+		}
+	}
+	return out
+}
+
+// Signal sends sig to p if p is still the process the snapshot saw: it
+// opens a pidfd, checks the start time again, and signals through the
+// pidfd, so a PID reused meanwhile by an unrelated process is never hit.
+// Without pidfd support (Linux < 5.3) it falls back to kill(2) after the
+// same check. A process already gone is not an error.
+func Signal(p Proc, sig syscall.Signal) error {
+	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(p.PID), 0, 0)
+	if errno == syscall.ESRCH {
+		return nil
+	}
+	pidfd := errno == 0
+	if pidfd {
+		defer syscall.Close(int(fd))
+	}
+	now, err := Stat(p.PID)
+	if err != nil || now.Start != p.Start {
+		return nil // gone, or another process by now
+	}
+	if !pidfd {
+		err := syscall.Kill(p.PID, sig)
+		if err == syscall.ESRCH {
+			return nil
+		}
+		return err
+	}
+	_, _, errno = syscall.Syscall6(sysPidfdSendSignal, fd, uintptr(sig), 0, 0, 0, 0)
+	if errno != 0 && errno != syscall.ESRCH {
+		return errno
+	}
+	return nil
+}
+
+// Syscall numbers shared by every architecture (added after the
+// unification in Linux 5.1).
+const (
+	sysPidfdSendSignal = 424
+	sysPidfdOpen       = 434
+)
+
+// SignalAll signals every process in ps; it returns how many it signalled.
+func SignalAll(ps []Proc, sig syscall.Signal) int {
+	n := 0
+	for _, p := range ps {
+		if Signal(p, sig) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// SetChildSubreaper makes the calling process a child subreaper
+// (PR_SET_CHILD_SUBREAPER): orphaned descendants are re-parented to it
+// instead of to init, so they stay its descendants and it reaps them.
+func SetChildSubreaper() error {
+	const prSetChildSubreaper = 36
+	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// IsChildSubreaper reports whether the calling process is a child subreaper.
+func IsChildSubreaper() bool {
+	const prGetChildSubreaper = 37
+	var v int32
+	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prGetChildSubreaper, uintptr(unsafe.Pointer(&v)), 0)
+	return errno == 0 && v != 0
+}
+
+// Monotonic returns CLOCK_MONOTONIC in nanoseconds: one clock shared by
+// every process on the host, so one process can hand another a deadline.
+// Go's monotonic readings are on this clock but not exposed as such.
+func Monotonic() int64 {
+	var ts syscall.Timespec
+	const clockMonotonic = 1
+	_, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0)
+	if errno != 0 {
+		panic("clock_gettime(CLOCK_MONOTONIC): " + errno.Error())
+	}
+	return ts.Nano()
+}
