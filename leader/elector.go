@@ -647,12 +647,15 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 	defer t.deadline.Stop()
 	defer t.renewAt.Stop()
 	e.beginTerm(lease, sent)
+	// Metrics must not block; the deadline is checked after them anyway,
+	// so a slow one can delay the start but never past the deadline.
+	e.metrics.Transition(TransitionElected, lease.Term)
 
 	fnDone := make(chan error, 1)
 	returned := make(chan struct{})
 	if termCtx.Err() != nil {
 		// The deadline passed between the caller's check and now: never
-		// start on it.
+		// start on it. The loop reports the loss.
 		fnDone <- nil
 		close(returned)
 	} else {
@@ -660,8 +663,8 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 			defer close(returned)
 			fnDone <- callLeader(termCtx, c.fn)
 		}()
+		// Logged after the start: a blocked log sink cannot delay it.
 		t.log.Info("elected", zap.String("how", how.String()), zap.Duration("ttl", cfg.TTL))
-		e.metrics.Transition(TransitionElected, lease.Term)
 	}
 
 	var (

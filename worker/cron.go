@@ -118,14 +118,14 @@ func (w *Worker) fireDue(e *cronEntry, now time.Time, fire func(*cronEntry, ...t
 	case missed == 0:
 		fire(e, due)
 	case j.misfire == MisfireRunOnce:
+		fire(e, due, latest) // runs first: a blocked log sink must not delay it
 		e.log.Info("scheduler ran late: running the latest missed tick once, after the due one",
 			zap.Time("due", due), zap.Int("missed", missed), zap.Time("tick", latest))
-		fire(e, due, latest)
 	default:
+		fire(e, due)
+		w.metrics.ticksSkipped(w.elector.Config().Name, j.name, missed)
 		e.log.Info("scheduler ran late: skipping the ticks missed after the due one",
 			zap.Time("due", due), zap.Int("missed", missed), zap.Time("first", first), zap.Time("last", latest))
-		w.metrics.ticksSkipped(w.elector.Config().Name, j.name, missed)
-		fire(e, due)
 	}
 	e.setNext(j.schedule.Next(now))
 }
@@ -170,8 +170,8 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	}
 	switch j.misfire {
 	case MisfireRunOnce:
+		fire(e, latest) // before the log line: a blocked log sink must not delay the run
 		log.Info("running a missed tick once, late", zap.Int("missed", missed), zap.Time("tick", latest))
-		fire(e, latest)
 	default:
 		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
 			zap.Time("first", first), zap.Time("last", latest))

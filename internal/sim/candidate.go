@@ -82,9 +82,22 @@ func (c *candidate) acquireSent(now time.Time) {
 	}
 	c.firstAcqPending = false
 	base, ok := c.firstAcqBase()
-	if ok && now.Sub(base) > firstAcqSlop {
+	if ok && now.Sub(base)-c.logStalled(base, now) > firstAcqSlop {
 		c.w.violate(InvFirstAcq, fmt.Sprintf("c%d sent its first acquire %s after Run started (or its previous function returned)", c.idx, now.Sub(base)), "watch-before-acquire")
 	}
+}
+
+// logStalled is how much of [from, to] falls inside this candidate's log
+// stalls, counting a stall that begins in it to its end.
+func (c *candidate) logStalled(from, to time.Time) time.Duration {
+	var d time.Duration
+	for _, s := range c.w.p.Cands[c.idx].LogStalls {
+		a, b := c.w.start.Add(s.From), c.w.start.Add(s.To)
+		if b.After(from) && !a.After(to) {
+			d += b.Sub(maxTime(a, from))
+		}
+	}
+	return d
 }
 
 // firstAcqBase is when a Run's first acquire is due: its start, or, when a
@@ -350,6 +363,10 @@ func (c *candidate) drive(end <-chan struct{}) {
 		if wk := c.cl.wake(cancelAt); wk.After(cancelAt) {
 			bound += wk.Sub(cancelAt)
 		}
+		// A blocked log sink delays Run's way out (it logs as it steps
+		// down; the cancel itself never waits for a log write). A liveness
+		// cost of that fault, not of the elector.
+		bound += c.logStalled(cancelAt, cancelAt.Add(bound))
 		w.mu.Unlock()
 		if !returned {
 			t := time.NewTimer(bound)
@@ -460,6 +477,14 @@ func (l *logCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 }
 
 func (l *logCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
+	// A blocked sink: the write waits for the stall to end, as a write to a
+	// full stderr pipe does.
+	since := time.Since(l.w.start)
+	for _, s := range l.w.p.Cands[l.cand].LogStalls {
+		if s.contains(since) {
+			time.Sleep(s.To - since)
+		}
+	}
 	msg := e.LoggerName + ": " + e.Message
 	for _, f := range fs {
 		if f.Type == zapcore.ErrorType {

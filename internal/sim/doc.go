@@ -12,7 +12,8 @@
 // candidates configured with one ID); the server clock's rate and offset;
 // Redis stalls, data losses, failovers and replica outages; each
 // candidate's go-redis options (ContextTimeoutEnabled or not, read timeout
-// finite or -1), process pauses, Run stop/restart cycles and Resign calls.
+// finite or -1), process pauses, log writes that block (a full stderr
+// pipe), Run stop/restart cycles and Resign calls.
 // A fault phase is followed by a calm phase in which faults stop.
 //
 // The simulated Redis has the semantics of leader/*.lua (acquire mints

@@ -50,6 +50,7 @@ type CandPlan struct {
 	// the call for ever).
 	ReadTimeout time.Duration
 	Pauses      []Window        // the process is frozen (SIGSTOP)
+	LogStalls   []Window        // every log write blocks until the window ends (a full stderr pipe)
 	Stops       []time.Duration // Run's context is cancelled; Run is called again once it returned
 	Resigns     []time.Duration // Elector.Resign
 }
@@ -183,6 +184,13 @@ func NewPlan(seed uint64, o Options) Plan {
 			}
 			c.Pauses = append(c.Pauses, Window{a, a + l})
 		}
+		if r.chance(0.25) {
+			// A log sink that blocks (a stalled log shipper, Ctrl-S): the
+			// elector and the worker log from their own goroutines, and the
+			// renew deadline must not wait for them.
+			a := at()
+			c.LogStalls = append(c.LogStalls, Window{a, a + r.dur(ttl/10, 3*ttl)})
+		}
 		t := time.Duration(0)
 		for r.chance(0.6) {
 			t += r.logDur(ttl/4, 6*ttl)
@@ -228,8 +236,8 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, "  cron %s %q misfire %s\n", cr.Name, cr.Spec, cr.Misfire)
 	}
 	for i, cp := range p.Cands {
-		fmt.Fprintf(&b, "  c%d: id %s ctx_timeouts %v read_timeout %s pauses %v stops %v resigns %v\n",
-			i, cp.ID, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.Stops, cp.Resigns)
+		fmt.Fprintf(&b, "  c%d: id %s ctx_timeouts %v read_timeout %s pauses %v log_stalls %v stops %v resigns %v\n",
+			i, cp.ID, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.LogStalls, cp.Stops, cp.Resigns)
 	}
 	return b.String()
 }

@@ -190,7 +190,7 @@ func newWorld(p Plan, start time.Time) *world {
 		}
 	}
 	for _, c := range p.Cands {
-		for _, pw := range c.Pauses {
+		for _, pw := range append(append([]Window(nil), c.Pauses...), c.LogStalls...) {
 			if e := start.Add(pw.To); e.After(w.pauseEnd) {
 				w.pauseEnd = e
 			}
