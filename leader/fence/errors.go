@@ -22,3 +22,12 @@ var ErrNotClaimed = errors.New("fence: term not claimed")
 // Claim succeeds). Errors from Claim, Check, Begin, Do and WithTx wrap it;
 // match it with errors.Is.
 var ErrClaimTimeout = errors.New("fence: lock timeout on the fence row")
+
+// ErrHolderMismatch reports that the offered term is stored with another
+// holder: Claim refuses to record a second holder of a term, and Check
+// refuses a transaction of a holder that did not claim it. Two holders of
+// one term mean the election handed the term out twice, or a term was
+// made up or copied; the fence keeps the first holder. Treat it as
+// ErrStaleTerm: stop writing. Errors from Claim, Check, Begin, Do and
+// WithTx wrap it with the election, the term and both holders.
+var ErrHolderMismatch = errors.New("fence: term held by another holder")

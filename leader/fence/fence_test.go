@@ -55,7 +55,7 @@ func testClaim(t *testing.T, e *env) {
 	e.mustClaim(t, "jobs", 7) // higher: updates
 	e.mustClaim(t, "jobs", 7) // same: idempotent
 
-	err := e.g.Claim(ctx, "jobs", 6)
+	err := e.g.Claim(ctx, "jobs", 6, h(6))
 	if !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("claim of lower term: got %v, want ErrStaleTerm", err)
 	}
@@ -90,19 +90,19 @@ func testPackageLevel(t *testing.T, e *env) {
 	if err := fence.Init(ctx, e.db); err != nil {
 		t.Fatalf("second Init: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 3); err != nil {
+	if err := fence.Claim(ctx, e.db, name, 3, h(3)); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := fence.WithTx(ctx, e.db, name, 3, func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) }); err != nil {
+	if err := fence.WithTx(ctx, e.db, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) }); err != nil {
 		t.Fatalf("WithTx: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 4); err != nil {
+	if err := fence.Claim(ctx, e.db, name, 4, h(4)); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 3); !errors.Is(err, fence.ErrStaleTerm) {
+	if err := fence.Claim(ctx, e.db, name, 3, h(3)); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("Claim of old term: got %v, want ErrStaleTerm", err)
 	}
-	err := fence.WithTx(ctx, e.db, name, 3, func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) })
+	err := fence.WithTx(ctx, e.db, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) })
 	if !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("WithTx with old term: got %v, want ErrStaleTerm", err)
 	}
@@ -124,7 +124,7 @@ func testStaleLeaderRefused(t *testing.T, e *env) {
 	e.mustClaim(t, "el", 11) // B takes over while A is, say, paused
 
 	called := false
-	err := e.g.Do(ctx, "el", 10, func(tx *sql.Tx) error {
+	err := e.g.Do(ctx, "el", 10, h(10), func(tx *sql.Tx) error {
 		called = true
 		return e.insert(ctx, tx, "A", 10)
 	})
@@ -146,7 +146,7 @@ func testStaleLeaderRefused(t *testing.T, e *env) {
 		t.Fatalf("begin: %v", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := e.g.Check(ctx, tx, "el", 10); !errors.Is(err, fence.ErrStaleTerm) {
+	if err := e.g.Check(ctx, tx, "el", 10, h(10)); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("Check at term 10: got %v, want ErrStaleTerm", err)
 	}
 }
@@ -172,7 +172,7 @@ func testNotClaimed(t *testing.T, e *env) {
 func testWriteInFlight(t *testing.T, e *env) {
 	ctx := ctxT(t)
 	e.mustClaim(t, "el", 10)
-	tx, err := e.g.Begin(ctx, "el", 10, nil)
+	tx, err := e.g.Begin(ctx, "el", 10, h(10), nil)
 	if err != nil {
 		t.Fatalf("A begin: %v", err)
 	}
@@ -184,7 +184,7 @@ func testWriteInFlight(t *testing.T, e *env) {
 	}
 	bDone := make(chan result, 1)
 	go func() {
-		err := e.g.Claim(ctx, "el", 11)
+		err := e.g.Claim(ctx, "el", 11, h(11))
 		r := result{err: err}
 		if err == nil {
 			err = e.db.QueryRowContext(ctx, "SELECT count(*) FROM "+e.writes+" WHERE who = "+e.ph(1), "A").Scan(&r.seen)
@@ -236,20 +236,20 @@ func testWriteInFlight(t *testing.T, e *env) {
 
 	// The other order: B's claim first, then A's check is refused.
 	e.mustClaim(t, "el", 12)
-	if _, err := e.g.Begin(ctx, "el", 11, nil); !errors.Is(err, fence.ErrStaleTerm) {
+	if _, err := e.g.Begin(ctx, "el", 11, h(11), nil); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("begin at term 11 after claim 12: got %v, want ErrStaleTerm", err)
 	}
 
 	if e.dialect == fence.Postgres {
 		// Transactions of the same term do not wait for one another.
-		tx1, err := e.g.Begin(ctx, "el", 12, nil)
+		tx1, err := e.g.Begin(ctx, "el", 12, h(12), nil)
 		if err != nil {
 			t.Fatalf("begin 1: %v", err)
 		}
 		defer func() { _ = tx1.Rollback() }()
 		ctx2, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		tx2, err := e.g.Begin(ctx2, "el", 12, nil)
+		tx2, err := e.g.Begin(ctx2, "el", 12, h(12), nil)
 		if err != nil {
 			t.Fatalf("second transaction of the same term, while the first is open: %v", err)
 		}
@@ -258,37 +258,17 @@ func testWriteInFlight(t *testing.T, e *env) {
 }
 
 // waitClaimBlocked waits, bounded, until PostgreSQL shows a claim on e's
-// fence table waiting for a lock, failing if the claim returns first.
+// fence waiting for a lock, failing if the claim returns first.
 func waitClaimBlocked[T any](t *testing.T, e *env, done <-chan T) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var n int
-		err := e.db.QueryRowContext(ctxT(t), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ' || $1 || ' %'`, e.g.Table()).Scan(&n)
-		if err != nil {
-			t.Fatalf("pg_stat_activity: %v", err)
-		}
-		if n > 0 {
-			return
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("claim returned (%v) while a checked transaction was open", r)
-		case <-deadline:
-			t.Fatalf("claim not seen waiting for a lock after 20s")
-		case <-tick.C:
-		}
-	}
+	awaitWaiters(t, e, 1, 0, done)
 }
 
 func testDoRollsBack(t *testing.T, e *env) {
 	ctx := ctxT(t)
 	e.mustClaim(t, "el", 1)
 	boom := errors.New("boom")
-	err := e.g.Do(ctx, "el", 1, func(tx *sql.Tx) error {
+	err := e.g.Do(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
 		if err := e.insert(ctx, tx, "fail", 1); err != nil {
 			return err
 		}
@@ -303,7 +283,7 @@ func testDoRollsBack(t *testing.T, e *env) {
 				t.Errorf("recovered %v, want the panic to go on", r)
 			}
 		}()
-		_ = e.g.Do(ctx, "el", 1, func(tx *sql.Tx) error {
+		_ = e.g.Do(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
 			if err := e.insert(ctx, tx, "fail", 1); err != nil {
 				return err
 			}
@@ -344,7 +324,7 @@ func testConcurrentClaims(t *testing.T, e *env) {
 			for _, p := range mine {
 				term := uint64(p) + 1_700_000_000_000_000
 				before := committed.Load()
-				err := e.g.Claim(ctx, "el", term)
+				err := e.g.Claim(ctx, "el", term, h(term))
 				switch {
 				case err == nil:
 					accepted.Add(1)
@@ -396,7 +376,7 @@ func testFreshRowRace(t *testing.T, e *env) {
 			}
 			wg.Go(func() {
 				<-start
-				errs[i] = e.g.Claim(ctx, name, term)
+				errs[i] = e.g.Claim(ctx, name, term, h(term))
 			})
 		}
 		close(start)
@@ -446,7 +426,7 @@ func testStaleWritersStress(t *testing.T, e *env) {
 			<-started[i]
 			next := sync.OnceFunc(func() { close(started[i+1]) })
 			defer next()
-			if err := e.g.Claim(ctx, "el", term); err != nil {
+			if err := e.g.Claim(ctx, "el", term, h(term)); err != nil {
 				t.Errorf("leader %d claim: %v", i, err)
 				return
 			}
@@ -495,16 +475,16 @@ func testBadInput(t *testing.T, e *env) {
 		call func() error
 		want string
 	}{
-		{"claim empty name", func() error { return e.g.Claim(ctx, "", 1) }, "empty election name"},
-		{"claim term 0", func() error { return e.g.Claim(ctx, "el", 0) }, "term 0"},
-		{"claim term above MaxInt64", func() error { return e.g.Claim(ctx, "el", math.MaxInt64+1) }, "exceeds"},
-		{"claim MaxUint64", func() error { return e.g.Claim(ctx, "el", math.MaxUint64) }, "exceeds"},
-		{"do empty name", func() error { return e.g.Do(ctx, "", 1, fn) }, "empty election name"},
-		{"do term 0", func() error { return e.g.Do(ctx, "el", 0, fn) }, "term 0"},
-		{"do nil fn", func() error { return e.g.Do(ctx, "el", 1, nil) }, "nil func"},
-		{"check nil tx", func() error { return e.g.Check(ctx, nil, "el", 1) }, "nil tx"},
+		{"claim empty name", func() error { return e.g.Claim(ctx, "", 1, h(1)) }, "empty election name"},
+		{"claim term 0", func() error { return e.g.Claim(ctx, "el", 0, h(0)) }, "term 0"},
+		{"claim term above MaxInt64", func() error { return e.g.Claim(ctx, "el", math.MaxInt64+1, h(math.MaxInt64+1)) }, "exceeds"},
+		{"claim MaxUint64", func() error { return e.g.Claim(ctx, "el", math.MaxUint64, h(math.MaxUint64)) }, "exceeds"},
+		{"do empty name", func() error { return e.g.Do(ctx, "", 1, h(1), fn) }, "empty election name"},
+		{"do term 0", func() error { return e.g.Do(ctx, "el", 0, h(0), fn) }, "term 0"},
+		{"do nil fn", func() error { return e.g.Do(ctx, "el", 1, h(1), nil) }, "nil func"},
+		{"check nil tx", func() error { return e.g.Check(ctx, nil, "el", 1, h(1)) }, "nil tx"},
 		{"term empty name", func() error { _, err := e.g.Term(ctx, ""); return err }, "empty election name"},
-		{"package claim nil db", func() error { return fence.Claim(ctx, nil, "el", 1) }, "nil db"},
+		{"package claim nil db", func() error { return fence.Claim(ctx, nil, "el", 1, h(1)) }, "nil db"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
@@ -524,7 +504,7 @@ func testBadInput(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("new: %v", err)
 	}
-	if err := g.Claim(ctx, "el", 1); err == nil || errors.Is(err, fence.ErrStaleTerm) {
+	if err := g.Claim(ctx, "el", 1, h(1)); err == nil || errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("claim on a missing table: got %v", err)
 	}
 }

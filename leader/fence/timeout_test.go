@@ -32,7 +32,7 @@ func pgEnv(t *testing.T, opts ...fence.Option) *env {
 // rolled back in t.Cleanup, or by the returned func.
 func staleLeader(t *testing.T, e *env, term uint64) (end func()) {
 	t.Helper()
-	tx, err := e.g.Begin(ctxT(t), "el", term, nil)
+	tx, err := e.g.Begin(ctxT(t), "el", term, h(term), nil)
 	if err != nil {
 		t.Fatalf("stale leader's check: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestClaim_StaleCheckedTransactionDoesNotBlockForever(t *testing.T) {
 	// that waits for the stale transaction itself reaches it.
 	ctx, cancel := context.WithTimeout(ctxT(t), 6*fence.DefaultLockTimeout)
 	defer cancel()
-	err := e.g.Claim(ctx, "el", 11)
+	err := e.g.Claim(ctx, "el", 11, h(11))
 	if ctx.Err() != nil {
 		t.Fatalf("Claim waited for the stale transaction until its context ended: %v", err)
 	}
@@ -90,7 +90,7 @@ func TestClaim_LockTimeoutOption(t *testing.T) {
 	e := pgEnv(t, fence.WithLockTimeout(200*time.Millisecond))
 	e.mustClaim(t, "el", 10)
 	end := staleLeader(t, e, 10)
-	if err := e.g.Claim(ctxT(t), "el", 11); !errors.Is(err, fence.ErrClaimTimeout) || !strings.Contains(err.Error(), "200ms") {
+	if err := e.g.Claim(ctxT(t), "el", 11, h(11)); !errors.Is(err, fence.ErrClaimTimeout) || !strings.Contains(err.Error(), "200ms") {
 		t.Fatalf("Claim with a 200ms lock timeout: got %v, want ErrClaimTimeout naming 200ms", err)
 	}
 
@@ -99,7 +99,7 @@ func TestClaim_LockTimeoutOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- unbounded.Claim(ctxT(t), "el", 11) }()
+	go func() { done <- unbounded.Claim(ctxT(t), "el", 11, h(11)) }()
 	waitClaimBlocked(t, e, done)
 	end()
 	if err := <-done; err != nil {
@@ -127,7 +127,7 @@ func TestCheck_LockTimeout(t *testing.T) {
 	if _, err := claimer.ExecContext(ctx, "UPDATE "+e.g.Table()+" SET term = 11 WHERE election = $1", "el"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.g.Begin(ctx, "el", 10, nil)
+	_, err = e.g.Begin(ctx, "el", 10, h(10), nil)
 	if !errors.Is(err, fence.ErrClaimTimeout) {
 		t.Fatalf("Check behind an uncommitted claim: got %v, want ErrClaimTimeout", err)
 	}
@@ -149,7 +149,7 @@ func TestCheck_LockTimeout(t *testing.T) {
 		if _, err := tx.ExecContext(ctx, tc.set); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.g.Check(ctx, tx, "el", 10); err != nil {
+		if err := e.g.Check(ctx, tx, "el", 10, h(10)); err != nil {
 			t.Fatalf("check: %v", err)
 		}
 		var got string
