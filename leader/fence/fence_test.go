@@ -34,6 +34,8 @@ func TestGuard(t *testing.T) {
 			{"FreshRowRace", testFreshRowRace},
 			{"StaleWritersStress", testStaleWritersStress},
 			{"BadInput", testBadInput},
+			{"Holder", testHolder},
+			{"MigrateHolder", testMigrateHolder},
 		} {
 			t.Run(tc.name, func(t *testing.T) { tc.test(t, newEnv(t)) })
 		}
@@ -483,6 +485,8 @@ func testBadInput(t *testing.T, e *env) {
 		{"do term 0", func() error { return e.g.Do(ctx, "el", 0, h(0), fn) }, "term 0"},
 		{"do nil fn", func() error { return e.g.Do(ctx, "el", 1, h(1), nil) }, "nil func"},
 		{"check nil tx", func() error { return e.g.Check(ctx, nil, "el", 1, h(1)) }, "nil tx"},
+		{"claim empty holder", func() error { return e.g.Claim(ctx, "el", 1, "") }, "empty holder"},
+		{"do empty holder", func() error { return e.g.Do(ctx, "el", 1, "", fn) }, "empty holder"},
 		{"term empty name", func() error { _, err := e.g.Term(ctx, ""); return err }, "empty election name"},
 		{"package claim nil db", func() error { return fence.Claim(ctx, nil, "el", 1, h(1)) }, "nil db"},
 	} {
@@ -561,3 +565,102 @@ func (fakeConnector) Driver() driver.Driver { return fakeDriver{} }
 type fakeDriver struct{}
 
 func (fakeDriver) Open(string) (driver.Conn, error) { return nil, errors.New("fake: no connections") }
+
+// testHolder: the fence tells two holders of one term apart. The first
+// Claim of a term records its holder; a Claim of the same term by another
+// holder is refused with ErrHolderMismatch, and so is a transaction of that
+// holder, while the first holder goes on writing.
+//
+// Before, the row held the term only, so the fence could not tell them
+// apart: both Claims of term 7 returned nil and both holders' writes
+// committed.
+func testHolder(t *testing.T, e *env) {
+	ctx := ctxT(t)
+	if err := e.g.Claim(ctx, "el", 7, "A"); err != nil {
+		t.Fatalf("A claims 7: %v", err)
+	}
+	if err := e.g.Claim(ctx, "el", 7, "A"); err != nil {
+		t.Fatalf("A claims 7 again: %v", err)
+	}
+	err := e.g.Claim(ctx, "el", 7, "B")
+	if !errors.Is(err, fence.ErrHolderMismatch) || errors.Is(err, fence.ErrStaleTerm) {
+		t.Fatalf("B claims 7: got %v, want ErrHolderMismatch only", err)
+	}
+	for _, want := range []string{`"el"`, "term 7", `"A"`, `"B"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+	if term, holder, err := e.g.Stored(ctx, "el"); err != nil || term != 7 || holder != "A" {
+		t.Fatalf("stored %d %q %v, want 7 A", term, holder, err)
+	}
+	insert := func(who string) func(*sql.Tx) error {
+		return func(tx *sql.Tx) error { return e.insert(ctx, tx, who, 7) }
+	}
+	if err := e.g.Do(ctx, "el", 7, "B", insert("B")); !errors.Is(err, fence.ErrHolderMismatch) {
+		t.Fatalf("B writes with term 7: got %v, want ErrHolderMismatch", err)
+	}
+	if err := e.g.Do(ctx, "el", 7, "A", insert("A")); err != nil {
+		t.Fatalf("A writes with term 7: %v", err)
+	}
+	if a, b := e.count(t, "A"), e.count(t, "B"); a != 1 || b != 0 {
+		t.Fatalf("rows: A=%d B=%d, want 1 and 0", a, b)
+	}
+	// A higher term changes hands as usual; the old holder is stale.
+	if err := e.g.Claim(ctx, "el", 8, "B"); err != nil {
+		t.Fatalf("B claims 8: %v", err)
+	}
+	if err := e.g.Do(ctx, "el", 7, "A", insert("A")); !errors.Is(err, fence.ErrStaleTerm) {
+		t.Fatalf("A writes with term 7 after B claimed 8: got %v, want ErrStaleTerm", err)
+	}
+	if err := e.g.Claim(ctx, "el", 8, "A"); !errors.Is(err, fence.ErrHolderMismatch) {
+		t.Fatalf("A claims 8: got %v, want ErrHolderMismatch", err)
+	}
+}
+
+// testMigrateHolder: a fence table created before holders were recorded
+// gets the holder column from EnsureTable (several at once, twice), keeps
+// its rows, and a term stored without a holder can be claimed by nobody
+// (the next term can).
+func testMigrateHolder(t *testing.T, e *env) {
+	ctx := ctxT(t)
+	table := fmt.Sprintf("old_fence_%d", tables.Add(1))
+	for _, q := range []string{
+		"CREATE TABLE " + table + " (election TEXT PRIMARY KEY, term BIGINT NOT NULL, updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+		"INSERT INTO " + table + " (election, term) VALUES ('el', 5)",
+	} {
+		if _, err := e.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	g, err := fence.New(e.db, fence.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = g.EnsureTable(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent EnsureTable %d: %v", i, err)
+		}
+	}
+	if err := g.EnsureTable(ctx); err != nil {
+		t.Fatalf("EnsureTable again: %v", err)
+	}
+	if term, holder, err := g.Stored(ctx, "el"); err != nil || term != 5 || holder != "" {
+		t.Fatalf("stored %d %q %v, want 5 and no holder", term, holder, err)
+	}
+	if err := g.Claim(ctx, "el", 5, "A"); !errors.Is(err, fence.ErrHolderMismatch) || !strings.Contains(err.Error(), "no recorded holder") {
+		t.Fatalf("claim of the stored term: got %v, want ErrHolderMismatch (no recorded holder)", err)
+	}
+	if err := g.Claim(ctx, "el", 6, "A"); err != nil {
+		t.Fatalf("claim 6: %v", err)
+	}
+	if err := g.Do(ctx, "el", 6, "A", func(tx *sql.Tx) error { return e.insert(ctx, tx, "A", 6) }); err != nil {
+		t.Fatalf("write at 6: %v", err)
+	}
+}

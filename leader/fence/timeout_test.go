@@ -135,9 +135,10 @@ func TestCheck_LockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Check sets lock_timeout only for its own statement: what the
+	// Check sets lock_timeout only for its own statements: what the
 	// transaction had before (the server default, or the caller's SET
-	// LOCAL) is back once it passed.
+	// LOCAL) is back once it passed. idle_in_transaction_session_timeout
+	// stays the Guard's for the rest of the transaction.
 	for _, tc := range []struct{ set, want string }{
 		{"SET LOCAL statement_timeout = 0", "0"},
 		{"SET LOCAL lock_timeout = '42s'", "42s"},
@@ -159,6 +160,49 @@ func TestCheck_LockTimeout(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("after %s and Check: lock_timeout %q, want %q", tc.set, got, tc.want)
 		}
+		if err := tx.QueryRowContext(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := "30s"; got != want {
+			t.Errorf("after Check: idle_in_transaction_session_timeout %q, want %q (DefaultIdleTimeout)", got, want)
+		}
 		_ = tx.Rollback()
+	}
+}
+
+// TestClaim_FrozenLeaderEndedByIdleTimeout: a leader frozen inside a checked
+// transaction holds the fence until the server ends its session. The guard
+// sets idle_in_transaction_session_timeout in the transactions it checks
+// (WithIdleTimeout), so the next leader's Claim goes through once that
+// passed, within one lock timeout; the frozen leader's transaction is gone.
+//
+// Before, only the server's setting (off by default) could end it, and
+// Claim kept failing:
+//
+//	fence: claim "el" term 11: the fence row stayed locked past lock_timeout
+//	5s: fence: lock timeout on the fence row: ERROR: canceling statement due
+//	to lock timeout (SQLSTATE 55P03)
+func TestClaim_FrozenLeaderEndedByIdleTimeout(t *testing.T) {
+	e := pgEnv(t, fence.WithIdleTimeout(300*time.Millisecond))
+	e.mustClaim(t, "el", 10)
+	tx, err := e.g.Begin(ctxT(t), "el", 10, h(10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// The leader freezes here, its checked transaction open and idle.
+	if err := e.g.Claim(ctxT(t), "el", 11, h(11)); err != nil {
+		t.Fatalf("Claim behind a frozen checked transaction: %v", err)
+	}
+	if err := e.insert(ctxT(t), tx, "frozen", 10); err == nil {
+		if err := tx.Commit(); err == nil {
+			t.Fatal("the frozen leader's transaction committed after the idle timeout")
+		}
+	}
+	if n := e.count(t, "frozen"); n != 0 {
+		t.Fatalf("%d rows of the frozen leader", n)
+	}
+	if _, err := fence.New(e.db, fence.WithIdleTimeout(-time.Second)); err == nil || !strings.Contains(err.Error(), "idle timeout") {
+		t.Fatalf("negative idle timeout: got %v", err)
 	}
 }
