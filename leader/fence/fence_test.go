@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -662,5 +663,74 @@ func testMigrateHolder(t *testing.T, e *env) {
 	}
 	if err := g.Do(ctx, "el", 6, "A", func(tx *sql.Tx) error { return e.insert(ctx, tx, "A", 6) }); err != nil {
 		t.Fatalf("write at 6: %v", err)
+	}
+}
+
+// TestSQLite_Modes: the guard on SQLite in WAL and rollback-journal mode,
+// with busy_timeout 0 and 5000, through two handles on one file (two
+// processes, as far as SQLite's locks go): the new leader's Claim on one
+// handle refuses the old leader's writes on the other; a Claim while a
+// checked transaction is open waits for it (or, with busy_timeout 0, fails
+// with SQLITE_BUSY and stores nothing).
+func TestSQLite_Modes(t *testing.T) {
+	for _, journal := range []string{"WAL", "DELETE"} {
+		for _, busy := range []int{0, 5000} {
+			t.Run(fmt.Sprintf("%s-busy%d", journal, busy), func(t *testing.T) {
+				ctx := ctxT(t)
+				path := filepath.Join(t.TempDir(), "fence.db")
+				open := func() *fence.Guard {
+					db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(%s)", path, busy, journal))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = db.Close() })
+					g, err := fence.New(db)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := g.EnsureTable(ctx); err != nil {
+						t.Fatal(err)
+					}
+					return g
+				}
+				oldG, newG := open(), open()
+				if err := oldG.Claim(ctx, "el", 10, "old"); err != nil {
+					t.Fatal(err)
+				}
+				tx, err := oldG.Begin(ctx, "el", 10, "old", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				claimed := make(chan error, 1)
+				go func() { claimed <- newG.Claim(ctx, "el", 11, "new") }()
+				if busy == 0 {
+					if err := <-claimed; err == nil || errors.Is(err, fence.ErrStaleTerm) {
+						t.Fatalf("claim with busy_timeout 0 while a checked transaction is open: got %v, want SQLITE_BUSY", err)
+					}
+				} else {
+					select {
+					case err := <-claimed:
+						t.Fatalf("claim returned (%v) while a checked transaction was open", err)
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if busy == 0 {
+					go func() { claimed <- newG.Claim(ctx, "el", 11, "new") }()
+				}
+				if err := <-claimed; err != nil {
+					t.Fatalf("claim 11: %v", err)
+				}
+				err = oldG.Do(ctx, "el", 10, "old", func(*sql.Tx) error { return nil })
+				if !errors.Is(err, fence.ErrStaleTerm) {
+					t.Fatalf("old leader's write on its own handle: got %v, want ErrStaleTerm", err)
+				}
+				if err := newG.Do(ctx, "el", 11, "new", func(*sql.Tx) error { return nil }); err != nil {
+					t.Fatalf("new leader's write: %v", err)
+				}
+			})
+		}
 	}
 }
