@@ -52,7 +52,8 @@ type store struct {
 	instance string
 }
 
-// openDB opens the SQLite file shared by all instances. WAL lets readers work
+// openDB opens the SQLite file shared by all instances, which must run on one
+// host (SQLite's locks, and so the fence, hold only there). WAL lets readers work
 // while the leader writes; busy_timeout makes writers wait for each other
 // (and bounds how long a Claim waits for a transaction already checked).
 func openDB(path string) (*sql.DB, error) {

@@ -13,8 +13,9 @@ var ErrStaleTerm = errors.New("fence: stale term")
 // not called (or failed) for this term; the transaction is refused.
 var ErrNotClaimed = errors.New("fence: term not claimed")
 
-// ErrClaimTimeout reports that, on PostgreSQL, the fence row stayed locked
-// longer than the Guard's lock timeout (WithLockTimeout, default
+// ErrClaimTimeout reports that, on PostgreSQL, the election's fence lock
+// (its advisory lock, or the fence row) stayed locked longer than the
+// Guard's lock timeout (WithLockTimeout, default
 // DefaultLockTimeout): Claim waited for a transaction that passed Check and
 // did not end (its leader frozen inside it, say), or Check waited for a
 // Claim that did not commit. Nothing was changed and no verdict was
