@@ -150,6 +150,9 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	if !fenced {
 		return j.schedule.Next(now)
 	}
+	if j.delivery == AtLeastOnce {
+		return w.catchUpOwed(ctx, e, now, fire)
+	}
 	last, ok, err := w.elector.LoadCheckpoint(ctx, cronKey(j.name))
 	if err != nil {
 		log.Warn("cannot read the last fired tick; missed ticks are not caught up", zap.Error(err))
@@ -180,24 +183,81 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	return j.schedule.Next(now)
 }
 
-// fireCron runs one tick: record it first (fenced, monotonic), run it only
-// if that succeeded, so no tick ever runs twice across terms. A panic is
-// logged with its stack and counted as a failed run.
+// catchUpOwed is catchUp for an at-least-once job: first the tick that was
+// fired but never completed (the last fired one, when it is after the last
+// completed one), then the ticks never fired by the misfire policy.
+func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, fire func(*cronEntry, ...time.Time)) time.Time {
+	j, log := e.job, e.log
+	fired, fok, err1 := w.elector.LoadCheckpoint(ctx, cronKey(j.name))
+	done, dok, err2 := w.elector.LoadCheckpoint(ctx, cronDoneKey(j.name))
+	if err := errors.Join(err1, err2); err != nil {
+		log.Warn("cannot read the job's fired and completed ticks; an unfinished tick is not run again now", zap.Error(err))
+		return j.schedule.Next(now)
+	}
+	switch {
+	case !fok && !dok:
+		return j.schedule.Next(now) // a new job: nothing owed
+	case !dok:
+		done = fired // fired under at-most-once: taken as completed
+	case !fok || fired < done:
+		fired = done
+	}
+	var ticks []time.Time
+	if fired > done {
+		owed := time.UnixMilli(fired).In(w.loc)
+		if owed.After(now) {
+			// Fired by a leader whose clock ran ahead: it comes due here
+			// in its time, and runs then unless its completion is recorded.
+			return owed
+		}
+		log.Info("running again a tick whose run did not complete", zap.Time("tick", owed),
+			zap.Time("last_completed", time.UnixMilli(done).In(w.loc)))
+		ticks = append(ticks, owed)
+	}
+	first := j.schedule.Next(time.UnixMilli(fired).In(w.loc))
+	if first.IsZero() || first.After(now) {
+		if len(ticks) > 0 {
+			fire(e, ticks...)
+		}
+		return first
+	}
+	latest, missed := first, 1
+	for n := j.schedule.Next(latest); !n.IsZero() && !n.After(now) && missed < maxCatchUp; n = j.schedule.Next(n) {
+		latest, missed = n, missed+1
+	}
+	switch j.misfire {
+	case MisfireRunOnce:
+		log.Info("running a missed tick once, late", zap.Int("missed", missed), zap.Time("tick", latest))
+		ticks = append(ticks, latest)
+	default:
+		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
+			zap.Time("first", first), zap.Time("last", latest))
+		w.metrics.ticksSkipped(w.elector.Config().Name, j.name, missed)
+	}
+	if len(ticks) > 0 {
+		fire(e, ticks...)
+	}
+	return j.schedule.Next(now)
+}
+
+// fireCron runs one tick. It records the tick as fired first (fenced,
+// monotonic). At most once, the tick runs only if that succeeded, so no
+// tick ever runs twice across terms. At least once, a tick fired before
+// (by a term that did not complete it) runs again unless its completion is
+// recorded; see runUntilDone. A panic is logged with its stack and counted
+// as a failed run.
 func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) {
 	if ctx.Err() != nil {
 		return
 	}
 	log = log.With(zap.Time("tick", tick))
 	election := w.elector.Config().Name
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error("cron job panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			w.metrics.jobRun(election, j.name, fmt.Errorf("panic: %v", r))
-		}
-	}()
+	atLeastOnce := j.delivery == AtLeastOnce && cp != nil
 	if cp != nil {
 		err := cp(ctx, cronKey(j.name), tick.UnixMilli())
 		switch {
+		case errors.Is(err, leader.ErrCheckpointNotAdvanced) && atLeastOnce:
+			// Fired before: whether it completed decides.
 		case errors.Is(err, leader.ErrCheckpointNotAdvanced):
 			log.Info("tick already ran on another term; skipped")
 			return
@@ -207,18 +267,86 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 			return
 		}
 	}
-	runs.add(j.name)
-	defer runs.remove(j.name)
-	err := j.run(withTick(ctx, tick))
-	w.metrics.jobRun(election, j.name, err)
-	if err != nil {
+	if atLeastOnce {
+		w.runUntilDone(ctx, log, j, tick, runs, cp)
+		return
+	}
+	if err := w.runTick(ctx, log, j, tick, runs); err != nil {
 		log.Warn("cron job failed", zap.Error(err))
 		return
 	}
 	log.Debug("cron job done")
 }
 
-func cronKey(job string) string { return "cron:" + job }
+// runUntilDone runs an at-least-once tick until its run succeeded and its
+// completion is recorded, or the term ends: after a failure it runs it
+// again with back-off. Before every run it reads the completed tick, so a
+// tick whose completion is recorded (by any term) never runs again.
+func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) {
+	backoff := w.policy.RestartBackoff
+	for attempt := 1; ; attempt++ {
+		done, ok, err := w.elector.LoadCheckpoint(ctx, cronDoneKey(j.name))
+		switch {
+		case err != nil:
+			err = fmt.Errorf("read the completed tick: %w", err)
+		case ok && done >= tick.UnixMilli():
+			log.Info("tick already completed; not run again", zap.Time("completed", time.UnixMilli(done).In(w.loc)))
+			return
+		default:
+			if err = w.runTick(ctx, log, j, tick, runs); err == nil {
+				w.recordDone(ctx, log, j, tick, cp)
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			log.Info("the term ended before the tick completed; the next leader runs it again", zap.Error(err))
+			return
+		}
+		log.Warn("tick not completed; running it again", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
+		if !sleep(ctx, backoff) {
+			log.Info("the term ended before the tick completed; the next leader runs it again")
+			return
+		}
+		backoff = min(backoff*2, w.policy.RestartBackoffMax)
+	}
+}
+
+// recordDone records tick as the job's last completed one, fenced by the
+// term. It outlives the term's context by up to the renew deadline: on a
+// voluntary step-down the lease is still ours while jobs drain, and a
+// completion recorded then saves the next leader a repeated run.
+func (w *Worker) recordDone(ctx context.Context, log *zap.Logger, j *job, tick time.Time, cp checkpointFunc) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.elector.Config().RenewDeadline)
+	defer cancel()
+	switch err := cp(rctx, cronDoneKey(j.name), tick.UnixMilli()); {
+	case err == nil:
+		log.Debug("cron job done; completion recorded")
+	case errors.Is(err, leader.ErrCheckpointNotAdvanced):
+		log.Info("cron job done; a later completed tick is recorded already")
+	default:
+		log.Warn("cron job done, but its completion was not recorded: the next leader runs this tick again", zap.Error(err))
+	}
+}
+
+// runTick runs j for tick, counting the run; a panic is logged with its
+// stack and returned as an error.
+func (w *Worker) runTick(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet) (err error) {
+	runs.add(j.name)
+	defer runs.remove(j.name)
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("cron job panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			err = fmt.Errorf("panic: %v", r)
+		}
+		w.metrics.jobRun(w.elector.Config().Name, j.name, err)
+	}()
+	return j.run(withTick(ctx, tick))
+}
+
+// cronKey is the checkpoint of a cron job's last fired tick; cronDoneKey
+// that of its last completed tick (at-least-once jobs only).
+func cronKey(job string) string     { return "cron:" + job }
+func cronDoneKey(job string) string { return "cron-done:" + job }
 
 type tickKey struct{}
 

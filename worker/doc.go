@@ -6,9 +6,25 @@
 // after Policy.MaxFailures consecutive failures the worker drains every job
 // while the lease is still renewed and resigns, so another instance tries.
 // Cron jobs (Worker.Cron) fire on the leader only. Each tick is recorded
-// beside the lease (leader.Elector.Checkpoint, fenced by the term and
-// monotonic) before it runs, so a failover never runs a tick twice; ticks
-// that fell into a failover gap follow the job's Misfire policy.
+// as fired beside the lease (leader.Elector.Checkpoint, fenced by the term
+// and monotonic) before it runs; ticks that fell into a failover gap follow
+// the job's Misfire policy. Delivery is per job (WithDelivery):
+//
+//   - AtMostOnce (default): a tick runs only if recording it succeeded, so
+//     no tick ever runs twice. A tick whose run fails, is cut off (a crash
+//     or a lost lease after the record) or has its writes refused as stale
+//     is lost: it is not run again, and MisfireRunOnce does not catch it up.
+//   - AtLeastOnce: a successful run's tick is recorded as completed
+//     (checkpoint cron-done:JOB, fenced); a failed run runs again within the
+//     term with back-off, and the next leader runs again the last fired tick
+//     that did not complete (catch-up from the last completed tick). A tick
+//     whose completion is recorded never runs again; a tick may run twice
+//     when its completion was not recorded, so the job must be idempotent
+//     for its tick (TickFrom).
+//
+// With WithFence the worker claims every term in a fence (leader/fence's
+// Guard) before any job of the term runs, so jobs write through the fence
+// without claiming themselves.
 //
 // Every job's context carries the fencing term (leader.TermFrom; a cron
 // run also its tick, TickFrom) and is cancelled when the term ends. The

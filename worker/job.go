@@ -41,6 +41,38 @@ func WithMisfire(m Misfire) JobOption {
 	return jobOptionFunc(func(j *job) { j.misfire = m })
 }
 
+// Delivery is what a cron job's ticks promise across failures and
+// failovers.
+type Delivery string
+
+// Delivery guarantees of cron jobs.
+const (
+	// AtMostOnce (default) records each tick (fenced, beside the lease)
+	// before it runs, and runs it only if that succeeded: no tick ever runs
+	// twice, on any instance. A run that fails, or is cut off (a crash, a
+	// lost lease), or whose writes the fence refuses, loses its tick: it is
+	// not run again, and misfire run-once does not catch it up (it catches
+	// up only ticks that were never recorded).
+	AtMostOnce Delivery = "at-most-once"
+	// AtLeastOnce records, beside the lease and fenced by the term, each
+	// tick whose run succeeded, and runs a tick until that record exists:
+	// a failed run is run again within the term with the pull jobs'
+	// back-off (Policy.RestartBackoff doubling up to RestartBackoffMax), and
+	// a run cut off by the end of the term (a crash, a lost lease, a
+	// step-down) is run again by the next leader, which catches up from the
+	// last completed tick. A tick whose completion is recorded is never run
+	// again. A run may therefore happen more than once for one tick (the
+	// completion can be lost after the run succeeded): the job must be
+	// idempotent for its tick (TickFrom).
+	AtLeastOnce Delivery = "at-least-once"
+)
+
+// WithDelivery sets a cron job's delivery guarantee: AtMostOnce (default)
+// or AtLeastOnce. Pull jobs refuse it.
+func WithDelivery(d Delivery) JobOption {
+	return jobOptionFunc(func(j *job) { j.delivery = d })
+}
+
 // WithRestart sets when a pull job that returned is started again during
 // the same term: RestartAlways (default), RestartOnFailure or RestartNever.
 func WithRestart(r Restart) JobOption {

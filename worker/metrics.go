@@ -24,6 +24,7 @@ import (
 //	solo_job_last_success_timestamp_seconds{election,job}
 //	solo_job_overruns_total{election,job}       jobs still running past the stop budget
 //	solo_job_skipped_ticks_total{election,job}  cron ticks not run: missed in a failover gap or a late scheduler (misfire skip), or the previous run still going
+//	solo_fence_claim_failures_total{election}   failed claims of a new term in the fence (WithFence)
 type Metrics struct {
 	leading        *prometheus.GaugeVec
 	term           *prometheus.GaugeVec
@@ -36,6 +37,7 @@ type Metrics struct {
 	jobLastSuccess *prometheus.GaugeVec
 	jobOverruns    *prometheus.CounterVec
 	jobSkipped     *prometheus.CounterVec
+	fenceClaims    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -58,10 +60,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		jobRestarts:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_restarts_total", Help: "Pull job restarts within a term."}, job),
 		jobLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_last_success_timestamp_seconds", Help: "Unix time of the job's last successful run."}, job),
 		jobOverruns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_overruns_total", Help: "Jobs still running past the stop budget after cancellation."}, job),
+		fenceClaims:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_fence_claim_failures_total", Help: "Claims of a new term in the fence (worker.WithFence) that failed or were refused; no job runs until one succeeds."}, el),
 		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
 	for _, c := range []prometheus.Collector{m.leading, m.term, m.transitions, m.renew, m.overruns,
-		m.jobRuns, m.jobFailures, m.jobRestarts, m.jobLastSuccess, m.jobOverruns, m.jobSkipped} {
+		m.jobRuns, m.jobFailures, m.jobRestarts, m.jobLastSuccess, m.jobOverruns, m.jobSkipped, m.fenceClaims} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -132,5 +135,11 @@ func (m *Metrics) jobOverrun(election, job string) {
 func (m *Metrics) ticksSkipped(election, job string, n int) {
 	if m != nil {
 		m.jobSkipped.WithLabelValues(election, job).Add(float64(n))
+	}
+}
+
+func (m *Metrics) fenceClaimFailed(election string) {
+	if m != nil {
+		m.fenceClaims.WithLabelValues(election).Inc()
 	}
 }

@@ -22,8 +22,13 @@ const JobGroup = "solo.jobs"
 // Module runs every Job of the "solo.jobs" value group under the election
 // that Config describes. The application provides a Config, a
 // redis.UniversalClient (the module never creates clients), and optionally
-// a *zap.Logger and a prometheus.Registerer (+ prometheus.Gatherer for
-// /metrics). When Config.HTTP.Addr is set it serves Handler there.
+// a *zap.Logger, a prometheus.Registerer (+ prometheus.Gatherer for
+// /metrics) and a Fence, which the worker then claims every term in before
+// any job runs (WithFence):
+//
+//	fx.Provide(fx.Annotate(newGuard, fx.As(new(worker.Fence)))) // newGuard returns *fence.Guard
+//
+// When Config.HTTP.Addr is set it serves Handler there.
 //
 // OnStart checks that Redis answers (a bad address fails the start) and
 // starts the worker on a context of its own; OnStop cancels it and waits
@@ -62,6 +67,7 @@ type Params struct {
 	Logger     *zap.Logger         `optional:"true"`
 	Metrics    *Metrics            `optional:"true"`
 	Gatherer   prometheus.Gatherer `optional:"true"`
+	Fence      Fence               `optional:"true"`
 }
 
 // MetricsParams are the inputs of the module's metrics.
@@ -100,7 +106,8 @@ func NewFromParams(p Params) (*Worker, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	w, err := New(p.Elector, WithLogger(log), WithMetrics(p.Metrics), WithPolicy(p.Config.Worker), WithMode(p.Config.Election.Mode))
+	w, err := New(p.Elector, WithLogger(log), WithMetrics(p.Metrics), WithPolicy(p.Config.Worker),
+		WithMode(p.Config.Election.Mode), WithFence(p.Fence))
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -165,5 +166,36 @@ func TestHandler(t *testing.T) {
 	}
 	if _, body := get("/metrics"); !strings.Contains(body, `solo_leader{election="`+cfg.Election.Name+`"} 1`) {
 		t.Fatalf("/metrics = %s", body)
+	}
+}
+
+// TestModule_ClaimsInAProvidedFence: a Fence in the graph (here a fake, as
+// a *fence.Guard would be provided) is claimed with the term and the
+// elector's ID before the group's jobs run.
+func TestModule_ClaimsInAProvidedFence(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	cfg := fxConfig(t, "redis://"+srv.Addr())
+	job := &consumeJob{started: make(chan uint64, 1), stopped: make(chan error, 1)}
+	j := &journal{}
+	var e *leader.Elector
+	app := fxtest.New(t,
+		fx.Supply(cfg),
+		fx.Provide(
+			func() redis.UniversalClient { return client },
+			fx.Annotate(func() *fakeFence { return &fakeFence{j: j} }, fx.As(new(worker.Fence))),
+		),
+		fx.NopLogger,
+		worker.Module,
+		fx.Provide(worker.AsJob(func() *consumeJob { return job })),
+		fx.Populate(&e),
+	)
+	app.RequireStart()
+	term := <-job.started
+	app.RequireStop()
+	want := fmt.Sprintf("claim %s %d %s", cfg.Election.Name, term, e.ID())
+	if got := j.list(); len(got) != 1 || got[0] != want {
+		t.Fatalf("fence saw %q, want [%q]", got, want)
 	}
 }

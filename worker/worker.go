@@ -31,6 +31,7 @@ type Worker struct {
 	policy  Policy
 	mode    Mode
 	loc     *time.Location
+	fence   Fence
 
 	mu      sync.Mutex
 	jobs    []*job
@@ -45,6 +46,17 @@ type job struct {
 	schedule cron.Schedule // nil for a pull job
 	misfire  Misfire
 	restart  Restart
+	delivery Delivery
+}
+
+// Fence is the SQL guard that refuses the writes of stale terms, as the
+// worker needs it: leader/fence's *fence.Guard satisfies it. (It is
+// declared here so that package worker does not depend on database/sql.)
+type Fence interface {
+	// Claim records term, held by holder, as the election's current term,
+	// refusing a lower term than the stored one and a second holder of
+	// the stored term.
+	Claim(ctx context.Context, election string, term uint64, holder string) error
 }
 
 // Option configures a Worker.
@@ -98,6 +110,23 @@ func WithMode(m Mode) Option {
 			w.mode = m
 		}
 	})
+}
+
+// WithFence makes the worker claim every term it wins in f, before any job
+// of the term runs, with the election's name, the term and the elector's ID
+// as the holder: from then on f refuses the writes of every older term, so
+// jobs need not claim themselves. A Claim that fails (refused, or the
+// database unreachable) is logged and counted in
+// solo_fence_claim_failures_total and retried with the pull jobs' back-off
+// (Policy.RestartBackoff doubling up to RestartBackoffMax); no job runs
+// meanwhile. After Policy.MaxFailures failures in a row the worker resigns
+// the term (it sits out one election) so that another instance tries. It
+// does not tell a refusal from an outage: a refused Claim (a higher term
+// stored) normally means this term is already lost, which ends it anyway.
+// ModeAlways has no term and claims nothing. Default: none (jobs claim
+// themselves, or write unfenced).
+func WithFence(f Fence) Option {
+	return optionFunc(func(w *Worker) { w.fence = f })
 }
 
 // WithLocation sets the time zone of cron schedules. Default: time.Local.
@@ -164,7 +193,7 @@ func (w *Worker) Add(j Job) error {
 	if name == "" {
 		return errors.New("worker: job name must not be empty")
 	}
-	r := &job{name: name, run: j.Run, misfire: MisfireSkip, restart: RestartAlways}
+	r := &job{name: name, run: j.Run, misfire: MisfireSkip, restart: RestartAlways, delivery: AtMostOnce}
 	if c, ok := j.(Configured); ok {
 		for _, o := range c.JobOptions() {
 			o.apply(r)
@@ -185,6 +214,16 @@ func (w *Worker) Add(j Job) error {
 	case MisfireSkip, MisfireRunOnce:
 	default:
 		return fmt.Errorf("worker: job %q: invalid misfire %q: want skip or run-once", name, r.misfire)
+	}
+	if r.delivery == "" {
+		r.delivery = AtMostOnce
+	}
+	switch {
+	case r.delivery == AtMostOnce:
+	case r.delivery != AtLeastOnce:
+		return fmt.Errorf("worker: job %q: invalid delivery %q: want at-most-once or at-least-once", name, r.delivery)
+	case r.schedule == nil:
+		return fmt.Errorf("worker: job %q: delivery %q is for cron jobs only", name, r.delivery)
 	}
 	switch r.restart {
 	case RestartAlways, RestartOnFailure, RestartNever:
@@ -228,6 +267,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	case ModeStandby:
 		return w.standby(ctx)
 	case ModeAlways:
+		if w.fence != nil {
+			w.log.Warn("mode always: no term, so nothing is claimed in the fence")
+		}
 		w.log.Error("mode always: running jobs WITHOUT an election; every instance in this mode runs them at once, and writes carry no fencing term (unsafe, for migrating off fetch=true only)")
 		err := w.term(ctx, jobs, nil)
 		if errors.Is(err, leader.ErrResigned) {
@@ -281,6 +323,11 @@ type checkpointFunc func(ctx context.Context, key string, n int64) error
 func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc) error {
 	term, _ := leader.TermFrom(ctx)
 	log := w.log.With(zap.Uint64("term", term))
+	if w.fence != nil && cp != nil {
+		if err := w.claimFence(ctx, log, term); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -314,6 +361,38 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc) error
 		return fmt.Errorf("%w: %w", resign, leader.ErrResigned)
 	}
 	return nil
+}
+
+// claimFence claims term in the worker's fence before the term's jobs start,
+// retrying with back-off. It returns nil once claimed or when ctx ended, and
+// an error wrapping leader.ErrResigned after Policy.MaxFailures failures in
+// a row.
+func (w *Worker) claimFence(ctx context.Context, log *zap.Logger, term uint64) error {
+	election, holder := w.elector.Config().Name, w.elector.ID()
+	p := w.policy
+	backoff := p.RestartBackoff
+	for failures := 1; ; failures++ {
+		err := w.fence.Claim(ctx, election, term, holder)
+		if err == nil {
+			log.Info("term claimed in the fence")
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.metrics.fenceClaimFailed(election)
+		if failures >= p.MaxFailures {
+			log.Error("fence claim failed repeatedly; resigning so another instance tries",
+				zap.Error(err), zap.Int("failures", failures))
+			return fmt.Errorf("fence claim of term %d failed %d times in a row: %w: %w", term, failures, err, leader.ErrResigned)
+		}
+		log.Warn("fence claim failed; no job runs until it succeeds", zap.Error(err),
+			zap.Int("failures", failures), zap.Duration("backoff", backoff))
+		if !sleep(ctx, backoff) {
+			return nil
+		}
+		backoff = min(backoff*2, p.RestartBackoffMax)
+	}
 }
 
 // drain waits for every job of a term to return, reporting (log and

@@ -288,7 +288,7 @@ func (d *demo) startCandidate(url, id string) (*candidate, error) {
 // write a row every 100ms, each write fenced by the term.
 func (d *demo) ingest(ctx context.Context, c *candidate) error {
 	term, _ := leader.TermFrom(ctx)
-	if err := d.guard.Claim(ctx, demoElection, term); err != nil {
+	if err := d.guard.Claim(ctx, demoElection, term, c.e.ID()); err != nil {
 		return err
 	}
 	d.say(c.id, "elected, term %d (claimed in the store)", term)
@@ -306,7 +306,7 @@ func (d *demo) ingest(ctx context.Context, c *candidate) error {
 			<-c.thaw
 			// Woken up, unaware of the time that passed: the write goes
 			// out with the old term.
-			err := d.write(context.Background(), c.id, term)
+			err := d.write(context.Background(), c.id, c.e.ID(), term)
 			if errors.Is(err, fence.ErrStaleTerm) {
 				d.mu.Lock()
 				d.refused++
@@ -318,14 +318,14 @@ func (d *demo) ingest(ctx context.Context, c *candidate) error {
 			c.stale <- err
 			return err
 		}
-		if err := d.write(ctx, c.id, term); err != nil && ctx.Err() == nil {
+		if err := d.write(ctx, c.id, c.e.ID(), term); err != nil && ctx.Err() == nil {
 			return err
 		}
 	}
 }
 
-func (d *demo) write(ctx context.Context, id string, term uint64) error {
-	err := d.guard.Do(ctx, demoElection, term, func(tx *sql.Tx) error {
+func (d *demo) write(ctx context.Context, id, holder string, term uint64) error {
+	err := d.guard.Do(ctx, demoElection, term, holder, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO writes (term, instance) VALUES (?, ?)`, int64(term), id)
 		return err
 	})

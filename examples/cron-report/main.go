@@ -148,12 +148,12 @@ func (r *reporter) report(ctx context.Context) error {
 	// The first run of a term claims it: from then on the database refuses
 	// every write of an older term, whatever its leader believes.
 	if r.claimed.Load() != term {
-		if err := r.guard.Claim(ctx, name, term); err != nil {
+		if err := r.guard.Claim(ctx, name, term, r.elector.ID()); err != nil {
 			return err
 		}
 		r.claimed.Store(term)
 	}
-	err = r.guard.Do(ctx, name, term, func(tx *sql.Tx) error {
+	err = r.guard.Do(ctx, name, term, r.elector.ID(), func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO ticks (tick, term, instance) VALUES (?, ?, ?)`,
 			tick.UTC().Format(time.RFC3339), int64(term), r.elector.ID())
 		return err

@@ -51,7 +51,7 @@ type stats struct {
 	Batches      atomic.Int64 // batches written
 	Inserted     atomic.Int64 // messages stored (not stored before)
 	TakenOver    atomic.Int64 // pending messages claimed from other consumers
-	StaleRefused atomic.Int64 // writes and claims the fence refused
+	StaleRefused atomic.Int64 // writes the fence refused
 }
 
 func consume(ctx context.Context, args []string) error {
@@ -113,14 +113,20 @@ func consume(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	// Create the group once, from the stream's start, and the stream with
-	// it if the producer has not run yet.
-	err = rdb.XGroupCreateMkStream(ctx, c.stream, c.group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("create group %s on %s: %w", c.group, c.stream, err)
+	// Create the group now, from the stream's start, and the stream with
+	// it if the producer has not run yet: a bad address fails the start.
+	// Every term creates it again if it is missing (Redis lost its data).
+	if _, err := ensureGroup(ctx, rdb, c.stream, c.group); err != nil {
+		return err
 	}
 
-	w, err := worker.New(e, worker.WithLogger(log))
+	opts := []worker.Option{worker.WithLogger(log)}
+	if st.guard != nil {
+		// The worker claims every term in the database before the ingest
+		// starts: from then on every write of an older term is refused.
+		opts = append(opts, worker.WithFence(st.guard))
+	}
+	w, err := worker.New(e, opts...)
 	if err != nil {
 		return err
 	}
@@ -142,17 +148,16 @@ func consume(ctx context.Context, args []string) error {
 	return errors.Join(err, cons.writeStats(statsPath))
 }
 
-// run is one term's ingest: claim the term in the database, take over what
-// the previous leader left pending, then read new messages until the term
-// ends.
+// run is one term's ingest (the worker has claimed the term in the
+// database already): take over what the previous leader left pending, then
+// read new messages until the term ends.
 func (c *consumer) run(ctx context.Context) error {
 	term, _ := leader.TermFrom(ctx)
 	log := c.log.With(zap.Uint64("term", term))
-	if err := c.store.claim(ctx, term); err != nil {
-		if errors.Is(err, fence.ErrStaleTerm) {
-			c.stats.StaleRefused.Add(1)
-			log.Warn("stale write refused", zap.Error(err))
-		}
+	// Redis may have lost the group (and the stream) since the last term:
+	// a restart without persistence, a failover to a replica that never had
+	// it. Without a group every read fails with NOGROUP.
+	if err := c.ensureGroup(ctx, log); err != nil {
 		return err
 	}
 	log.Info("term started", zap.Bool("fenced", c.store.guard != nil))
@@ -175,6 +180,11 @@ func (c *consumer) run(ctx context.Context) error {
 			continue
 		case err != nil && ctx.Err() != nil:
 			return nil
+		case isNoGroup(err): // Redis lost its data during the term
+			if err := c.ensureGroup(ctx, log); err != nil {
+				return err
+			}
+			continue
 		case err != nil:
 			return fmt.Errorf("read %s: %w", c.stream, err)
 		}
@@ -203,6 +213,11 @@ func (c *consumer) takeOver(ctx context.Context, log *zap.Logger, term uint64) e
 			if ctx.Err() != nil {
 				return nil
 			}
+			if isNoGroup(err) {
+				// The group is gone, and with it every pending entry:
+				// there is nothing to take over.
+				return c.ensureGroup(ctx, log)
+			}
 			return fmt.Errorf("take over pending messages: %w", err)
 		}
 		if len(msgs) > 0 {
@@ -218,6 +233,43 @@ func (c *consumer) takeOver(ctx context.Context, log *zap.Logger, term uint64) e
 		}
 		start = next
 	}
+}
+
+// ensureGroup creates the consumer group if it is missing, logging it.
+func (c *consumer) ensureGroup(ctx context.Context, log *zap.Logger) error {
+	created, err := ensureGroup(ctx, c.rdb, c.stream, c.group)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if created {
+		log.Warn("consumer group recreated: Redis had lost it (and the stream with it, unless it is still there); reading from the stream's start",
+			zap.String("stream", c.stream), zap.String("group", c.group))
+	}
+	return nil
+}
+
+// ensureGroup creates group on stream, from the stream's first entry, and
+// the stream if it is missing (XGROUP CREATE … MKSTREAM). It reports whether
+// it created the group; an existing one (BUSYGROUP) is left as it is.
+func ensureGroup(ctx context.Context, rdb redis.UniversalClient, stream, group string) (bool, error) {
+	err := rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err()
+	switch {
+	case err == nil:
+		return true, nil
+	case strings.HasPrefix(err.Error(), "BUSYGROUP"):
+		return false, nil
+	default:
+		return false, fmt.Errorf("create group %s on %s: %w", group, stream, err)
+	}
+}
+
+// isNoGroup reports whether err is Redis's NOGROUP: the stream or the group
+// does not exist.
+func isNoGroup(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
 }
 
 // process writes one batch, fenced by term, then acknowledges it.

@@ -42,8 +42,9 @@ type message struct {
 	n  int64
 }
 
-// store writes batches of messages into SQLite, fenced by a term unless
-// guard is nil (the -unsafe-no-fence demonstration).
+// store writes batches of messages into SQLite, fenced by a term and the
+// instance's ID (the fence's holder) unless guard is nil (the
+// -unsafe-no-fence demonstration).
 type store struct {
 	db       *sql.DB
 	guard    *fence.Guard
@@ -51,7 +52,8 @@ type store struct {
 	instance string
 }
 
-// openDB opens the SQLite file shared by all instances. WAL lets readers work
+// openDB opens the SQLite file shared by all instances, which must run on one
+// host (SQLite's locks, and so the fence, hold only there). WAL lets readers work
 // while the leader writes; busy_timeout makes writers wait for each other
 // (and bounds how long a Claim waits for a transaction already checked).
 func openDB(path string) (*sql.DB, error) {
@@ -87,7 +89,7 @@ func (s *store) claim(ctx context.Context, term uint64) error {
 	if s.guard == nil {
 		return nil
 	}
-	return s.guard.Claim(ctx, s.election, term)
+	return s.guard.Claim(ctx, s.election, term, s.instance)
 }
 
 // write stores msgs in one transaction, each message at most once, and
@@ -122,7 +124,7 @@ func (s *store) write(ctx context.Context, term uint64, msgs []message) (int, er
 	}
 	var err error
 	if s.guard != nil {
-		err = s.guard.Do(ctx, s.election, term, fn)
+		err = s.guard.Do(ctx, s.election, term, s.instance, fn)
 	} else {
 		err = unfenced(ctx, s.db, fn)
 	}

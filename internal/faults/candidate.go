@@ -335,7 +335,7 @@ func (c *candidate) claim(wctx func() (context.Context, context.CancelFunc), ter
 	ctx, cancel := wctx()
 	defer cancel()
 	t0 := Mono()
-	err := c.guard.Claim(ctx, c.cfg.Election, term)
+	err := c.guard.Claim(ctx, c.cfg.Election, term, c.e.ID())
 	ev := Event{Mono: t0, Dur: Mono() - t0, Kind: KindClaim, Term: term, Result: classify(err)}
 	if err != nil {
 		ev.Detail = err.Error()
@@ -375,7 +375,7 @@ func (c *candidate) write(wctx func() (context.Context, context.CancelFunc), ter
 	ctx, cancel := wctx()
 	defer cancel()
 	t0 := Mono()
-	err := c.guard.Do(ctx, c.cfg.Election, term, func(tx *sql.Tx) error {
+	err := c.guard.Do(ctx, c.cfg.Election, term, c.e.ID(), func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO witness (kind, term, cand, n, mono) VALUES ('write', ?, ?, ?, ?)`,
 			int64(term), c.cfg.ID, n, t0)
 		return err

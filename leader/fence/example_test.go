@@ -25,19 +25,21 @@ func Example() {
 
 	_ = fence.Init(ctx, db)
 	_, _ = db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, term BIGINT)")
-	write := func(term uint64) error {
-		return fence.WithTx(ctx, db, "billing", term, func(tx *sql.Tx) error {
+	// Each leader claims and writes with its term and its own ID (in a
+	// program: leader.TermFrom(ctx) and leader.Elector.ID()).
+	write := func(term uint64, holder string) error {
+		return fence.WithTx(ctx, db, "billing", term, holder, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO orders (term) VALUES (?)", int64(term))
 			return err
 		})
 	}
 
 	// The old leader, term 41.
-	fmt.Println(fence.Claim(ctx, db, "billing", 41), write(41))
+	fmt.Println(fence.Claim(ctx, db, "billing", 41, "host-a-1f2e"), write(41, "host-a-1f2e"))
 	// A new leader takes over with term 42 while the old one is paused.
-	fmt.Println(fence.Claim(ctx, db, "billing", 42))
+	fmt.Println(fence.Claim(ctx, db, "billing", 42, "host-b-9c0d"))
 	// The old leader wakes up and tries to write.
-	err := write(41)
+	err := write(41, "host-a-1f2e")
 	fmt.Println(errors.Is(err, fence.ErrStaleTerm))
 	fmt.Println(err)
 	// Output:

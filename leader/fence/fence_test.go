@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,8 @@ func TestGuard(t *testing.T) {
 			{"FreshRowRace", testFreshRowRace},
 			{"StaleWritersStress", testStaleWritersStress},
 			{"BadInput", testBadInput},
+			{"Holder", testHolder},
+			{"MigrateHolder", testMigrateHolder},
 		} {
 			t.Run(tc.name, func(t *testing.T) { tc.test(t, newEnv(t)) })
 		}
@@ -55,7 +58,7 @@ func testClaim(t *testing.T, e *env) {
 	e.mustClaim(t, "jobs", 7) // higher: updates
 	e.mustClaim(t, "jobs", 7) // same: idempotent
 
-	err := e.g.Claim(ctx, "jobs", 6)
+	err := e.g.Claim(ctx, "jobs", 6, h(6))
 	if !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("claim of lower term: got %v, want ErrStaleTerm", err)
 	}
@@ -90,19 +93,19 @@ func testPackageLevel(t *testing.T, e *env) {
 	if err := fence.Init(ctx, e.db); err != nil {
 		t.Fatalf("second Init: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 3); err != nil {
+	if err := fence.Claim(ctx, e.db, name, 3, h(3)); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := fence.WithTx(ctx, e.db, name, 3, func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) }); err != nil {
+	if err := fence.WithTx(ctx, e.db, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) }); err != nil {
 		t.Fatalf("WithTx: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 4); err != nil {
+	if err := fence.Claim(ctx, e.db, name, 4, h(4)); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 3); !errors.Is(err, fence.ErrStaleTerm) {
+	if err := fence.Claim(ctx, e.db, name, 3, h(3)); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("Claim of old term: got %v, want ErrStaleTerm", err)
 	}
-	err := fence.WithTx(ctx, e.db, name, 3, func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) })
+	err := fence.WithTx(ctx, e.db, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) })
 	if !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("WithTx with old term: got %v, want ErrStaleTerm", err)
 	}
@@ -124,7 +127,7 @@ func testStaleLeaderRefused(t *testing.T, e *env) {
 	e.mustClaim(t, "el", 11) // B takes over while A is, say, paused
 
 	called := false
-	err := e.g.Do(ctx, "el", 10, func(tx *sql.Tx) error {
+	err := e.g.Do(ctx, "el", 10, h(10), func(tx *sql.Tx) error {
 		called = true
 		return e.insert(ctx, tx, "A", 10)
 	})
@@ -146,7 +149,7 @@ func testStaleLeaderRefused(t *testing.T, e *env) {
 		t.Fatalf("begin: %v", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := e.g.Check(ctx, tx, "el", 10); !errors.Is(err, fence.ErrStaleTerm) {
+	if err := e.g.Check(ctx, tx, "el", 10, h(10)); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("Check at term 10: got %v, want ErrStaleTerm", err)
 	}
 }
@@ -172,7 +175,7 @@ func testNotClaimed(t *testing.T, e *env) {
 func testWriteInFlight(t *testing.T, e *env) {
 	ctx := ctxT(t)
 	e.mustClaim(t, "el", 10)
-	tx, err := e.g.Begin(ctx, "el", 10, nil)
+	tx, err := e.g.Begin(ctx, "el", 10, h(10), nil)
 	if err != nil {
 		t.Fatalf("A begin: %v", err)
 	}
@@ -184,7 +187,7 @@ func testWriteInFlight(t *testing.T, e *env) {
 	}
 	bDone := make(chan result, 1)
 	go func() {
-		err := e.g.Claim(ctx, "el", 11)
+		err := e.g.Claim(ctx, "el", 11, h(11))
 		r := result{err: err}
 		if err == nil {
 			err = e.db.QueryRowContext(ctx, "SELECT count(*) FROM "+e.writes+" WHERE who = "+e.ph(1), "A").Scan(&r.seen)
@@ -236,20 +239,20 @@ func testWriteInFlight(t *testing.T, e *env) {
 
 	// The other order: B's claim first, then A's check is refused.
 	e.mustClaim(t, "el", 12)
-	if _, err := e.g.Begin(ctx, "el", 11, nil); !errors.Is(err, fence.ErrStaleTerm) {
+	if _, err := e.g.Begin(ctx, "el", 11, h(11), nil); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("begin at term 11 after claim 12: got %v, want ErrStaleTerm", err)
 	}
 
 	if e.dialect == fence.Postgres {
 		// Transactions of the same term do not wait for one another.
-		tx1, err := e.g.Begin(ctx, "el", 12, nil)
+		tx1, err := e.g.Begin(ctx, "el", 12, h(12), nil)
 		if err != nil {
 			t.Fatalf("begin 1: %v", err)
 		}
 		defer func() { _ = tx1.Rollback() }()
 		ctx2, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		tx2, err := e.g.Begin(ctx2, "el", 12, nil)
+		tx2, err := e.g.Begin(ctx2, "el", 12, h(12), nil)
 		if err != nil {
 			t.Fatalf("second transaction of the same term, while the first is open: %v", err)
 		}
@@ -258,37 +261,17 @@ func testWriteInFlight(t *testing.T, e *env) {
 }
 
 // waitClaimBlocked waits, bounded, until PostgreSQL shows a claim on e's
-// fence table waiting for a lock, failing if the claim returns first.
+// fence waiting for a lock, failing if the claim returns first.
 func waitClaimBlocked[T any](t *testing.T, e *env, done <-chan T) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var n int
-		err := e.db.QueryRowContext(ctxT(t), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ' || $1 || ' %'`, e.g.Table()).Scan(&n)
-		if err != nil {
-			t.Fatalf("pg_stat_activity: %v", err)
-		}
-		if n > 0 {
-			return
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("claim returned (%v) while a checked transaction was open", r)
-		case <-deadline:
-			t.Fatalf("claim not seen waiting for a lock after 20s")
-		case <-tick.C:
-		}
-	}
+	awaitWaiters(t, e, 1, 0, done)
 }
 
 func testDoRollsBack(t *testing.T, e *env) {
 	ctx := ctxT(t)
 	e.mustClaim(t, "el", 1)
 	boom := errors.New("boom")
-	err := e.g.Do(ctx, "el", 1, func(tx *sql.Tx) error {
+	err := e.g.Do(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
 		if err := e.insert(ctx, tx, "fail", 1); err != nil {
 			return err
 		}
@@ -303,7 +286,7 @@ func testDoRollsBack(t *testing.T, e *env) {
 				t.Errorf("recovered %v, want the panic to go on", r)
 			}
 		}()
-		_ = e.g.Do(ctx, "el", 1, func(tx *sql.Tx) error {
+		_ = e.g.Do(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
 			if err := e.insert(ctx, tx, "fail", 1); err != nil {
 				return err
 			}
@@ -344,7 +327,7 @@ func testConcurrentClaims(t *testing.T, e *env) {
 			for _, p := range mine {
 				term := uint64(p) + 1_700_000_000_000_000
 				before := committed.Load()
-				err := e.g.Claim(ctx, "el", term)
+				err := e.g.Claim(ctx, "el", term, h(term))
 				switch {
 				case err == nil:
 					accepted.Add(1)
@@ -396,7 +379,7 @@ func testFreshRowRace(t *testing.T, e *env) {
 			}
 			wg.Go(func() {
 				<-start
-				errs[i] = e.g.Claim(ctx, name, term)
+				errs[i] = e.g.Claim(ctx, name, term, h(term))
 			})
 		}
 		close(start)
@@ -446,7 +429,7 @@ func testStaleWritersStress(t *testing.T, e *env) {
 			<-started[i]
 			next := sync.OnceFunc(func() { close(started[i+1]) })
 			defer next()
-			if err := e.g.Claim(ctx, "el", term); err != nil {
+			if err := e.g.Claim(ctx, "el", term, h(term)); err != nil {
 				t.Errorf("leader %d claim: %v", i, err)
 				return
 			}
@@ -495,16 +478,18 @@ func testBadInput(t *testing.T, e *env) {
 		call func() error
 		want string
 	}{
-		{"claim empty name", func() error { return e.g.Claim(ctx, "", 1) }, "empty election name"},
-		{"claim term 0", func() error { return e.g.Claim(ctx, "el", 0) }, "term 0"},
-		{"claim term above MaxInt64", func() error { return e.g.Claim(ctx, "el", math.MaxInt64+1) }, "exceeds"},
-		{"claim MaxUint64", func() error { return e.g.Claim(ctx, "el", math.MaxUint64) }, "exceeds"},
-		{"do empty name", func() error { return e.g.Do(ctx, "", 1, fn) }, "empty election name"},
-		{"do term 0", func() error { return e.g.Do(ctx, "el", 0, fn) }, "term 0"},
-		{"do nil fn", func() error { return e.g.Do(ctx, "el", 1, nil) }, "nil func"},
-		{"check nil tx", func() error { return e.g.Check(ctx, nil, "el", 1) }, "nil tx"},
+		{"claim empty name", func() error { return e.g.Claim(ctx, "", 1, h(1)) }, "empty election name"},
+		{"claim term 0", func() error { return e.g.Claim(ctx, "el", 0, h(0)) }, "term 0"},
+		{"claim term above MaxInt64", func() error { return e.g.Claim(ctx, "el", math.MaxInt64+1, h(math.MaxInt64+1)) }, "exceeds"},
+		{"claim MaxUint64", func() error { return e.g.Claim(ctx, "el", math.MaxUint64, h(math.MaxUint64)) }, "exceeds"},
+		{"do empty name", func() error { return e.g.Do(ctx, "", 1, h(1), fn) }, "empty election name"},
+		{"do term 0", func() error { return e.g.Do(ctx, "el", 0, h(0), fn) }, "term 0"},
+		{"do nil fn", func() error { return e.g.Do(ctx, "el", 1, h(1), nil) }, "nil func"},
+		{"check nil tx", func() error { return e.g.Check(ctx, nil, "el", 1, h(1)) }, "nil tx"},
+		{"claim empty holder", func() error { return e.g.Claim(ctx, "el", 1, "") }, "empty holder"},
+		{"do empty holder", func() error { return e.g.Do(ctx, "el", 1, "", fn) }, "empty holder"},
 		{"term empty name", func() error { _, err := e.g.Term(ctx, ""); return err }, "empty election name"},
-		{"package claim nil db", func() error { return fence.Claim(ctx, nil, "el", 1) }, "nil db"},
+		{"package claim nil db", func() error { return fence.Claim(ctx, nil, "el", 1, h(1)) }, "nil db"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
@@ -524,7 +509,7 @@ func testBadInput(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("new: %v", err)
 	}
-	if err := g.Claim(ctx, "el", 1); err == nil || errors.Is(err, fence.ErrStaleTerm) {
+	if err := g.Claim(ctx, "el", 1, h(1)); err == nil || errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("claim on a missing table: got %v", err)
 	}
 }
@@ -581,3 +566,171 @@ func (fakeConnector) Driver() driver.Driver { return fakeDriver{} }
 type fakeDriver struct{}
 
 func (fakeDriver) Open(string) (driver.Conn, error) { return nil, errors.New("fake: no connections") }
+
+// testHolder: the fence tells two holders of one term apart. The first
+// Claim of a term records its holder; a Claim of the same term by another
+// holder is refused with ErrHolderMismatch, and so is a transaction of that
+// holder, while the first holder goes on writing.
+//
+// Before, the row held the term only, so the fence could not tell them
+// apart: both Claims of term 7 returned nil and both holders' writes
+// committed.
+func testHolder(t *testing.T, e *env) {
+	ctx := ctxT(t)
+	if err := e.g.Claim(ctx, "el", 7, "A"); err != nil {
+		t.Fatalf("A claims 7: %v", err)
+	}
+	if err := e.g.Claim(ctx, "el", 7, "A"); err != nil {
+		t.Fatalf("A claims 7 again: %v", err)
+	}
+	err := e.g.Claim(ctx, "el", 7, "B")
+	if !errors.Is(err, fence.ErrHolderMismatch) || errors.Is(err, fence.ErrStaleTerm) {
+		t.Fatalf("B claims 7: got %v, want ErrHolderMismatch only", err)
+	}
+	for _, want := range []string{`"el"`, "term 7", `"A"`, `"B"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+	if term, holder, err := e.g.Stored(ctx, "el"); err != nil || term != 7 || holder != "A" {
+		t.Fatalf("stored %d %q %v, want 7 A", term, holder, err)
+	}
+	insert := func(who string) func(*sql.Tx) error {
+		return func(tx *sql.Tx) error { return e.insert(ctx, tx, who, 7) }
+	}
+	if err := e.g.Do(ctx, "el", 7, "B", insert("B")); !errors.Is(err, fence.ErrHolderMismatch) {
+		t.Fatalf("B writes with term 7: got %v, want ErrHolderMismatch", err)
+	}
+	if err := e.g.Do(ctx, "el", 7, "A", insert("A")); err != nil {
+		t.Fatalf("A writes with term 7: %v", err)
+	}
+	if a, b := e.count(t, "A"), e.count(t, "B"); a != 1 || b != 0 {
+		t.Fatalf("rows: A=%d B=%d, want 1 and 0", a, b)
+	}
+	// A higher term changes hands as usual; the old holder is stale.
+	if err := e.g.Claim(ctx, "el", 8, "B"); err != nil {
+		t.Fatalf("B claims 8: %v", err)
+	}
+	if err := e.g.Do(ctx, "el", 7, "A", insert("A")); !errors.Is(err, fence.ErrStaleTerm) {
+		t.Fatalf("A writes with term 7 after B claimed 8: got %v, want ErrStaleTerm", err)
+	}
+	if err := e.g.Claim(ctx, "el", 8, "A"); !errors.Is(err, fence.ErrHolderMismatch) {
+		t.Fatalf("A claims 8: got %v, want ErrHolderMismatch", err)
+	}
+}
+
+// testMigrateHolder: a fence table created before holders were recorded
+// gets the holder column from EnsureTable (several at once, twice), keeps
+// its rows, and a term stored without a holder can be claimed by nobody
+// (the next term can).
+func testMigrateHolder(t *testing.T, e *env) {
+	ctx := ctxT(t)
+	table := fmt.Sprintf("old_fence_%d", tables.Add(1))
+	for _, q := range []string{
+		"CREATE TABLE " + table + " (election TEXT PRIMARY KEY, term BIGINT NOT NULL, updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+		"INSERT INTO " + table + " (election, term) VALUES ('el', 5)",
+	} {
+		if _, err := e.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	g, err := fence.New(e.db, fence.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = g.EnsureTable(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent EnsureTable %d: %v", i, err)
+		}
+	}
+	if err := g.EnsureTable(ctx); err != nil {
+		t.Fatalf("EnsureTable again: %v", err)
+	}
+	if term, holder, err := g.Stored(ctx, "el"); err != nil || term != 5 || holder != "" {
+		t.Fatalf("stored %d %q %v, want 5 and no holder", term, holder, err)
+	}
+	if err := g.Claim(ctx, "el", 5, "A"); !errors.Is(err, fence.ErrHolderMismatch) || !strings.Contains(err.Error(), "no recorded holder") {
+		t.Fatalf("claim of the stored term: got %v, want ErrHolderMismatch (no recorded holder)", err)
+	}
+	if err := g.Claim(ctx, "el", 6, "A"); err != nil {
+		t.Fatalf("claim 6: %v", err)
+	}
+	if err := g.Do(ctx, "el", 6, "A", func(tx *sql.Tx) error { return e.insert(ctx, tx, "A", 6) }); err != nil {
+		t.Fatalf("write at 6: %v", err)
+	}
+}
+
+// TestSQLite_Modes: the guard on SQLite in WAL and rollback-journal mode,
+// with busy_timeout 0 and 5000, through two handles on one file (two
+// processes, as far as SQLite's locks go): the new leader's Claim on one
+// handle refuses the old leader's writes on the other; a Claim while a
+// checked transaction is open waits for it (or, with busy_timeout 0, fails
+// with SQLITE_BUSY and stores nothing).
+func TestSQLite_Modes(t *testing.T) {
+	for _, journal := range []string{"WAL", "DELETE"} {
+		for _, busy := range []int{0, 5000} {
+			t.Run(fmt.Sprintf("%s-busy%d", journal, busy), func(t *testing.T) {
+				ctx := ctxT(t)
+				path := filepath.Join(t.TempDir(), "fence.db")
+				open := func() *fence.Guard {
+					db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(%s)", path, busy, journal))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = db.Close() })
+					g, err := fence.New(db)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := g.EnsureTable(ctx); err != nil {
+						t.Fatal(err)
+					}
+					return g
+				}
+				oldG, newG := open(), open()
+				if err := oldG.Claim(ctx, "el", 10, "old"); err != nil {
+					t.Fatal(err)
+				}
+				tx, err := oldG.Begin(ctx, "el", 10, "old", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				claimed := make(chan error, 1)
+				go func() { claimed <- newG.Claim(ctx, "el", 11, "new") }()
+				if busy == 0 {
+					if err := <-claimed; err == nil || errors.Is(err, fence.ErrStaleTerm) {
+						t.Fatalf("claim with busy_timeout 0 while a checked transaction is open: got %v, want SQLITE_BUSY", err)
+					}
+				} else {
+					select {
+					case err := <-claimed:
+						t.Fatalf("claim returned (%v) while a checked transaction was open", err)
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if busy == 0 {
+					go func() { claimed <- newG.Claim(ctx, "el", 11, "new") }()
+				}
+				if err := <-claimed; err != nil {
+					t.Fatalf("claim 11: %v", err)
+				}
+				err = oldG.Do(ctx, "el", 10, "old", func(*sql.Tx) error { return nil })
+				if !errors.Is(err, fence.ErrStaleTerm) {
+					t.Fatalf("old leader's write on its own handle: got %v, want ErrStaleTerm", err)
+				}
+				if err := newG.Do(ctx, "el", 11, "new", func(*sql.Tx) error { return nil }); err != nil {
+					t.Fatalf("new leader's write: %v", err)
+				}
+			})
+		}
+	}
+}

@@ -32,7 +32,7 @@ func pgEnv(t *testing.T, opts ...fence.Option) *env {
 // rolled back in t.Cleanup, or by the returned func.
 func staleLeader(t *testing.T, e *env, term uint64) (end func()) {
 	t.Helper()
-	tx, err := e.g.Begin(ctxT(t), "el", term, nil)
+	tx, err := e.g.Begin(ctxT(t), "el", term, h(term), nil)
 	if err != nil {
 		t.Fatalf("stale leader's check: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestClaim_StaleCheckedTransactionDoesNotBlockForever(t *testing.T) {
 	// that waits for the stale transaction itself reaches it.
 	ctx, cancel := context.WithTimeout(ctxT(t), 6*fence.DefaultLockTimeout)
 	defer cancel()
-	err := e.g.Claim(ctx, "el", 11)
+	err := e.g.Claim(ctx, "el", 11, h(11))
 	if ctx.Err() != nil {
 		t.Fatalf("Claim waited for the stale transaction until its context ended: %v", err)
 	}
@@ -90,7 +90,7 @@ func TestClaim_LockTimeoutOption(t *testing.T) {
 	e := pgEnv(t, fence.WithLockTimeout(200*time.Millisecond))
 	e.mustClaim(t, "el", 10)
 	end := staleLeader(t, e, 10)
-	if err := e.g.Claim(ctxT(t), "el", 11); !errors.Is(err, fence.ErrClaimTimeout) || !strings.Contains(err.Error(), "200ms") {
+	if err := e.g.Claim(ctxT(t), "el", 11, h(11)); !errors.Is(err, fence.ErrClaimTimeout) || !strings.Contains(err.Error(), "200ms") {
 		t.Fatalf("Claim with a 200ms lock timeout: got %v, want ErrClaimTimeout naming 200ms", err)
 	}
 
@@ -99,7 +99,7 @@ func TestClaim_LockTimeoutOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- unbounded.Claim(ctxT(t), "el", 11) }()
+	go func() { done <- unbounded.Claim(ctxT(t), "el", 11, h(11)) }()
 	waitClaimBlocked(t, e, done)
 	end()
 	if err := <-done; err != nil {
@@ -127,7 +127,7 @@ func TestCheck_LockTimeout(t *testing.T) {
 	if _, err := claimer.ExecContext(ctx, "UPDATE "+e.g.Table()+" SET term = 11 WHERE election = $1", "el"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.g.Begin(ctx, "el", 10, nil)
+	_, err = e.g.Begin(ctx, "el", 10, h(10), nil)
 	if !errors.Is(err, fence.ErrClaimTimeout) {
 		t.Fatalf("Check behind an uncommitted claim: got %v, want ErrClaimTimeout", err)
 	}
@@ -135,9 +135,10 @@ func TestCheck_LockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Check sets lock_timeout only for its own statement: what the
+	// Check sets lock_timeout only for its own statements: what the
 	// transaction had before (the server default, or the caller's SET
-	// LOCAL) is back once it passed.
+	// LOCAL) is back once it passed. idle_in_transaction_session_timeout
+	// stays the Guard's for the rest of the transaction.
 	for _, tc := range []struct{ set, want string }{
 		{"SET LOCAL statement_timeout = 0", "0"},
 		{"SET LOCAL lock_timeout = '42s'", "42s"},
@@ -149,7 +150,7 @@ func TestCheck_LockTimeout(t *testing.T) {
 		if _, err := tx.ExecContext(ctx, tc.set); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.g.Check(ctx, tx, "el", 10); err != nil {
+		if err := e.g.Check(ctx, tx, "el", 10, h(10)); err != nil {
 			t.Fatalf("check: %v", err)
 		}
 		var got string
@@ -159,6 +160,49 @@ func TestCheck_LockTimeout(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("after %s and Check: lock_timeout %q, want %q", tc.set, got, tc.want)
 		}
+		if err := tx.QueryRowContext(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := "30s"; got != want {
+			t.Errorf("after Check: idle_in_transaction_session_timeout %q, want %q (DefaultIdleTimeout)", got, want)
+		}
 		_ = tx.Rollback()
+	}
+}
+
+// TestClaim_FrozenLeaderEndedByIdleTimeout: a leader frozen inside a checked
+// transaction holds the fence until the server ends its session. The guard
+// sets idle_in_transaction_session_timeout in the transactions it checks
+// (WithIdleTimeout), so the next leader's Claim goes through once that
+// passed, within one lock timeout; the frozen leader's transaction is gone.
+//
+// Before, only the server's setting (off by default) could end it, and
+// Claim kept failing:
+//
+//	fence: claim "el" term 11: the fence row stayed locked past lock_timeout
+//	5s: fence: lock timeout on the fence row: ERROR: canceling statement due
+//	to lock timeout (SQLSTATE 55P03)
+func TestClaim_FrozenLeaderEndedByIdleTimeout(t *testing.T) {
+	e := pgEnv(t, fence.WithIdleTimeout(300*time.Millisecond))
+	e.mustClaim(t, "el", 10)
+	tx, err := e.g.Begin(ctxT(t), "el", 10, h(10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// The leader freezes here, its checked transaction open and idle.
+	if err := e.g.Claim(ctxT(t), "el", 11, h(11)); err != nil {
+		t.Fatalf("Claim behind a frozen checked transaction: %v", err)
+	}
+	if err := e.insert(ctxT(t), tx, "frozen", 10); err == nil {
+		if err := tx.Commit(); err == nil {
+			t.Fatal("the frozen leader's transaction committed after the idle timeout")
+		}
+	}
+	if n := e.count(t, "frozen"); n != 0 {
+		t.Fatalf("%d rows of the frozen leader", n)
+	}
+	if _, err := fence.New(e.db, fence.WithIdleTimeout(-time.Second)); err == nil || !strings.Contains(err.Error(), "idle timeout") {
+		t.Fatalf("negative idle timeout: got %v", err)
 	}
 }

@@ -1,0 +1,266 @@
+package worker_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/leadertest"
+	"github.com/solo-run/solo/worker"
+)
+
+// journal is an ordered log of events, shared by fences and jobs.
+type journal struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (j *journal) add(format string, a ...any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.events = append(j.events, fmt.Sprintf(format, a...))
+}
+
+func (j *journal) list() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.events)
+}
+
+// fakeFence records its claims in a journal and fails the first `fail`
+// (all when fail < 0).
+type fakeFence struct {
+	j    *journal
+	mu   sync.Mutex
+	fail int
+}
+
+var _ worker.Fence = (*fence.Guard)(nil)
+
+func (f *fakeFence) Claim(_ context.Context, election string, term uint64, holder string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != 0 {
+		f.fail--
+		f.j.add("claim failed %s %d %s", election, term, holder)
+		return errors.New("database is locked")
+	}
+	f.j.add("claim %s %d %s", election, term, holder)
+	return nil
+}
+
+// electionCounter returns the value of a counter labelled by election only.
+func electionCounter(t *testing.T, in *instance, name string) float64 {
+	t.Helper()
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestWorker_ClaimsTheFenceBeforeAnyJob: with WithFence, every term this
+// worker wins is claimed in the fence — election name, term, the elector's
+// ID as holder — before any of its pull or cron jobs runs, on every
+// instance and after a failover.
+//
+// Before, the worker never claimed: each job had to claim the term itself,
+// and a job that did not wrote into fence.ErrNotClaimed (see
+// TestWorker_FencedWriteAtTermStart).
+func TestWorker_ClaimsTheFenceBeforeAnyJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := leadertest.New()
+		j := &journal{}
+		var ins []*instance
+		for _, id := range []string{"a", "b"} {
+			in := newInstance(t, lock, id, worker.WithFence(&fakeFence{j: j}))
+			job := func(kind string) func(ctx context.Context) error {
+				return func(ctx context.Context) error {
+					term, _ := leader.TermFrom(ctx)
+					j.add("%s %d %s", kind, term, in.e.ID())
+					if kind == "pull" {
+						<-ctx.Done()
+					}
+					return nil
+				}
+			}
+			if err := in.w.Pull("consume", job("pull")); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.w.Cron("report", "@every 1s", job("cron")); err != nil {
+				t.Fatal(err)
+			}
+			ins = append(ins, in)
+		}
+		ins[0].start()
+		synctest.Wait()
+		ins[1].start()
+		time.Sleep(2500 * time.Millisecond)
+		_ = ins[0].stop() // graceful: b takes over
+		time.Sleep(2500 * time.Millisecond)
+		_ = ins[1].stop()
+
+		events := j.list()
+		claimed := map[string]bool{}
+		claims, runs := 0, 0
+		for _, ev := range events {
+			f := strings.Fields(ev)
+			switch f[0] {
+			case "claim":
+				claims++
+				if f[1] != "jobs" {
+					t.Errorf("claim of election %q, want jobs", f[1])
+				}
+				claimed[f[2]+" "+f[3]] = true
+			default:
+				runs++
+				if !claimed[f[1]+" "+f[2]] {
+					t.Fatalf("%q ran before its term was claimed by its holder:\n%s", ev, strings.Join(events, "\n"))
+				}
+			}
+		}
+		if claims != 2 || runs < 4 {
+			t.Fatalf("%d claims and %d runs, want 2 claims (one per term) and runs on both:\n%s", claims, runs, strings.Join(events, "\n"))
+		}
+		for _, in := range ins {
+			if got := electionCounter(t, in, "solo_fence_claim_failures_total"); got != 0 {
+				t.Errorf("claim failures %v, want 0", got)
+			}
+		}
+	})
+}
+
+// TestWorker_FenceClaimFailures: a failed Claim is retried with the pull
+// jobs' back-off (1s, 2s, …) and counted; no job runs until it succeeds.
+// After MaxFailures (5) failures in a row the instance resigns and another
+// one, whose Claim succeeds, takes over.
+func TestWorker_FenceClaimFailures(t *testing.T) {
+	t.Run("retried", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			j := &journal{}
+			in := newInstance(t, leadertest.New(), "a", worker.WithFence(&fakeFence{j: j, fail: 2}))
+			base := time.Now()
+			started := make(chan time.Duration, 1)
+			_ = in.w.Pull("consume", func(ctx context.Context) error {
+				started <- time.Since(base)
+				<-ctx.Done()
+				return nil
+			})
+			in.start()
+			defer func() { _ = in.stop() }()
+			if d := <-started; d != 3*time.Second {
+				t.Errorf("the job started %v after the term, want 3s (two failed claims, back-off 1s then 2s)", d)
+			}
+			if got := electionCounter(t, in, "solo_fence_claim_failures_total"); got != 2 {
+				t.Errorf("claim failures %v, want 2", got)
+			}
+			if n := len(in.logs.FilterMessage("fence claim failed; no job runs until it succeeds").All()); n != 2 {
+				t.Errorf("%d warnings, want 2", n)
+			}
+		})
+	})
+	t.Run("resign", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			lock := leadertest.New()
+			j := &journal{}
+			a := newInstance(t, lock, "a", worker.WithFence(&fakeFence{j: j, fail: -1}))
+			b := newInstance(t, lock, "b", worker.WithFence(&fakeFence{j: j}))
+			base := time.Now()
+			ran := make(chan string, 4)
+			for _, in := range []*instance{a, b} {
+				_ = in.w.Pull("consume", func(ctx context.Context) error {
+					ran <- configuredID(in.e.ID())
+					<-ctx.Done()
+					return nil
+				})
+			}
+			a.start()
+			synctest.Wait()
+			b.start()
+			defer func() { _ = a.stop(); _ = b.stop() }()
+			who := <-ran
+			if who != "b" {
+				t.Fatalf("the job ran on %s, whose claims all fail", who)
+			}
+			if d := time.Since(base); d < 15*time.Second || d > 17*time.Second {
+				t.Errorf("b took over %v after a was elected, want about 15s (5 claims, back-off 1+2+4+8s)", d)
+			}
+			if got := electionCounter(t, a, "solo_fence_claim_failures_total"); got != 5 {
+				t.Errorf("a's claim failures %v, want 5", got)
+			}
+			if n := len(a.logs.FilterMessage("fence claim failed repeatedly; resigning so another instance tries").All()); n != 1 {
+				t.Errorf("a logged the resignation %d times, want 1", n)
+			}
+		})
+	})
+}
+
+// TestWorker_FencedWriteAtTermStart: with a real guard (SQLite), a pull
+// job's first fenced write of its term, with the elector's ID as holder,
+// is accepted without the job claiming anything.
+//
+// Before (no WithFence; the job does not claim):
+//
+//	fence: term not claimed: election "jobs": term 1: no row in solo_fence
+func TestWorker_FencedWriteAtTermStart(t *testing.T) {
+	ctx := t.Context()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "app.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	g, err := fence.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (term BIGINT)"); err != nil {
+		t.Fatal(err)
+	}
+	in := newInstance(t, leadertest.New(), "a", worker.WithFence(g))
+	wrote := make(chan error, 1)
+	_ = in.w.Pull("consume", func(ctx context.Context) error {
+		term, _ := leader.TermFrom(ctx)
+		wrote <- g.Do(ctx, "jobs", term, in.e.ID(), func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO orders (term) VALUES (?)", int64(term))
+			return err
+		})
+		<-ctx.Done()
+		return nil
+	}, worker.WithRestart(worker.RestartNever))
+	in.start()
+	defer func() { _ = in.stop() }()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("the job's first fenced write: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job did not run within 30s")
+	}
+	term, holder, err := g.Stored(ctx, "jobs")
+	if err != nil || term != in.e.Term() || holder != in.e.ID() {
+		t.Fatalf("stored %d %q %v, want the elector's term %d and ID %q", term, holder, err, in.e.Term(), in.e.ID())
+	}
+}
