@@ -169,7 +169,9 @@ type LeaseWatch struct {
 	done   chan struct{}
 }
 
-// WatchLease starts polling every 10ms for the lease value "TERM ID".
+// WatchLease starts polling every 10ms for the lease value "TERM ID", where
+// ID is the candidate's configured ID: the value in Redis carries the
+// random part the elector appends to it ("TERM ID-RANDOM").
 // Stop must be called; the cleanup calls it too.
 func (r *Rig) WatchLease(value string) *LeaseWatch {
 	w := &LeaseWatch{value: value, stop: make(chan struct{}), done: make(chan struct{})}
@@ -187,7 +189,7 @@ func (r *Rig) WatchLease(value string) *LeaseWatch {
 			}
 			if err == nil {
 				w.mu.Lock()
-				if v == w.value {
+				if v == w.value || strings.HasPrefix(v, w.value+"-") {
 					w.expiry = max(w.expiry, sent+int64(pttl)-int64(time.Millisecond)) // PTTL is in whole ms
 				}
 				if len(w.seen) == 0 || w.seen[len(w.seen)-1] != v {
