@@ -540,11 +540,17 @@ func (c *campaign) acquireFailed(err error) {
 	c.e.log.Debug("acquire failed", zap.Error(err))
 }
 
-// release hands back a lease no function of this Elector runs under.
+// release hands back a lease no function of this Elector runs under,
+// within RenewDeadline, and no longer than Run's ctx: when Run ends, the
+// lease is left to cleanup, which looks for any lease in this Elector's
+// name on the way out (so Run's way out costs one bound, not two).
 func (c *campaign) release(ctx context.Context, l Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.cfg.RenewDeadline)
 	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
 	if err := c.releaseWithin(rctx, l); err != nil {
+		c.unconfirmed = true // a lease in our name may remain: cleanup looks
 		c.e.log.Debug("release of a lease not led on", zap.Uint64("term", l.Term), zap.Error(err))
 	}
 }

@@ -351,7 +351,7 @@ func (c *candidate) drive(end <-chan struct{}) {
 			w.event(c.idx, evStop, 0, 0, int64(run), 0, "")
 		}
 		if c.firstAcqPending {
-			if base, ok := c.firstAcqBase(); ok && cancelAt.Sub(base) > firstAcqSlop {
+			if base, ok := c.firstAcqBase(); ok && cancelAt.Sub(base)-c.logStalled(base, cancelAt) > firstAcqSlop {
 				c.firstAcqPending = false
 				w.violate(InvFirstAcq, fmt.Sprintf("c%d sent no acquire in the %s between Run's start and its stop", c.idx, cancelAt.Sub(base)), "watch-before-acquire")
 			}

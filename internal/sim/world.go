@@ -129,6 +129,8 @@ type world struct {
 	watches   map[*watch]struct{}
 	failovers []time.Time
 	losses    []time.Time
+	lossWhy   []string
+	mintedAt  map[uint64]time.Time // fake time each term's lease was created
 
 	cands []*candidate
 
@@ -266,10 +268,32 @@ func (w *world) oom(f *fnState, now time.Time) string {
 	if f.affected != "" {
 		return f.affected
 	}
+	// The server lost the lease's data between its creation and the
+	// function's start: the elector cannot know (the fence is what holds).
+	for _, k := range w.fnKeysOf(f) {
+		if at, ok := w.mintedAt[k.term]; ok {
+			for i, l := range w.losses {
+				if !l.Before(at) {
+					f.affected = w.lossWhy[i] + " (before the function started)"
+					return f.affected
+				}
+			}
+		}
+	}
 	if !f.cancelled.IsZero() && now.Sub(f.cancelled) > w.budget() {
 		return "leader function ran past its stop budget (paused or ignoring cancellation)"
 	}
 	return ""
+}
+
+// fnKeysOf returns the key of f (functions are few; a scan is fine).
+func (w *world) fnKeysOf(f *fnState) []fnKey {
+	for k, g := range w.fns {
+		if g == f {
+			return []fnKey{k}
+		}
+	}
+	return nil
 }
 
 func (w *world) noteOOM(f *fnState, reason string) {
@@ -291,10 +315,16 @@ func (w *world) affectActive(reason string) {
 		}
 	}
 	w.losses = append(w.losses, time.Now())
+	w.lossWhy = append(w.lossWhy, reason)
 }
 
 // minted is called for every new term.
-func (w *world) minted(leader.Lease) {}
+func (w *world) minted(l leader.Lease) {
+	if w.mintedAt == nil {
+		w.mintedAt = map[uint64]time.Time{}
+	}
+	w.mintedAt[l.Term] = time.Now()
+}
 
 // leaseOf returns the server's current lease value (unexpired, server time).
 func (w *world) leaseNow(now time.Time) string {
