@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -88,6 +89,12 @@ type Config struct {
 	// HTTP is the status and metrics endpoint.
 	HTTP HTTPConfig `yaml:"http"`
 
+	// Fence is the SQL database in which `solo run` claims every term
+	// before the program starts, so that the program's own fenced writes
+	// (leader/fence's statements, with SOLO_TERM and SOLO_ID) refuse a
+	// stale leader.
+	Fence FenceConfig `yaml:"fence"`
+
 	// Log is the zap logger's setup.
 	Log LogConfig `yaml:"log"`
 
@@ -134,6 +141,17 @@ type HTTPConfig struct {
 	// Addr is the listen address, such as "127.0.0.1:8080" or ":8080".
 	// Default "": no HTTP server.
 	Addr string `yaml:"addr"`
+}
+
+// FenceConfig names the database `solo run` claims each term in.
+type FenceConfig struct {
+	// DSN is the database: postgres://… or postgresql://… (PostgreSQL,
+	// through pgx), or sqlite:PATH (SQLite through modernc.org/sqlite, on
+	// one host only). Default "": no claim.
+	DSN string `yaml:"dsn"`
+
+	// Table is the fence table, created if missing. Default solo_fence.
+	Table string `yaml:"table"`
 }
 
 // LogConfig is the logger's setup.
@@ -313,6 +331,11 @@ func (c Config) Validate() error {
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			return &ConfigError{Key: "http.addr", Value: strconv.Quote(c.HTTP.Addr), Reason: `want host:port, such as "127.0.0.1:8080" or ":8080"`}
+		}
+	}
+	if c.Fence.DSN != "" {
+		if _, _, err := FenceDriver(c.Fence.DSN); err != nil {
+			return &ConfigError{Key: "fence.dsn", Value: strconv.Quote(RedactDSN(c.Fence.DSN)), Reason: err.Error()}
 		}
 	}
 	switch c.Log.Level {
@@ -771,4 +794,34 @@ func formatValue(v any) string {
 // oneLine keeps a message on one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// FenceDriver returns the database/sql driver name and data source for a
+// fence DSN: "pgx" for postgres:// and postgresql:// URLs, "sqlite" for
+// sqlite:PATH. The drivers themselves are the caller's to register.
+func FenceDriver(dsn string) (driver, source string, err error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "pgx", dsn, nil
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path := strings.TrimPrefix(dsn, "sqlite:")
+		if path == "" {
+			return "", "", errors.New("sqlite: needs a file path, such as sqlite:/var/lib/app/app.db")
+		}
+		return "sqlite", path, nil
+	}
+	return "", "", errors.New("want postgres://…, postgresql://… or sqlite:PATH")
+}
+
+// RedactDSN returns dsn with the password of a URL replaced by "xxxxx".
+func RedactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); !ok {
+		return dsn
+	}
+	u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	return u.String()
 }

@@ -72,6 +72,8 @@ func TestParse_Errors(t *testing.T) {
 		{name: "backoff above max", yaml: minimal + "worker:\n  restart_backoff: 1m\n", want: `config.yaml:4: worker.restart_backoff 1m0s: must not exceed worker.restart_backoff_max (30s)`},
 		{name: "bad log level", yaml: minimal + "log:\n  level: verbose\n", want: `config.yaml:4: log.level "verbose": must be one of debug, info, warn, error`},
 		{name: "bad http addr", yaml: minimal + "http:\n  addr: \"8080\"\n", want: `config.yaml:4: http.addr "8080": want host:port, such as "127.0.0.1:8080" or ":8080"`},
+		{name: "bad fence dsn", yaml: minimal + "fence:\n  dsn: mysql://u:pw@db/app\n", want: `config.yaml:4: fence.dsn "mysql://u:xxxxx@db/app": want postgres://…, postgresql://… or sqlite:PATH`},
+		{name: "empty sqlite path", yaml: minimal + "fence:\n  dsn: \"sqlite:\"\n", want: `config.yaml:4: fence.dsn "sqlite:": sqlite: needs a file path, such as sqlite:/var/lib/app/app.db`},
 		{name: "bad redis url", yaml: "redis:\n  url: redis://u:pw@h:6379/x\n" + minimal, want: `config.yaml:2: redis.url "redis://u:xxxxx@h:6379/x": bad database number "x"`},
 		{name: "sentinel url without master", yaml: "redis:\n  url: redis+sentinel://h1/\n" + minimal, want: `config.yaml:2: redis.url "redis+sentinel://h1/": missing master name`},
 		{name: "empty job name", yaml: minimal + "jobs:\n  - command: [x]\n", want: `config.yaml:4: jobs[0].name "": must not be empty`},
@@ -303,7 +305,7 @@ func TestEnvVars(t *testing.T) {
 		"SOLO_ELECTION_RESIGN_COOLDOWN", "SOLO_ELECTION_SHUTDOWN_TIMEOUT", "SOLO_ELECTION_DRIFT",
 		"SOLO_ELECTION_MIN_REPLICAS", "SOLO_ELECTION_REPLICA_TIMEOUT", "SOLO_ELECTION_MODE",
 		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX",
-		"SOLO_HTTP_ADDR", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
+		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
 	}
 	if got := worker.EnvVars(); !slices.Equal(got, want) {
 		t.Fatalf("EnvVars() =\n%q\nwant\n%q", got, want)
@@ -328,6 +330,7 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 		},
 		Worker: worker.Policy{MaxFailures: 3, RestartBackoff: 2 * time.Second, RestartBackoffMax: time.Minute},
 		HTTP:   worker.HTTPConfig{Addr: "127.0.0.1:8080"},
+		Fence:  worker.FenceConfig{DSN: "postgres://solo:secret@127.0.0.1:5432/app", Table: "app_fence"},
 		Log:    worker.LogConfig{Level: "debug", Dev: true},
 		Jobs: []worker.JobConfig{
 			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce},

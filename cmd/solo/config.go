@@ -25,6 +25,8 @@ type common struct {
 	name   string
 	ttl    string
 	dev    bool
+	// fenceDSN and fenceTable are --fence-dsn and --fence-table.
+	fenceDSN, fenceTable string
 	// set records which flags were given.
 	set map[string]bool
 }
@@ -36,6 +38,8 @@ func (c *common) register(fs *flag.FlagSet, full bool) {
 	if full {
 		fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
 		fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
+		fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
+		fs.StringVar(&c.fenceTable, "fence-table", "", "fence `table`, overrides fence.table (default solo_fence)")
 		fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON")
 	}
 }
@@ -43,9 +47,11 @@ func (c *common) register(fs *flag.FlagSet, full bool) {
 // flagEnv maps each override flag to the variable it is passed as; flags
 // come after the environment, so they win.
 var flagEnv = map[string]string{
-	"redis": "SOLO_REDIS_URL",
-	"name":  "SOLO_ELECTION_NAME",
-	"ttl":   "SOLO_ELECTION_TTL",
+	"redis":       "SOLO_REDIS_URL",
+	"name":        "SOLO_ELECTION_NAME",
+	"ttl":         "SOLO_ELECTION_TTL",
+	"fence-dsn":   "SOLO_FENCE_DSN",
+	"fence-table": "SOLO_FENCE_TABLE",
 }
 
 // load reads the configuration: file, then SOLO_* environment, then flags.
@@ -67,7 +73,8 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (worker.Confi
 	if name != "" {
 		env = append(env, "SOLO_ELECTION_NAME="+name)
 	}
-	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl} {
+	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl,
+		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable} {
 		if c.set[flagName] {
 			env = append(env, flagEnv[flagName]+"="+v)
 		}

@@ -26,6 +26,9 @@ type program struct {
 	env      []string // the program's environment, without the SOLO_* variables
 	election string
 	id       string
+	// fenceTable, when set, is the fence table the term was claimed in
+	// (fence.dsn): the program gets it as SOLO_FENCE_TABLE.
+	fenceTable string
 	// killAfter is when SIGKILL follows SIGTERM (see stopTiming): three
 	// quarters of the margin between the renew deadline and
 	// TTL × (1 − drift), leaving the rest for the kill to land before the
@@ -71,6 +74,9 @@ func (p *program) run(ctx context.Context) error {
 		"SOLO_ELECTION="+p.election,
 		"SOLO_ID="+p.id,
 	)
+	if p.fenceTable != "" {
+		env = append(env, "SOLO_FENCE_TABLE="+p.fenceTable)
+	}
 	k, err := p.sup.start(path, p.argv, env, p.killAfter, deadline(), p.stdout, p.stderr)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", p.argv[0], err)

@@ -177,13 +177,29 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	defer client.Close()
 
-	w, err := worker.New(e, worker.WithLogger(log), worker.WithMetrics(metrics),
-		worker.WithPolicy(cfg.Worker), worker.WithMode(cfg.Election.Mode))
+	wopts := []worker.Option{worker.WithLogger(log), worker.WithMetrics(metrics),
+		worker.WithPolicy(cfg.Worker), worker.WithMode(cfg.Election.Mode)}
+	fenceTable := ""
+	if cfg.Fence.DSN != "" {
+		guard, closeDB, err := openFence(ctx, cfg.Fence)
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		// The worker claims every term in the fence before the program
+		// starts, with the term and holder the program gets as SOLO_TERM
+		// and SOLO_ID; the program's own fenced writes then refuse a stale
+		// leader (docs/design.md, "The fence").
+		wopts = append(wopts, worker.WithFence(guard))
+		fenceTable = guard.Table()
+	}
+	w, err := worker.New(e, wopts...)
 	if err != nil {
 		return usageErr("%w", err)
 	}
 	base := program{
 		env:           programEnv(env, passEnv),
+		fenceTable:    fenceTable,
 		election:      lc.Name,
 		id:            e.ID(),
 		killAfter:     killAfter,
