@@ -183,6 +183,19 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	return j.schedule.Next(now)
 }
 
+// ensureDoneRecord records 0 as j's last completed tick when no completion
+// is recorded yet (fenced, monotonic: it never lowers one).
+func (w *Worker) ensureDoneRecord(ctx context.Context, j *job, cp checkpointFunc) error {
+	_, ok, err := w.elector.LoadCheckpoint(ctx, cronDoneKey(j.name))
+	if err != nil || ok {
+		return err
+	}
+	if err := cp(ctx, cronDoneKey(j.name), 0); err != nil && !errors.Is(err, leader.ErrCheckpointNotAdvanced) {
+		return err
+	}
+	return nil
+}
+
 // catchUpOwed is catchUp for an at-least-once job: first the tick that was
 // fired but never completed (the last fired one, when it is after the last
 // completed one), then the ticks never fired by the misfire policy.
@@ -195,8 +208,11 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 		return j.schedule.Next(now)
 	}
 	switch {
-	case !fok && !dok:
-		return j.schedule.Next(now) // a new job: nothing owed
+	case !fok && (!dok || done == 0):
+		// A new job, or one whose fired tick was lost: nothing owed. (A
+		// completion record of 0 only marks that the job runs
+		// at-least-once: nothing completed yet; see ensureDoneRecord.)
+		return j.schedule.Next(now)
 	case !dok:
 		done = fired // fired under at-most-once: taken as completed
 	case !fok || fired < done:
@@ -253,6 +269,18 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 	log = log.With(zap.Time("tick", tick))
 	election := w.elector.Config().Name
 	atLeastOnce := j.delivery == AtLeastOnce && cp != nil
+	if atLeastOnce {
+		// A completion record must exist before a tick is recorded as
+		// fired: catchUpOwed takes a fired tick without one as completed
+		// (a job that ran at-most-once before). Without this, the first
+		// tick of a new job, or the first after Redis lost its data, would
+		// be dropped if its run never completed.
+		if err := w.ensureDoneRecord(ctx, j, cp); err != nil {
+			log.Warn("cannot record the tick; skipped", zap.Error(err))
+			w.metrics.jobRun(election, j.name, fmt.Errorf("record tick: %w", err))
+			return
+		}
+	}
 	if cp != nil {
 		err := cp(ctx, cronKey(j.name), tick.UnixMilli())
 		switch {

@@ -234,3 +234,47 @@ func TestCron_DeliveryRegistration(t *testing.T) {
 		t.Fatal("delivery accepted on a pull job")
 	}
 }
+
+// TestCron_AtLeastOnce_FirstTickCutOffRunsAgain: found by the simulator. A
+// new at-least-once job (or one whose records Redis lost) had no
+// completion record, and the next leader took a fired tick without one as
+// completed, so a first tick cut off mid-run was never run again. Before
+// the fix: "completed [20@b 30@b], want [10@b 20@b 30@b]".
+func TestCron_AtLeastOnce_FirstTickCutOffRunsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := leadertest.New()
+		l := &runLog{base: time.Now().UTC()}
+		stall, release := make(chan struct{}), make(chan struct{})
+		a := newInstance(t, &stallable{Lock: lock, stall: stall, release: release}, "a")
+		b := newInstance(t, lock, "b")
+		for _, in := range []*instance{a, b} {
+			id := configuredID(in.e.ID())
+			if err := in.w.Cron("report", "*/10 * * * * *", func(ctx context.Context) error {
+				l.start(ctx, id)
+				if id == "a" {
+					<-ctx.Done() // a's first and only tick is cut off mid-run
+					return ctx.Err()
+				}
+				l.done(ctx, id)
+				return nil
+			}, worker.WithDelivery(worker.AtLeastOnce)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.start()
+		synctest.Wait()
+		b.start()
+		defer func() {
+			close(release)
+			_ = a.stop()
+			_ = b.stop()
+		}()
+		time.Sleep(10500 * time.Millisecond)
+		close(stall) // a's deadline passes at 12, its lease expires at 13
+		time.Sleep(25 * time.Second) // 35.5
+		started, completed := l.lists()
+		if want := "[10@b 20@b 30@b]"; completed != want {
+			t.Fatalf("completed %s, want %s (started %s)", completed, want, started)
+		}
+	})
+}

@@ -65,7 +65,7 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 		return nil, err
 	}
 	for _, cr := range w.p.Crons {
-		if err := wk.Cron(cr.Name, cr.Spec, c.cronJob(cr.Name), worker.WithMisfire(cr.Misfire)); err != nil {
+		if err := wk.Cron(cr.Name, cr.Spec, c.cronJob(cr), worker.WithMisfire(cr.Misfire), worker.WithDelivery(cr.Delivery)); err != nil {
 			// Refusing an impossible spec is correct behaviour.
 			w.mu.Lock()
 			w.stats.CronRefused++
@@ -252,8 +252,11 @@ func (c *candidate) decideIgnore() (time.Duration, bool) {
 	return d, true
 }
 
-// cronJob records each fired tick.
-func (c *candidate) cronJob(name string) func(ctx context.Context) error {
+// cronJob records each fired tick. An at-least-once run fails now and
+// then (decided per tick and attempt), so that owed ticks are run again.
+func (c *candidate) cronJob(cr CronPlan) func(ctx context.Context) error {
+	name := cr.Name
+	attempts := map[int64]uint64{} // tick → attempts by this candidate, under w.mu
 	return func(ctx context.Context) error {
 		w := c.w
 		term, _ := leader.TermFrom(ctx)
@@ -263,6 +266,9 @@ func (c *candidate) cronJob(name string) func(ctx context.Context) error {
 		f.jobs++
 		f.ended = false
 		w.fired(c.idx, term, name, tick)
+		attempts[tick.UnixMilli()]++
+		r := keyed(w.p.Seed, uint64(c.idx)+1, uint64(opCronRun), uint64(tick.UnixMilli()), attempts[tick.UnixMilli()])
+		fail := cr.Delivery == worker.AtLeastOnce && r.chance(0.25)
 		w.mu.Unlock()
 		t := time.NewTimer(time.Millisecond)
 		select {
@@ -273,6 +279,9 @@ func (c *candidate) cronJob(name string) func(ctx context.Context) error {
 		w.mu.Lock()
 		w.jobEnd(c.idx, term, "at a cron run's return")
 		w.mu.Unlock()
+		if fail {
+			return errors.New("sim: the run failed")
+		}
 		return nil
 	}
 }

@@ -60,6 +60,9 @@ type CronPlan struct {
 	Name    string
 	Spec    string
 	Misfire worker.Misfire
+	// Delivery is the job's guarantee; at-least-once runs fail now and
+	// then, so that owed ticks are run again.
+	Delivery worker.Delivery
 }
 
 // Window is a span of fake time from the schedule's start.
@@ -219,7 +222,11 @@ func NewPlan(seed uint64, o Options) Plan {
 		if r.chance(0.6) {
 			m = worker.MisfireRunOnce
 		}
-		p.Crons = append(p.Crons, CronPlan{Name: fmt.Sprintf("cron%d", i), Spec: spec, Misfire: m})
+		d := worker.AtMostOnce
+		if r.chance(0.35) {
+			d = worker.AtLeastOnce
+		}
+		p.Crons = append(p.Crons, CronPlan{Name: fmt.Sprintf("cron%d", i), Spec: spec, Misfire: m, Delivery: d})
 	}
 	return p
 }
@@ -233,7 +240,7 @@ func (p Plan) String() string {
 	fmt.Fprintf(&b, "  faults until %s (intensity %.2f), server clock rate %.5f offset %s, stalls %v, data loss %v, failovers %v, replica down %v\n",
 		p.FaultEnd, p.Intensity, p.Rate, p.Offset, p.Stalls, p.DataLoss, p.Failovers, p.ReplicaDown)
 	for _, cr := range p.Crons {
-		fmt.Fprintf(&b, "  cron %s %q misfire %s\n", cr.Name, cr.Spec, cr.Misfire)
+		fmt.Fprintf(&b, "  cron %s %q misfire %s delivery %s\n", cr.Name, cr.Spec, cr.Misfire, cr.Delivery)
 	}
 	for i, cp := range p.Cands {
 		fmt.Fprintf(&b, "  c%d: id %s ctx_timeouts %v read_timeout %s pauses %v log_stalls %v stops %v resigns %v\n",

@@ -28,6 +28,7 @@ const (
 	opJob     // a pull job run's behaviour
 	opElector // the seed of an elector's own math/rand source
 	opCancel  // what a job does when cancelled
+	opCronRun // whether an at-least-once cron run fails
 	numOps
 )
 
@@ -35,7 +36,7 @@ var opNames = [...]string{
 	opAcquire: "acquire", opRenew: "renew", opRelease: "release", opInspect: "inspect",
 	opWatch: "watch", opResignReq: "resign-req", opCheckpoint: "checkpoint", opLoad: "load-cp",
 	opNotice: "notice", opPlan: "plan", opRepl: "repl", opJob: "job", opElector: "elector",
-	opCancel: "cancel",
+	opCancel: "cancel", opCronRun: "cron-run",
 }
 
 func (o op) String() string {

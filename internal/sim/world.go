@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
 )
 
 // Invariant names, as printed.
@@ -504,6 +505,13 @@ func (w *world) fired(c int, term uint64, job string, tick time.Time) {
 		return
 	}
 	p := prev[len(prev)-1]
+	if w.atLeastOnce(job) {
+		// Running a tick again is the point of at-least-once, as long as
+		// its completion was never recorded.
+		if done, ok := w.prim.cps["cron-done:"+job]; !ok || done < k.ms {
+			return
+		}
+	}
 	for _, l := range w.losses {
 		if l.After(p.at) && !l.After(now) {
 			w.outOfModel("cron tick fired again after data loss or a failover without min_replicas")
@@ -517,8 +525,22 @@ func (w *world) fired(c int, term uint64, job string, tick time.Time) {
 			break
 		}
 	}
-	w.violate(InvTicks, fmt.Sprintf("cron %s tick %s fired twice: by c%d term %d at %s and by c%d term %d", job,
-		tick.UTC().Format("15:04:05.000"), p.cand, p.term, fmtDur(p.at.Sub(w.start)), c, term), tags...)
+	what := "fired twice"
+	if w.atLeastOnce(job) {
+		what = "fired again after its completion was recorded"
+	}
+	w.violate(InvTicks, fmt.Sprintf("cron %s tick %s %s: by c%d term %d at %s and by c%d term %d", job,
+		tick.UTC().Format("15:04:05.000"), what, p.cand, p.term, fmtDur(p.at.Sub(w.start)), c, term), tags...)
+}
+
+// atLeastOnce reports whether cron job name is at-least-once.
+func (w *world) atLeastOnce(name string) bool {
+	for _, cp := range w.p.Crons {
+		if cp.Name == name {
+			return cp.Delivery == worker.AtLeastOnce
+		}
+	}
+	return false
 }
 
 // checkRunOnce is invariant 5's second half, when a function ended: a
@@ -526,6 +548,23 @@ func (w *world) fired(c int, term uint64, job string, tick time.Time) {
 // before missed ticks must have offered the latest missed tick.
 func (w *world) checkRunOnce(k fnKey, f *fnState) {
 	for _, cp := range w.p.Crons {
+		if cp.Delivery == worker.AtLeastOnce {
+			// At-least-once reads its fired and completed ticks before every
+			// run: under store faults a term may run nothing, and the next
+			// term owes the same ticks. Its liveness is checked on terms
+			// that begin once the faults stopped; its safety (never a
+			// completed tick again) on every fire.
+			if w.settleAt.IsZero() || f.elected.Before(w.settleAt) {
+				continue
+			}
+			w.checkOwed(k, f, cp)
+			if fired, done := f.loads["cron:"+cp.Name], f.loads["cron-done:"+cp.Name]; fired.ok && (!done.ok || done.n < fired.n) {
+				// An owed tick runs first, retried until it completes, and
+				// the job's later ticks wait behind it: the latest missed
+				// one is the next term's to offer if this one ran out.
+				continue
+			}
+		}
 		if cp.Misfire != "run-once" {
 			continue
 		}
@@ -565,6 +604,33 @@ func (w *world) checkRunOnce(k fnKey, f *fnState) {
 				k.cand, k.term, time.UnixMilli(ld.n).UTC().Format("15:04:05.000"), cp.Name, latest.Format("15:04:05.000")), f.tags...)
 		}
 	}
+}
+
+// checkOwed is invariant 5 for an at-least-once job, when a function
+// ended: a term that loaded a fired tick F above the last completed one
+// (or none) owed F, and must have run it, unless it ended before it could.
+func (w *world) checkOwed(k fnKey, f *fnState, cp CronPlan) {
+	fired, ok := f.loads["cron:"+cp.Name]
+	if !ok || !fired.ok {
+		return
+	}
+	done, ok := f.loads["cron-done:"+cp.Name]
+	if !ok || (done.ok && done.n >= fired.n) {
+		return
+	}
+	if !f.cancelled.IsZero() && !f.cancelled.After(maxTime(fired.at, done.at)) {
+		return // the term ended before it could run it
+	}
+	for _, fr := range w.ticks[tickKey{cp.Name, fired.n}] {
+		if fr.cand == k.cand && fr.term == k.term {
+			return
+		}
+	}
+	if r := w.oom(f, time.Now()); r != "" {
+		return
+	}
+	w.violate(InvTicks, fmt.Sprintf("c%d term %d owed at-least-once %s its unfinished tick %s and never ran it",
+		k.cand, k.term, cp.Name, time.UnixMilli(fired.n).UTC().Format("15:04:05.000")), f.tags...)
 }
 
 // settle records the calm phase's start once every effect of the fault
