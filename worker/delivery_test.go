@@ -270,7 +270,7 @@ func TestCron_AtLeastOnce_FirstTickCutOffRunsAgain(t *testing.T) {
 			_ = b.stop()
 		}()
 		time.Sleep(10500 * time.Millisecond)
-		close(stall) // a's deadline passes at 12, its lease expires at 13
+		close(stall)                 // a's deadline passes at 12, its lease expires at 13
 		time.Sleep(25 * time.Second) // 35.5
 		started, completed := l.lists()
 		if want := "[10@b 20@b 30@b]"; completed != want {
