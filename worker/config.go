@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 )
 
 // Mode says whether an instance takes part in the election.
@@ -98,7 +99,7 @@ type Config struct {
 
 // RedisConfig says where the leases live.
 type RedisConfig struct {
-	// URL is a Redis URL as leader.ParseRedisURL accepts it: redis://,
+	// URL is a Redis URL as redisurl.Parse accepts it: redis://,
 	// rediss://, redis+sentinel:// or redis+cluster://. Default "": none
 	// configured (a program may bring its own client).
 	URL string `yaml:"url"`
@@ -288,9 +289,9 @@ func (c Config) LeaderConfig() leader.Config {
 // code, and `solo run` checks the commands it runs.
 func (c Config) Validate() error {
 	if c.Redis.URL != "" {
-		if _, err := leader.ParseRedisURL(c.Redis.URL); err != nil {
-			ce := &ConfigError{Key: "redis.url", Value: strconv.Quote(leader.RedactRedisURL(c.Redis.URL)), Reason: err.Error()}
-			if ue, ok := errors.AsType[*leader.RedisURLError](err); ok {
+		if _, err := redisurl.Parse(c.Redis.URL); err != nil {
+			ce := &ConfigError{Key: "redis.url", Value: strconv.Quote(redisurl.Redact(c.Redis.URL)), Reason: err.Error()}
+			if ue, ok := errors.AsType[*redisurl.Error](err); ok {
 				ce.Value, ce.Reason = strconv.Quote(ue.URL), ue.Reason
 			}
 			return ce

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -136,7 +136,7 @@ func newClient(url string) (redis.UniversalClient, error) {
 	if url == "" {
 		return nil, usageErr("redis.url is empty: set it in the configuration, with SOLO_REDIS_URL or with --redis")
 	}
-	client, err := leader.NewRedisClient(url)
+	client, err := redisurl.NewClient(url)
 	if err != nil {
 		return nil, usageErr("%w", err)
 	}
@@ -161,7 +161,7 @@ func ping(ctx context.Context, client redis.UniversalClient, url string, wait ti
 		}
 		if time.Now().After(deadline) {
 			_ = client.Close()
-			return fmt.Errorf("redis %s unreachable after %s: %w", leader.RedactRedisURL(url), wait, dialCause(url, err))
+			return fmt.Errorf("redis %s unreachable after %s: %w", redisurl.Redact(url), wait, dialCause(url, err))
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
@@ -208,7 +208,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 // dialCause replaces a bare timeout by what a plain TCP dial to the first
 // address says (connection refused, no such host), which names the address.
 func dialCause(url string, err error) error {
-	opts, perr := leader.ParseRedisURL(url)
+	opts, perr := redisurl.Parse(url)
 	if perr != nil || len(opts.Addrs) == 0 {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -61,7 +62,7 @@ func demoCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	defer os.RemoveAll(dir)
 
-	redisURL, what := *url, "Redis at "+leader.RedactRedisURL(*url)
+	redisURL, what := *url, "Redis at "+redisurl.Redact(*url)
 	if redisURL == "" {
 		r, err := startEmbedded(*embedded, dir)
 		if err != nil {
@@ -258,7 +259,7 @@ func (d *demo) run(ctx context.Context, url string) error {
 }
 
 func (d *demo) startCandidate(url, id string) (*candidate, error) {
-	client, err := leader.NewRedisClient(url)
+	client, err := redisurl.NewClient(url)
 	if err != nil {
 		return nil, err
 	}

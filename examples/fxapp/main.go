@@ -22,7 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -115,7 +115,7 @@ func newRedisClient(lc fx.Lifecycle, cfg worker.Config) (redis.UniversalClient, 
 	if cfg.Redis.URL == "" {
 		return nil, errors.New("redis.url is empty: set it in the file or SOLO_REDIS_URL")
 	}
-	client, err := leader.NewRedisClient(cfg.Redis.URL)
+	client, err := redisurl.NewClient(cfg.Redis.URL)
 	if err != nil {
 		return nil, err
 	}
