@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,7 +86,7 @@ func WithMetrics(m *Metrics) Option {
 }
 
 // WithPolicy sets the failure policy of pull jobs. Zero fields keep their
-// defaults (DefaultConfig().Worker).
+// defaults (DefaultPolicy()).
 func WithPolicy(p Policy) Option {
 	return optionFunc(func(w *Worker) {
 		if p.MaxFailures > 0 {
@@ -146,7 +147,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	w := &Worker{
 		elector: e,
 		log:     zap.NewNop(),
-		policy:  DefaultConfig().Worker,
+		policy:  DefaultPolicy(),
 		mode:    ModeElect,
 		loc:     time.Local,
 	}
@@ -201,12 +202,12 @@ func (w *Worker) Add(j Job) error {
 	}
 	if s, ok := j.(Scheduled); ok {
 		r.spec = s.Schedule()
-		sched, err := cronParser.Parse(r.spec)
+		sched, err := parseSchedule(r.spec)
+		if errors.Is(err, ErrNeverFires) {
+			return fmt.Errorf("worker: job %q: schedule %q never fires: %s", name, r.spec, strings.TrimPrefix(err.Error(), "worker: "))
+		}
 		if err != nil {
 			return fmt.Errorf("worker: job %q: invalid schedule %q: %w", name, r.spec, err)
-		}
-		if neverFires(sched) {
-			return fmt.Errorf("worker: job %q: schedule %q never fires: %s", name, r.spec, neverFiresReason)
 		}
 		r.schedule = sched
 	}

@@ -509,21 +509,21 @@ func TestMetrics_Elector(t *testing.T) {
 	em.Renew(time.Millisecond, nil)
 	em.Renew(time.Millisecond, leader.ErrLeaseLost)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP solo_leader 1 while this instance leads the election.
-# TYPE solo_leader gauge
-solo_leader{election="jobs"} 1
-# HELP solo_term Fencing term of this instance's current or last leadership.
-# TYPE solo_term gauge
-solo_term{election="jobs"} 42
-`), "solo_leader", "solo_term"); err != nil {
+# HELP solo_election_leader 1 while this instance leads the election.
+# TYPE solo_election_leader gauge
+solo_election_leader{election="jobs"} 1
+# HELP solo_election_term Fencing term of this instance's current or last leadership.
+# TYPE solo_election_term gauge
+solo_election_term{election="jobs"} 42
+`), "solo_election_leader", "solo_election_term"); err != nil {
 		t.Fatal(err)
 	}
 	em.Transition(leader.TransitionLost, 42)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP solo_leader 1 while this instance leads the election.
-# TYPE solo_leader gauge
-solo_leader{election="jobs"} 0
-`), "solo_leader"); err != nil {
+# HELP solo_election_leader 1 while this instance leads the election.
+# TYPE solo_election_leader gauge
+solo_election_leader{election="jobs"} 0
+`), "solo_election_leader"); err != nil {
 		t.Fatal(err)
 	}
 }

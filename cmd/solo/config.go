@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/leader/redisurl"
-	"github.com/solo-run/solo/worker"
 )
 
 // common are the flags every command that reads the configuration has.
@@ -51,7 +50,7 @@ var flagEnv = map[string]string{
 // load reads the configuration: file, then SOLO_* environment, then flags.
 // name, when not empty, is an election named on the command line: it
 // stands in for election.name so that a configuration without one is valid.
-func (c *common) load(fs *flag.FlagSet, env []string, name string) (worker.Config, error) {
+func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, error) {
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	path := c.config
@@ -72,9 +71,9 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (worker.Confi
 			env = append(env, flagEnv[flagName]+"="+v)
 		}
 	}
-	cfg, err := worker.Load(path, env)
+	cfg, err := Load(path, env)
 	if err != nil {
-		var ce *worker.ConfigError
+		var ce *ConfigError
 		if errors.As(err, &ce) {
 			for flagName, v := range flagEnv {
 				if ce.Env == v && c.set[flagName] {
@@ -102,7 +101,7 @@ func lookupEnv(env []string, key string) string {
 
 // newLogger returns JSON logs in production, console logs with dev. w must
 // be safe for concurrent use (solo run passes a logSink).
-func newLogger(cfg worker.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
+func newLogger(cfg LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(cfg.Level)
 	if err != nil {
 		return nil, usageErr("log.level %q: %w", cfg.Level, err)

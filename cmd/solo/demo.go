@@ -73,7 +73,7 @@ func demoCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	log := zap.NewNop()
 	if *verbose {
-		if log, err = newLogger(worker.LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
+		if log, err = newLogger(LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
 			return err
 		}
 	}

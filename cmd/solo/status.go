@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/leader"
-	"github.com/solo-run/solo/worker"
 )
 
 // statusRow is one election in `solo status`; also its JSON form.
@@ -78,7 +77,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	return nil
 }
 
-func lookupAll(ctx context.Context, client redis.UniversalClient, cfg worker.Config, names []string) ([]statusRow, error) {
+func lookupAll(ctx context.Context, client redis.UniversalClient, cfg Config, names []string) ([]statusRow, error) {
 	rows := make([]statusRow, 0, len(names))
 	for _, name := range names {
 		lc := cfg.LeaderConfig()
