@@ -241,7 +241,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}()
 	}
 	log.Info("solo running", zap.String("election", lc.Name), zap.String("id", e.ID()),
-		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", version),
+		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", soloVersion()),
 		zap.Duration("kill_after", killAfter))
 	err = w.Run(ctx)
 	// Never exit while a program tree lives, whatever Run returned (after
