@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 
 	"github.com/solo-run/solo/leader/redisurl"
 )
@@ -24,6 +26,8 @@ type common struct {
 	name   string
 	ttl    string
 	dev    bool
+	// logFormat is --log-format: auto, console or json.
+	logFormat string
 	// set records which flags were given.
 	set map[string]bool
 }
@@ -35,7 +39,8 @@ func (c *common) register(fs *flag.FlagSet, full bool) {
 	if full {
 		fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
 		fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
-		fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON")
+		fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
+		fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
 	}
 }
 
@@ -84,10 +89,29 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, erro
 		}
 		return cfg, usageErr("%w", err)
 	}
-	if c.dev {
+	switch c.logFormat {
+	case "", "auto":
+		// log.dev: true asks for the console; otherwise a person at a
+		// terminal gets it, and a log shipper gets JSON.
+		cfg.Log.Dev = cfg.Log.Dev || c.dev || isTerminal(fs.Output())
+	case "console":
 		cfg.Log.Dev = true
+	case "json":
+		cfg.Log.Dev = c.dev
+	default:
+		return cfg, usageErr("--log-format %q: want auto, console or json", c.logFormat)
 	}
 	return cfg, nil
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func lookupEnv(env []string, key string) string {

@@ -108,6 +108,11 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	if err != nil {
 		return err
 	}
+	if dashes {
+		if err := resolveProgram(argv[0]); err != nil {
+			return err
+		}
+	}
 	if !dashes && len(cfg.Jobs) == 0 {
 		return usageErr("nothing to run: give a program after -- or list jobs in the configuration")
 	}

@@ -479,13 +479,28 @@ func TestBadInput(t *testing.T) {
 			want: "election.shutdown_timeout 300ms: must be at least 580ms for solo run (SIGKILL comes 435ms after SIGTERM, and must land before solo gives up the drain)"},
 		{name: "stop margin too small", cfg: base + "  ttl: 10s\n  renew_deadline: 9800ms\n", args: []string{"run", "--", "true"}, code: 2,
 			want: "election.renew_deadline 9.8s: leaves 100ms before the lease can pass (ttl×(1−drift) = 9.9s, ttl 10s, drift 0.01); solo run needs at least 200ms to stop the program (SIGTERM, then SIGKILL)"},
+		// A program that cannot run is reported before campaigning, with
+		// env's exit codes. Old code: exit 1 only after it led, failed and
+		// backed off ("exec: no such file or directory" per term).
+		{name: "missing program", cfg: base, args: []string{"run", "--", "/nonexistent/prog"}, code: 127,
+			want: "/nonexistent/prog: no such file or directory"},
+		{name: "program not on PATH", cfg: base, args: []string{"run", "--", "solo-no-such-program"}, code: 127,
+			want: "solo-no-such-program: not found in $PATH"},
+		{name: "program not executable", cfg: base, args: []string{"run", "--", "%s"}, code: 126,
+			want: "%s: not executable"},
+		{name: "bad log format", cfg: base, args: []string{"run", "--log-format", "xml", "--", "true"}, code: 2,
+			want: `--log-format "xml": want auto, console or json`},
 		{name: "unreachable redis", cfg: base, args: []string{"run", "--", "true"}, code: 1,
 			want: "redis redis://127.0.0.1:1 unreachable after 5s: dial tcp 127.0.0.1:1: connect: connection refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := file(tt.cfg)
-			cmd := exec.Command(soloBin, append(append([]string{}, tt.args[0], "-c", path), tt.args[1:]...)...)
+			args := append([]string{}, tt.args...)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "%s", path) // the config file: not executable
+			}
+			cmd := exec.Command(soloBin, append(append([]string{}, args[0], "-c", path), args[1:]...)...)
 			cmd.Env = append(append(os.Environ(), "SOLO_CONFIG="), tt.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
