@@ -26,13 +26,14 @@ var ErrRunning = errors.New("worker: already running")
 // ends every job's context is cancelled and the worker waits for them
 // before the elector may release the lease.
 type Worker struct {
-	elector *leader.Elector
-	log     *zap.Logger
-	metrics *Metrics
-	policy  Policy
-	mode    Mode
-	loc     *time.Location
-	fence   Fence
+	elector  *leader.Elector
+	log      *zap.Logger
+	metrics  *Metrics
+	policy   Policy
+	mode     Mode
+	loc      *time.Location
+	fence    Fence
+	onChange func(leader.Change)
 
 	mu      sync.Mutex
 	jobs    []*job
@@ -128,6 +129,18 @@ func WithMode(m Mode) Option {
 // themselves, or write unfenced).
 func WithFence(f Fence) Option {
 	return optionFunc(func(w *Worker) { w.fence = f })
+}
+
+// WithOnLeaderChange calls fn for every change of the election's
+// leadership while Run runs — the current leader first, then each
+// election, release, resignation and expiry, this instance's own terms
+// included (leader.Elector.Observe) — in order, from one goroutine that
+// the Worker owns: Run starts it, and stops and awaits it before
+// returning. fn must not block for long: changes queue behind it. It runs
+// in every mode (in ModeAlways there is no election of this worker's, but
+// other instances' may be observed). Default: none.
+func WithOnLeaderChange(fn func(leader.Change)) Option {
+	return optionFunc(func(w *Worker) { w.onChange = fn })
 }
 
 // WithLocation sets the time zone of cron schedules. Default: time.Local.
@@ -263,6 +276,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
+
+	if w.onChange != nil {
+		// The observer's lifetime is Run's: stopped and awaited on return.
+		octx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := w.elector.Observe(octx, w.onChange); err != nil {
+				w.log.Error("leader change hook stopped", zap.Error(err))
+			}
+		})
+		defer wg.Wait()
+		defer stop()
+	}
 
 	switch w.mode {
 	case ModeStandby:

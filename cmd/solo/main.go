@@ -3,7 +3,7 @@
 //
 //	solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl 10s] -- PROGRAM ARGS...
 //	solo run [-c config.yaml]                 (the jobs listed in config.yaml)
-//	solo status [-c config.yaml] [--json] [NAME...]
+//	solo status [-c config.yaml] [--json | --watch] [NAME...]
 //	solo resign [-c config.yaml] [--wait 30s] NAME
 //	solo demo
 //	solo version
@@ -53,7 +53,7 @@ func soloVersion() string {
 const usage = `usage:
   solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl DURATION] [--dev] -- PROGRAM [ARGS...]
   solo run [-c config.yaml]            run the jobs listed in config.yaml
-  solo status [-c config.yaml] [--json] [NAME...]
+  solo status [-c config.yaml] [--json | --watch] [NAME...]
   solo resign [-c config.yaml] [--wait 30s] NAME
   solo demo [--redis URL]              a guided failover demo on an embedded Redis
   solo version

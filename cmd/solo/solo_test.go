@@ -361,6 +361,15 @@ func TestStatusAndResign(t *testing.T) {
 		b, _ := cmd.CombinedOutput()
 		return cmd.ProcessState.ExitCode(), string(b)
 	}
+	// A watcher follows the leadership live: one line per change.
+	watcher := startSolo(t, env, "status", "--watch")
+	watched := func(kind, prefix string) {
+		t.Helper()
+		re := regexp.MustCompile(`(?m)^\S+  ` + regexp.QuoteMeta(name) + `  ` + kind + ` +` + prefix + `\S+  term \d+$`)
+		waitFor(t, 10*time.Second, "status --watch: "+kind+" "+prefix, func() bool { return re.MatchString(watcher.output()) })
+	}
+	watched("elected", "a-")
+
 	code, text := run("status")
 	if code != 0 || !strings.Contains(text, "ELECTION") || !strings.Contains(text, name) || !strings.Contains(text, strconv.FormatUint(first.term, 10)) {
 		t.Fatalf("status = %d:\n%s", code, text)
@@ -389,6 +398,12 @@ func TestStatusAndResign(t *testing.T) {
 		t.Fatalf("resign = %d:\n%s", code, text)
 	}
 	waitLine(t, out, 5*time.Second, func(l line) bool { return l.id == "b" && l.event == "start" })
+	watched("resigned", "a-")
+	watched("elected", "b-")
+	watcher.signal(syscall.SIGINT)
+	if code := watcher.wait(5 * time.Second); code != 0 {
+		t.Fatalf("status --watch exited %d on SIGINT, want 0:\n%s", code, watcher.output())
+	}
 	if code, text = run("status", "--json"); code != 0 || !strings.Contains(text, `"id": "b-`) {
 		t.Fatalf("status after resign = %d:\n%s", code, text)
 	}
