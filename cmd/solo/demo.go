@@ -1,3 +1,5 @@
+//go:build !solo_nodemo
+
 package main
 
 import (
