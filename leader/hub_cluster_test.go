@@ -17,13 +17,13 @@ import (
 
 // Hub tests on a real Redis Cluster (three masters, no replicas).
 
-// hubClusterClient is a cluster client configured as NewRedisClient would
+// hubClusterClient is a cluster client configured as redisurl.NewClient would
 // build it: context deadlines honoured, one-second read and write timeouts.
 func hubClusterClient(t testing.TB, cl *redistest.Cluster) *redis.ClusterClient {
 	t.Helper()
 	return cl.Client(t, func(o *redis.ClusterOptions) {
 		o.ContextTimeoutEnabled = true
-		o.ReadTimeout, o.WriteTimeout = DefaultRedisTimeout, DefaultRedisTimeout
+		o.ReadTimeout, o.WriteTimeout = time.Second, time.Second
 	})
 }
 

@@ -9,10 +9,40 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/leader"
 )
+
+// ErrNeverFires is CheckSchedule's error for a spec that parses but has no
+// tick: robfig/cron's Next gives up after five years.
+var ErrNeverFires = errors.New("worker: no date in the next five years matches it")
+
+// cronParser accepts what the worker schedules: 5 fields, 6 with seconds
+// first, or a descriptor.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// CheckSchedule reports whether Cron accepts spec: robfig/cron's parse
+// error, ErrNeverFires, or nil.
+func CheckSchedule(spec string) error {
+	_, err := parseSchedule(spec)
+	return err
+}
+
+// parseSchedule parses spec and refuses schedules without a tick, such as
+// "0 0 30 2 *". Dates are checked in UTC: the zone shifts a tick by hours,
+// never makes an impossible date possible.
+func parseSchedule(spec string) (cron.Schedule, error) {
+	s, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	if s.Next(time.Now().UTC()).IsZero() {
+		return nil, ErrNeverFires
+	}
+	return s, nil
+}
 
 // maxCatchUp bounds the count of missed ticks examined after a gap.
 const maxCatchUp = 100_000

@@ -40,6 +40,11 @@
 //
 // Modes ease the move off a hand-picked fetch=true instance: ModeElect
 // (default), ModeStandby (never leads) and ModeAlways (no election;
-// unsafe, logged as such). Module wires it all for go.uber.org/fx; Config
-// is the configuration file of the solo command.
+// unsafe, logged as such).
+//
+// Module wires one election and its jobs for go.uber.org/fx: the
+// application passes the election's leader.Config and options, provides a
+// redis.UniversalClient, and adds jobs to the module's value group
+// (AsJob); Named lets one application run several elections. Package
+// leader has no fx dependency: this module is the only fx wiring.
 package worker

@@ -13,11 +13,11 @@ import (
 // user passes (never the global one by default). A nil *Metrics records
 // nothing.
 //
-//	solo_leader{election}                       1 while this instance leads
-//	solo_term{election}                         the current (or last) term
-//	solo_transitions_total{election,transition} elected, released, lost, stepdown
-//	solo_renew_seconds{election,result}         renew round trips (ok, lost, error)
-//	solo_overruns_total{election}               leader functions past the stop budget
+//	solo_election_leader{election}                        1 while this instance leads
+//	solo_election_term{election}                          the current (or last) term
+//	solo_election_transitions_total{election,transition}  elected, released, lost, stepdown
+//	solo_election_renew_duration_seconds{election,result} renew round trips (ok, lost, error)
+//	solo_election_overruns_total{election}                leader functions past the stop budget
 //	solo_job_runs_total{election,job}           job runs (cron ticks, pull job returns)
 //	solo_job_failures_total{election,job}       runs that returned an error or panicked
 //	solo_job_restarts_total{election,job}       pull job restarts
@@ -40,21 +40,24 @@ type Metrics struct {
 	fenceClaims    *prometheus.CounterVec
 }
 
-// NewMetrics creates the metrics and registers them on reg.
+// NewMetrics creates the metrics and registers them on reg. Called again
+// with the same reg (two elections in one process, each with its own
+// Worker) it returns Metrics that share the collectors already registered:
+// the election label keeps them apart.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		return nil, errors.New("worker: nil prometheus registerer")
 	}
 	el, job := []string{"election"}, []string{"election", "job"}
 	m := &Metrics{
-		leading:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_leader", Help: "1 while this instance leads the election."}, el),
-		term:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_term", Help: "Fencing term of this instance's current or last leadership."}, el),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_transitions_total", Help: "Leadership transitions by kind."}, []string{"election", "transition"}),
+		leading:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_leader", Help: "1 while this instance leads the election."}, el),
+		term:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_term", Help: "Fencing term of this instance's current or last leadership."}, el),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_election_transitions_total", Help: "Leadership transitions by kind."}, []string{"election", "transition"}),
 		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "solo_renew_seconds", Help: "Lease renewal round trips.",
+			Name: "solo_election_renew_duration_seconds", Help: "Lease renewal round trips.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"election", "result"}),
-		overruns:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_overruns_total", Help: "Leader functions still running past the stop budget."}, el),
+		overruns:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_election_overruns_total", Help: "Leader functions still running past the stop budget."}, el),
 		jobRuns:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_runs_total", Help: "Job runs that ended (cron ticks and pull job returns)."}, job),
 		jobFailures:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_failures_total", Help: "Job runs that returned an error or panicked."}, job),
 		jobRestarts:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_restarts_total", Help: "Pull job restarts within a term."}, job),
@@ -63,13 +66,32 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		fenceClaims:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_fence_claim_failures_total", Help: "Claims of a new term in the fence (worker.WithFence) that failed or were refused; no job runs until one succeeds."}, el),
 		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
-	for _, c := range []prometheus.Collector{m.leading, m.term, m.transitions, m.renew, m.overruns,
-		m.jobRuns, m.jobFailures, m.jobRestarts, m.jobLastSuccess, m.jobOverruns, m.jobSkipped, m.fenceClaims} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	err := errors.Join(
+		register(reg, &m.leading), register(reg, &m.term), register(reg, &m.transitions),
+		register(reg, &m.renew), register(reg, &m.overruns), register(reg, &m.jobRuns),
+		register(reg, &m.jobFailures), register(reg, &m.jobRestarts), register(reg, &m.jobLastSuccess),
+		register(reg, &m.jobOverruns), register(reg, &m.jobSkipped), register(reg, &m.fenceClaims),
+	)
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// register registers *c on reg, or replaces *c by the identical collector
+// registered before.
+func register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
+	err := reg.Register(*c)
+	are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
+	if !ok {
+		return err
+	}
+	existing, ok := are.ExistingCollector.(C)
+	if !ok {
+		return err
+	}
+	*c = existing
+	return nil
 }
 
 // Elector returns the leader.Metrics of one election, for leader.WithMetrics.

@@ -10,117 +10,163 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/leader"
 )
 
-// JobGroup is the fx value group the module collects jobs from.
+// JobGroup is the fx value group an unnamed Module collects its jobs from;
+// a Module with Named(NAME) collects them from JobGroup + "." + NAME.
 const JobGroup = "solo.jobs"
 
-// Module runs every Job of the "solo.jobs" value group under the election
-// that Config describes. The application provides a Config, a
-// redis.UniversalClient (the module never creates clients), and optionally
-// a *zap.Logger, a prometheus.Registerer (+ prometheus.Gatherer for
-// /metrics) and a Fence, which the worker then claims every term in before
-// any job runs (WithFence):
+// Module returns the fx module that runs one election, cfg, and the jobs of
+// its value group (AsJob) on exactly one instance. It is the fx entry point
+// of solo; the election's tunables are cfg and opts, owned by the
+// application, never read from the graph.
+//
+// It consumes from the application a redis.UniversalClient (it never
+// creates or closes clients), and optionally a *zap.Logger, a
+// prometheus.Registerer (+ prometheus.Gatherer for /metrics) and a Fence,
+// which the worker then claims every term in before any job runs
+// (WithFence):
 //
 //	fx.Provide(fx.Annotate(newGuard, fx.As(new(worker.Fence)))) // newGuard returns *fence.Guard
 //
-// When Config.HTTP.Addr is set it serves Handler there.
+// It provides the *Worker and its *leader.Elector, tagged name:"NAME" with
+// Named(NAME), so that an application can run several elections, and
+// nothing else: its internals are fx.Private.
 //
 // OnStart checks that Redis answers (a bad address fails the start) and
 // starts the worker on a context of its own; OnStop cancels it and waits
 // for the jobs to drain and the lease to be released, bounded by the stop
-// context: set fx.StopTimeout above election.shutdown_timeout (default
-// TTL) plus a second.
-var Module = fx.Module("worker",
-	leader.Module,
-	fx.Provide(
-		electionConfig,
-		newMetricsFromParams,
-		NewFromParams,
-	),
-	// The module's purpose is to run the jobs: force the worker into
-	// existence, so applications need no Invoke of their own.
-	fx.Invoke(func(*Worker) {}),
-)
+// context: set fx.StopTimeout above cfg.ShutdownTimeout (default TTL) plus
+// a second.
+func Module(cfg leader.Config, opts ...ModuleOption) fx.Option {
+	var mo moduleOptions
+	for _, o := range opts {
+		o.applyModule(&mo)
+	}
+	group, name, tag := JobGroup, "solo", ""
+	if mo.name != "" {
+		group += "." + mo.name
+		name += "." + mo.name
+		tag = `name:"` + mo.name + `"`
+	}
+	build := func(p moduleParams, jobs jobList) (*Worker, *leader.Elector, error) {
+		return newModuleWorker(p, jobs, cfg, mo)
+	}
+	return fx.Module(name,
+		fx.Provide(
+			fx.Private,
+			fx.Annotate(func(jobs []Job) jobList { return jobs }, fx.ParamTags(`group:"`+group+`"`)),
+		),
+		fx.Provide(fx.Annotate(build, fx.ResultTags(tag, tag))),
+		// The module's purpose is to run the jobs: force the worker into
+		// existence, so applications need no Invoke of their own.
+		fx.Invoke(fx.Annotate(func(*Worker) {}, fx.ParamTags(tag))),
+	)
+}
+
+// ModuleOption configures a Module.
+type ModuleOption interface {
+	applyModule(*moduleOptions)
+}
+
+type moduleOptions struct {
+	name     string
+	httpAddr string
+	worker   []Option
+}
+
+type moduleOptionFunc func(*moduleOptions)
+
+func (f moduleOptionFunc) applyModule(o *moduleOptions) { f(o) }
+
+// Named tags the module's *Worker and *leader.Elector name:"NAME" and
+// collects its jobs from the group JobGroup + "." + NAME (AsJobOf), so that
+// one application can run several elections. Default: untagged, jobs from
+// JobGroup.
+func Named(name string) ModuleOption {
+	return moduleOptionFunc(func(o *moduleOptions) { o.name = name })
+}
+
+// WithOptions passes Worker options (WithPolicy, WithMode, WithLocation,
+// WithOnLeaderChange, …) to the module's worker. The logger, metrics and
+// fence come from the graph.
+func WithOptions(opts ...Option) ModuleOption {
+	return moduleOptionFunc(func(o *moduleOptions) { o.worker = append(o.worker, opts...) })
+}
+
+// WithHTTP serves Handler (/livez, /readyz, /leader, /metrics) on addr, such
+// as "127.0.0.1:8080", while the module runs. Default: no HTTP server.
+func WithHTTP(addr string) ModuleOption {
+	return moduleOptionFunc(func(o *moduleOptions) { o.httpAddr = addr })
+}
 
 // AsJob annotates a job constructor so that its result, which must
-// implement Job, joins the module's job group:
+// implement Job, joins the job group of the unnamed Module:
 //
 //	fx.Provide(worker.AsJob(NewConsumeOrders))
 func AsJob(constructor any) any {
 	return fx.Annotate(constructor, fx.As(new(Job)), fx.ResultTags(`group:"`+JobGroup+`"`))
 }
 
-// Params are the inputs of NewFromParams.
-type Params struct {
+// AsJobOf is AsJob for the Module of election name (Named(name)).
+func AsJobOf(name string, constructor any) any {
+	return fx.Annotate(constructor, fx.As(new(Job)), fx.ResultTags(`group:"`+JobGroup+"."+name+`"`))
+}
+
+// jobList is a module's job group, private to the module.
+type jobList []Job
+
+// moduleParams are what a Module takes from the application's graph.
+type moduleParams struct {
 	fx.In
 
 	Lifecycle  fx.Lifecycle
 	Shutdowner fx.Shutdowner
-	Config     Config
-	Elector    *leader.Elector
-	Jobs       []Job               `group:"solo.jobs"`
-	Logger     *zap.Logger         `optional:"true"`
-	Metrics    *Metrics            `optional:"true"`
-	Gatherer   prometheus.Gatherer `optional:"true"`
-	Fence      Fence               `optional:"true"`
-}
-
-// MetricsParams are the inputs of the module's metrics.
-type MetricsParams struct {
-	fx.In
-
+	Client     redis.UniversalClient
+	Logger     *zap.Logger           `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
+	Gatherer   prometheus.Gatherer   `optional:"true"`
+	Fence      Fence                 `optional:"true"`
 }
 
-// MetricsResult are the module's metrics: for the worker and, through
-// leader.Params, for the elector.
-type MetricsResult struct {
-	fx.Out
-
-	Metrics *Metrics
-	Leader  leader.Metrics
-}
-
-func newMetricsFromParams(p MetricsParams, c Config) (MetricsResult, error) {
-	if p.Registerer == nil {
-		return MetricsResult{}, nil
-	}
-	m, err := NewMetrics(p.Registerer)
-	if err != nil {
-		return MetricsResult{}, err
-	}
-	return MetricsResult{Metrics: m, Leader: m.Elector(c.Election.Name)}, nil
-}
-
-func electionConfig(c Config) leader.Config { return c.LeaderConfig() }
-
-// NewFromParams builds the Worker, registers the group's jobs (in name
-// order) and hooks it to the fx lifecycle.
-func NewFromParams(p Params) (*Worker, error) {
+// newModuleWorker builds the elector and the Worker, registers the jobs (in
+// name order) and hooks the worker to the fx lifecycle.
+func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleOptions) (*Worker, *leader.Elector, error) {
 	log := p.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	w, err := New(p.Elector, WithLogger(log), WithMetrics(p.Metrics), WithPolicy(p.Config.Worker),
-		WithMode(p.Config.Election.Mode), WithFence(p.Fence))
-	if err != nil {
-		return nil, err
-	}
-	jobs := append([]Job(nil), p.Jobs...)
-	sort.Slice(jobs, func(i, j int) bool { return jobs[i].Name() < jobs[j].Name() })
-	for _, j := range jobs {
-		if err := w.Add(j); err != nil {
-			return nil, err
+	var metrics *Metrics
+	if p.Registerer != nil {
+		var err error
+		if metrics, err = NewMetrics(p.Registerer); err != nil {
+			return nil, nil, err
 		}
 	}
-	r := &runner{w: w, log: log, addr: p.Config.HTTP.Addr, gatherer: p.Gatherer, shutdown: p.Shutdowner}
+	e, err := leader.New(p.Client, cfg, leader.WithLogger(log), leader.WithMetrics(metrics.Elector(cfg.Name)))
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := append([]Option{WithLogger(log), WithMetrics(metrics), WithFence(p.Fence)}, mo.worker...)
+	w, err := New(e, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	sorted := append([]Job(nil), jobs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name() < sorted[j].Name() })
+	for _, j := range sorted {
+		if err := w.Add(j); err != nil {
+			return nil, nil, err
+		}
+	}
+	r := &runner{w: w, log: log, addr: mo.httpAddr, gatherer: p.Gatherer, shutdown: p.Shutdowner}
 	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
-	return w, nil
+	return w, e, nil
 }
 
 // runner owns the goroutines the module starts: the worker and, if

@@ -43,36 +43,32 @@ func (j *consumeJob) Run(ctx context.Context) error {
 	return nil
 }
 
-func fxConfig(t *testing.T, url string) worker.Config {
-	c := worker.DefaultConfig()
-	c.Redis.URL = url
-	c.Election.Name = strings.ReplaceAll(t.Name(), "/", ".")
-	c.Election.TTL = 2 * time.Second
-	return c
+func fxConfig(t *testing.T) leader.Config {
+	return leader.Config{Name: strings.ReplaceAll(t.Name(), "/", "."), TTL: 2 * time.Second}
 }
 
 func TestModule_RunsGroupJobsAndDrainsOnStop(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	cfg := fxConfig(t, "redis://"+srv.Addr())
+	cfg := fxConfig(t)
 	job := &consumeJob{started: make(chan uint64, 1), stopped: make(chan error, 1)}
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()
 	app := fxtest.New(t,
-		fx.Supply(cfg, zap.New(core)),
+		fx.Supply(zap.New(core)),
 		fx.Provide(
 			func() redis.UniversalClient { return client },
 			func() prometheus.Registerer { return reg },
 			func() prometheus.Gatherer { return reg },
 		),
 		fx.WithLogger(func(l *zap.Logger) fxevent.Logger { return &fxevent.ZapLogger{Logger: l} }),
-		worker.Module,
+		worker.Module(cfg),
 		fx.Provide(worker.AsJob(func() *consumeJob { return job })),
 	)
 	app.RequireStart()
 	term := <-job.started
-	h, err := leader.Lookup(context.Background(), client, cfg.LeaderConfig())
+	h, err := leader.Lookup(context.Background(), client, cfg)
 	if err != nil || h.Term != term {
 		t.Fatalf("Lookup() = %+v, %v; want the job's term %d", h, err, term)
 	}
@@ -86,7 +82,7 @@ func TestModule_RunsGroupJobsAndDrainsOnStop(t *testing.T) {
 	default:
 		t.Fatal("stop returned before the job did")
 	}
-	if _, err := leader.Lookup(context.Background(), client, cfg.LeaderConfig()); !errors.Is(err, leader.ErrNoLeader) {
+	if _, err := leader.Lookup(context.Background(), client, cfg); !errors.Is(err, leader.ErrNoLeader) {
 		t.Fatalf("after stop Lookup() = %v, want ErrNoLeader (released)", err)
 	}
 	// fx's own events went through zap; the transitions were logged once.
@@ -108,9 +104,8 @@ func TestModule_UnreachableRedisFailsStart(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	app := fx.New(
 		fx.NopLogger,
-		fx.Supply(fxConfig(t, "redis://127.0.0.1:1")),
 		fx.Provide(func() redis.UniversalClient { return client }),
-		worker.Module,
+		worker.Module(fxConfig(t)),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -124,10 +119,10 @@ func TestHandler(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	cfg := fxConfig(t, "")
+	cfg := fxConfig(t)
 	reg := prometheus.NewRegistry()
 	m, _ := worker.NewMetrics(reg)
-	e, err := leader.New(client, cfg.LeaderConfig(), leader.WithMetrics(m.Elector(cfg.Election.Name)))
+	e, err := leader.New(client, cfg, leader.WithMetrics(m.Elector(cfg.Name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +159,7 @@ func TestHandler(t *testing.T) {
 	if info.Role != "leader" || info.Holder == nil || info.Holder.ID != e.ID() || info.Holder.Term != e.Term() || info.Holder.TTLMillis <= 0 || !info.Self.Leading {
 		t.Fatalf("/leader = %s", body)
 	}
-	if _, body := get("/metrics"); !strings.Contains(body, `solo_leader{election="`+cfg.Election.Name+`"} 1`) {
+	if _, body := get("/metrics"); !strings.Contains(body, `solo_election_leader{election="`+cfg.Name+`"} 1`) {
 		t.Fatalf("/metrics = %s", body)
 	}
 }
@@ -176,25 +171,24 @@ func TestModule_ClaimsInAProvidedFence(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	cfg := fxConfig(t, "redis://"+srv.Addr())
+	cfg := fxConfig(t)
 	job := &consumeJob{started: make(chan uint64, 1), stopped: make(chan error, 1)}
 	j := &journal{}
 	var e *leader.Elector
 	app := fxtest.New(t,
-		fx.Supply(cfg),
 		fx.Provide(
 			func() redis.UniversalClient { return client },
 			fx.Annotate(func() *fakeFence { return &fakeFence{j: j} }, fx.As(new(worker.Fence))),
 		),
 		fx.NopLogger,
-		worker.Module,
+		worker.Module(cfg),
 		fx.Provide(worker.AsJob(func() *consumeJob { return job })),
 		fx.Populate(&e),
 	)
 	app.RequireStart()
 	term := <-job.started
 	app.RequireStop()
-	want := fmt.Sprintf("claim %s %d %s", cfg.Election.Name, term, e.ID())
+	want := fmt.Sprintf("claim %s %d %s", cfg.Name, term, e.ID())
 	if got := j.list(); len(got) != 1 || got[0] != want {
 		t.Fatalf("fence saw %q, want [%q]", got, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,13 +26,14 @@ var ErrRunning = errors.New("worker: already running")
 // ends every job's context is cancelled and the worker waits for them
 // before the elector may release the lease.
 type Worker struct {
-	elector *leader.Elector
-	log     *zap.Logger
-	metrics *Metrics
-	policy  Policy
-	mode    Mode
-	loc     *time.Location
-	fence   Fence
+	elector  *leader.Elector
+	log      *zap.Logger
+	metrics  *Metrics
+	policy   Policy
+	mode     Mode
+	loc      *time.Location
+	fence    Fence
+	onChange func(leader.Change)
 
 	mu      sync.Mutex
 	jobs    []*job
@@ -85,7 +87,7 @@ func WithMetrics(m *Metrics) Option {
 }
 
 // WithPolicy sets the failure policy of pull jobs. Zero fields keep their
-// defaults (DefaultConfig().Worker).
+// defaults (DefaultPolicy()).
 func WithPolicy(p Policy) Option {
 	return optionFunc(func(w *Worker) {
 		if p.MaxFailures > 0 {
@@ -129,6 +131,18 @@ func WithFence(f Fence) Option {
 	return optionFunc(func(w *Worker) { w.fence = f })
 }
 
+// WithOnLeaderChange calls fn for every change of the election's
+// leadership while Run runs — the current leader first, then each
+// election, release, resignation and expiry, this instance's own terms
+// included (leader.Elector.Observe) — in order, from one goroutine that
+// the Worker owns: Run starts it, and stops and awaits it before
+// returning. fn must not block for long: changes queue behind it. It runs
+// in every mode (in ModeAlways there is no election of this worker's, but
+// other instances' may be observed). Default: none.
+func WithOnLeaderChange(fn func(leader.Change)) Option {
+	return optionFunc(func(w *Worker) { w.onChange = fn })
+}
+
 // WithLocation sets the time zone of cron schedules. Default: time.Local.
 func WithLocation(loc *time.Location) Option {
 	return optionFunc(func(w *Worker) {
@@ -146,7 +160,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	w := &Worker{
 		elector: e,
 		log:     zap.NewNop(),
-		policy:  DefaultConfig().Worker,
+		policy:  DefaultPolicy(),
 		mode:    ModeElect,
 		loc:     time.Local,
 	}
@@ -201,12 +215,12 @@ func (w *Worker) Add(j Job) error {
 	}
 	if s, ok := j.(Scheduled); ok {
 		r.spec = s.Schedule()
-		sched, err := cronParser.Parse(r.spec)
+		sched, err := parseSchedule(r.spec)
+		if errors.Is(err, ErrNeverFires) {
+			return fmt.Errorf("worker: job %q: schedule %q never fires: %s", name, r.spec, strings.TrimPrefix(err.Error(), "worker: "))
+		}
 		if err != nil {
 			return fmt.Errorf("worker: job %q: invalid schedule %q: %w", name, r.spec, err)
-		}
-		if neverFires(sched) {
-			return fmt.Errorf("worker: job %q: schedule %q never fires: %s", name, r.spec, neverFiresReason)
 		}
 		r.schedule = sched
 	}
@@ -262,6 +276,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
+
+	if w.onChange != nil {
+		// The observer's lifetime is Run's: stopped and awaited on return.
+		octx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := w.elector.Observe(octx, w.onChange); err != nil {
+				w.log.Error("leader change hook stopped", zap.Error(err))
+			}
+		})
+		defer wg.Wait()
+		defer stop()
+	}
 
 	switch w.mode {
 	case ModeStandby:

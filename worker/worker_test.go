@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -509,21 +510,21 @@ func TestMetrics_Elector(t *testing.T) {
 	em.Renew(time.Millisecond, nil)
 	em.Renew(time.Millisecond, leader.ErrLeaseLost)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP solo_leader 1 while this instance leads the election.
-# TYPE solo_leader gauge
-solo_leader{election="jobs"} 1
-# HELP solo_term Fencing term of this instance's current or last leadership.
-# TYPE solo_term gauge
-solo_term{election="jobs"} 42
-`), "solo_leader", "solo_term"); err != nil {
+# HELP solo_election_leader 1 while this instance leads the election.
+# TYPE solo_election_leader gauge
+solo_election_leader{election="jobs"} 1
+# HELP solo_election_term Fencing term of this instance's current or last leadership.
+# TYPE solo_election_term gauge
+solo_election_term{election="jobs"} 42
+`), "solo_election_leader", "solo_election_term"); err != nil {
 		t.Fatal(err)
 	}
 	em.Transition(leader.TransitionLost, 42)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP solo_leader 1 while this instance leads the election.
-# TYPE solo_leader gauge
-solo_leader{election="jobs"} 0
-`), "solo_leader"); err != nil {
+# HELP solo_election_leader 1 while this instance leads the election.
+# TYPE solo_election_leader gauge
+solo_election_leader{election="jobs"} 0
+`), "solo_election_leader"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -589,4 +590,40 @@ func configuredID(id string) string {
 		return id[:i]
 	}
 	return id
+}
+
+// TestWorker_OnLeaderChange: the hook sees this instance elected, then
+// released when Run ends, and has returned by the time Run has.
+func TestWorker_OnLeaderChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []string
+		in := newInstance(t, leadertest.New(), "a", worker.WithOnLeaderChange(func(c leader.Change) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("%s %s", c.Kind, c.Holder.ID))
+		}))
+		started := make(chan struct{})
+		_ = in.w.Pull("p", func(ctx context.Context) error { close(started); <-ctx.Done(); return nil },
+			worker.WithRestart(worker.RestartNever))
+		in.start()
+		<-started
+		time.Sleep(time.Second) // the elected notice reaches the observer
+		if err := in.stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := slices.Clone(seen)
+		mu.Unlock()
+		id := in.e.ID()
+		if len(got) == 0 || got[0] != "elected "+id {
+			t.Fatalf("changes %q, want elected %s first", got, id)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(seen, got) {
+			t.Fatalf("the hook ran after Run returned: %q then %q", got, seen)
+		}
+	})
 }

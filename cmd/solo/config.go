@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -13,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 
-	"github.com/solo-run/solo/leader"
-	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/leader/redisurl"
 )
 
 // common are the flags every command that reads the configuration has.
@@ -27,6 +28,8 @@ type common struct {
 	dev    bool
 	// fenceDSN and fenceTable are --fence-dsn and --fence-table.
 	fenceDSN, fenceTable string
+	// logFormat is --log-format: auto, console or json.
+	logFormat string
 	// set records which flags were given.
 	set map[string]bool
 }
@@ -40,7 +43,8 @@ func (c *common) register(fs *flag.FlagSet, full bool) {
 		fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
 		fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
 		fs.StringVar(&c.fenceTable, "fence-table", "", "fence `table`, overrides fence.table (default solo_fence)")
-		fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON")
+		fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
+		fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
 	}
 }
 
@@ -57,7 +61,7 @@ var flagEnv = map[string]string{
 // load reads the configuration: file, then SOLO_* environment, then flags.
 // name, when not empty, is an election named on the command line: it
 // stands in for election.name so that a configuration without one is valid.
-func (c *common) load(fs *flag.FlagSet, env []string, name string) (worker.Config, error) {
+func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, error) {
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	path := c.config
@@ -79,9 +83,9 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (worker.Confi
 			env = append(env, flagEnv[flagName]+"="+v)
 		}
 	}
-	cfg, err := worker.Load(path, env)
+	cfg, err := Load(path, env)
 	if err != nil {
-		var ce *worker.ConfigError
+		var ce *ConfigError
 		if errors.As(err, &ce) {
 			for flagName, v := range flagEnv {
 				if ce.Env == v && c.set[flagName] {
@@ -92,10 +96,29 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (worker.Confi
 		}
 		return cfg, usageErr("%w", err)
 	}
-	if c.dev {
+	switch c.logFormat {
+	case "", "auto":
+		// log.dev: true asks for the console; otherwise a person at a
+		// terminal gets it, and a log shipper gets JSON.
+		cfg.Log.Dev = cfg.Log.Dev || c.dev || isTerminal(fs.Output())
+	case "console":
 		cfg.Log.Dev = true
+	case "json":
+		cfg.Log.Dev = c.dev
+	default:
+		return cfg, usageErr("--log-format %q: want auto, console or json", c.logFormat)
 	}
 	return cfg, nil
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func lookupEnv(env []string, key string) string {
@@ -109,7 +132,7 @@ func lookupEnv(env []string, key string) string {
 
 // newLogger returns JSON logs in production, console logs with dev. w must
 // be safe for concurrent use (solo run passes a logSink).
-func newLogger(cfg worker.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
+func newLogger(cfg LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(cfg.Level)
 	if err != nil {
 		return nil, usageErr("log.level %q: %w", cfg.Level, err)
@@ -143,7 +166,7 @@ func newClient(url string) (redis.UniversalClient, error) {
 	if url == "" {
 		return nil, usageErr("redis.url is empty: set it in the configuration, with SOLO_REDIS_URL or with --redis")
 	}
-	client, err := leader.NewRedisClient(url)
+	client, err := redisurl.NewClient(url)
 	if err != nil {
 		return nil, usageErr("%w", err)
 	}
@@ -168,7 +191,7 @@ func ping(ctx context.Context, client redis.UniversalClient, url string, wait ti
 		}
 		if time.Now().After(deadline) {
 			_ = client.Close()
-			return fmt.Errorf("redis %s unreachable after %s: %w", leader.RedactRedisURL(url), wait, dialCause(url, err))
+			return fmt.Errorf("redis %s unreachable after %s: %w", redisurl.Redact(url), wait, dialCause(url, err))
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
@@ -215,7 +238,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 // dialCause replaces a bare timeout by what a plain TCP dial to the first
 // address says (connection refused, no such host), which names the address.
 func dialCause(url string, err error) error {
-	opts, perr := leader.ParseRedisURL(url)
+	opts, perr := redisurl.Parse(url)
 	if perr != nil || len(opts.Addrs) == 0 {
 		return err
 	}

@@ -1,3 +1,5 @@
+//go:build !solo_nodemo
+
 package main
 
 import (
@@ -27,6 +29,7 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -61,7 +64,7 @@ func demoCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	defer os.RemoveAll(dir)
 
-	redisURL, what := *url, "Redis at "+leader.RedactRedisURL(*url)
+	redisURL, what := *url, "Redis at "+redisurl.Redact(*url)
 	if redisURL == "" {
 		r, err := startEmbedded(*embedded, dir)
 		if err != nil {
@@ -72,7 +75,7 @@ func demoCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	log := zap.NewNop()
 	if *verbose {
-		if log, err = newLogger(worker.LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
+		if log, err = newLogger(LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
 			return err
 		}
 	}
@@ -258,7 +261,7 @@ func (d *demo) run(ctx context.Context, url string) error {
 }
 
 func (d *demo) startCandidate(url, id string) (*candidate, error) {
-	client, err := leader.NewRedisClient(url)
+	client, err := redisurl.NewClient(url)
 	if err != nil {
 		return nil, err
 	}

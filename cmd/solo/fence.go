@@ -10,21 +10,20 @@ import (
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite", for fence.dsn sqlite:PATH
 
 	"github.com/solo-run/solo/leader/fence"
-	"github.com/solo-run/solo/worker"
 )
 
 // openFence opens the fence database of `solo run`, creates the fence table
 // if it is missing and returns its guard. A database that cannot be reached
 // within 10s fails the start (exit 1); a bad DSN or table name is a usage
 // error (exit 2).
-func openFence(ctx context.Context, cfg worker.FenceConfig) (*fence.Guard, func(), error) {
-	driver, source, err := worker.FenceDriver(cfg.DSN)
+func openFence(ctx context.Context, cfg FenceConfig) (*fence.Guard, func(), error) {
+	driver, source, err := FenceDriver(cfg.DSN)
 	if err != nil {
-		return nil, nil, usageErr("fence.dsn %q: %w", worker.RedactDSN(cfg.DSN), err)
+		return nil, nil, usageErr("fence.dsn %q: %w", RedactDSN(cfg.DSN), err)
 	}
 	db, err := sql.Open(driver, source)
 	if err != nil {
-		return nil, nil, usageErr("fence.dsn %q: %w", worker.RedactDSN(cfg.DSN), err)
+		return nil, nil, usageErr("fence.dsn %q: %w", RedactDSN(cfg.DSN), err)
 	}
 	var opts []fence.Option
 	if cfg.Table != "" {
@@ -39,7 +38,7 @@ func openFence(ctx context.Context, cfg worker.FenceConfig) (*fence.Guard, func(
 	defer cancel()
 	if err := guard.EnsureTable(ectx); err != nil {
 		_ = db.Close()
-		return nil, nil, fmt.Errorf("fence database %s: %w", worker.RedactDSN(cfg.DSN), err)
+		return nil, nil, fmt.Errorf("fence database %s: %w", RedactDSN(cfg.DSN), err)
 	}
 	return guard, func() { _ = db.Close() }, nil
 }

@@ -3,7 +3,7 @@
 //
 //	solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl 10s] -- PROGRAM ARGS...
 //	solo run [-c config.yaml]                 (the jobs listed in config.yaml)
-//	solo status [-c config.yaml] [--json] [NAME...]
+//	solo status [-c config.yaml] [--json | --watch] [NAME...]
 //	solo resign [-c config.yaml] [--wait 30s] NAME
 //	solo demo
 //	solo version
@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -32,13 +33,27 @@ const (
 	exitNoLeader = 3
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version may be set at build time with -ldflags "-X main.version=...";
+// soloVersion prefers the module version Go recorded in the binary.
+var version = ""
+
+// soloVersion returns the module version of this build (v1.2.3 when built
+// by `go install github.com/solo-run/solo/cmd/solo@v1.2.3`), else the
+// -ldflags value, else "(devel)" (a build from a work tree).
+func soloVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	if version != "" {
+		return version
+	}
+	return "(devel)"
+}
 
 const usage = `usage:
   solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl DURATION] [--dev] -- PROGRAM [ARGS...]
   solo run [-c config.yaml]            run the jobs listed in config.yaml
-  solo status [-c config.yaml] [--json] [NAME...]
+  solo status [-c config.yaml] [--json | --watch] [NAME...]
   solo resign [-c config.yaml] [--wait 30s] NAME
   solo demo [--redis URL]              a guided failover demo on an embedded Redis
   solo version
@@ -93,7 +108,7 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 	case "demo":
 		err = demoCommand(args[1:], stdout, stderr, env)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "solo", version)
+		fmt.Fprintln(stdout, "solo", soloVersion())
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -189,4 +190,28 @@ func (k *keeperProc) result(log *zap.Logger, stopped bool) error {
 		return nil
 	}
 	return fmt.Errorf("program %s", st)
+}
+
+// Exit codes of a program that cannot be run, as env, timeout and nohup
+// use them.
+const (
+	exitNotExecutable = 126
+	exitNotFound      = 127
+)
+
+// resolveProgram checks, before solo campaigns, that name can be executed:
+// a program that is missing (exit 127) or not executable (exit 126) is
+// reported in one line instead of failing, and backing off, in every term.
+func resolveProgram(name string) error {
+	_, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, exec.ErrNotFound) && !strings.ContainsRune(name, '/'):
+		return &codeError{code: exitNotFound, err: fmt.Errorf("%s: not found in $PATH", name)}
+	case errors.Is(err, fs.ErrNotExist):
+		return &codeError{code: exitNotFound, err: fmt.Errorf("%s: no such file or directory", name)}
+	default:
+		return &codeError{code: exitNotExecutable, err: fmt.Errorf("%s: not executable", name)}
+	}
 }

@@ -108,6 +108,11 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	if err != nil {
 		return err
 	}
+	if dashes {
+		if err := resolveProgram(argv[0]); err != nil {
+			return err
+		}
+	}
 	if !dashes && len(cfg.Jobs) == 0 {
 		return usageErr("nothing to run: give a program after -- or list jobs in the configuration")
 	}
@@ -257,7 +262,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}()
 	}
 	log.Info("solo running", zap.String("election", lc.Name), zap.String("id", e.ID()),
-		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", version),
+		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", soloVersion()),
 		zap.Duration("kill_after", killAfter))
 	err = w.Run(ctx)
 	// Never exit while a program tree lives, whatever Run returned (after

@@ -361,6 +361,15 @@ func TestStatusAndResign(t *testing.T) {
 		b, _ := cmd.CombinedOutput()
 		return cmd.ProcessState.ExitCode(), string(b)
 	}
+	// A watcher follows the leadership live: one line per change.
+	watcher := startSolo(t, env, "status", "--watch")
+	watched := func(kind, prefix string) {
+		t.Helper()
+		re := regexp.MustCompile(`(?m)^\S+  ` + regexp.QuoteMeta(name) + `  ` + kind + ` +` + prefix + `\S+  term \d+$`)
+		waitFor(t, 10*time.Second, "status --watch: "+kind+" "+prefix, func() bool { return re.MatchString(watcher.output()) })
+	}
+	watched("elected", "a-")
+
 	code, text := run("status")
 	if code != 0 || !strings.Contains(text, "ELECTION") || !strings.Contains(text, name) || !strings.Contains(text, strconv.FormatUint(first.term, 10)) {
 		t.Fatalf("status = %d:\n%s", code, text)
@@ -389,6 +398,12 @@ func TestStatusAndResign(t *testing.T) {
 		t.Fatalf("resign = %d:\n%s", code, text)
 	}
 	waitLine(t, out, 5*time.Second, func(l line) bool { return l.id == "b" && l.event == "start" })
+	watched("resigned", "a-")
+	watched("elected", "b-")
+	watcher.signal(syscall.SIGINT)
+	if code := watcher.wait(5 * time.Second); code != 0 {
+		t.Fatalf("status --watch exited %d on SIGINT, want 0:\n%s", code, watcher.output())
+	}
 	if code, text = run("status", "--json"); code != 0 || !strings.Contains(text, `"id": "b-`) {
 		t.Fatalf("status after resign = %d:\n%s", code, text)
 	}
@@ -479,13 +494,28 @@ func TestBadInput(t *testing.T) {
 			want: "election.shutdown_timeout 300ms: must be at least 580ms for solo run (SIGKILL comes 435ms after SIGTERM, and must land before solo gives up the drain)"},
 		{name: "stop margin too small", cfg: base + "  ttl: 10s\n  renew_deadline: 9800ms\n", args: []string{"run", "--", "true"}, code: 2,
 			want: "election.renew_deadline 9.8s: leaves 100ms before the lease can pass (ttl×(1−drift) = 9.9s, ttl 10s, drift 0.01); solo run needs at least 200ms to stop the program (SIGTERM, then SIGKILL)"},
+		// A program that cannot run is reported before campaigning, with
+		// env's exit codes. Old code: exit 1 only after it led, failed and
+		// backed off ("exec: no such file or directory" per term).
+		{name: "missing program", cfg: base, args: []string{"run", "--", "/nonexistent/prog"}, code: 127,
+			want: "/nonexistent/prog: no such file or directory"},
+		{name: "program not on PATH", cfg: base, args: []string{"run", "--", "solo-no-such-program"}, code: 127,
+			want: "solo-no-such-program: not found in $PATH"},
+		{name: "program not executable", cfg: base, args: []string{"run", "--", "%s"}, code: 126,
+			want: "%s: not executable"},
+		{name: "bad log format", cfg: base, args: []string{"run", "--log-format", "xml", "--", "true"}, code: 2,
+			want: `--log-format "xml": want auto, console or json`},
 		{name: "unreachable redis", cfg: base, args: []string{"run", "--", "true"}, code: 1,
 			want: "redis redis://127.0.0.1:1 unreachable after 5s: dial tcp 127.0.0.1:1: connect: connection refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := file(tt.cfg)
-			cmd := exec.Command(soloBin, append(append([]string{}, tt.args[0], "-c", path), tt.args[1:]...)...)
+			args := append([]string{}, tt.args...)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "%s", path) // the config file: not executable
+			}
+			cmd := exec.Command(soloBin, append(append([]string{}, args[0], "-c", path), args[1:]...)...)
 			cmd.Env = append(append(os.Environ(), "SOLO_CONFIG="), tt.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr

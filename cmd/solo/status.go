@@ -7,13 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/signal"
+	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/leader"
-	"github.com/solo-run/solo/worker"
 )
 
 // statusRow is one election in `solo status`; also its JSON form.
@@ -33,6 +35,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	var c common
 	c.register(fs, false)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	watch := fs.Bool("watch", false, "print one line per leadership change until interrupted (SIGINT, SIGTERM)")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -57,6 +60,9 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		return err
 	}
 	defer client.Close()
+	if *watch {
+		return watchStatus(client, cfg, names, stdout)
+	}
 	rows, err := lookupAll(ctx, client, cfg, names)
 	if err != nil {
 		return err
@@ -78,7 +84,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	return nil
 }
 
-func lookupAll(ctx context.Context, client redis.UniversalClient, cfg worker.Config, names []string) ([]statusRow, error) {
+func lookupAll(ctx context.Context, client redis.UniversalClient, cfg Config, names []string) ([]statusRow, error) {
 	rows := make([]statusRow, 0, len(names))
 	for _, name := range names {
 		lc := cfg.LeaderConfig()
@@ -102,6 +108,36 @@ func lookupAll(ctx context.Context, client redis.UniversalClient, cfg worker.Con
 		}
 	}
 	return rows, nil
+}
+
+// watchStatus prints a line for every leadership change of the elections
+// (leader.Observe: the current leader first) until SIGINT or SIGTERM:
+//
+//	2026-05-04T10:00:00.123+02:00  orders-sync  elected   host-a-1f2e  term 1795316457433330
+func watchStatus(client redis.UniversalClient, cfg Config, names []string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var mu sync.Mutex
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		lc := cfg.LeaderConfig()
+		lc.Name = name
+		wg.Go(func() {
+			errs[i] = leader.Observe(ctx, client, lc, func(c leader.Change) {
+				mu.Lock()
+				defer mu.Unlock()
+				fmt.Fprintf(stdout, "%s  %s  %-8s  %s  term %d\n", c.At.Format("2006-01-02T15:04:05.000Z07:00"), name, c.Kind, c.Holder.ID, c.Holder.Term)
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return usageErr("election %q: %w", names[i], err)
+		}
+	}
+	return nil
 }
 
 func printStatus(w io.Writer, rows []statusRow) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 )
 
 func main() {
@@ -29,7 +30,7 @@ func run(redisURL string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	client, err := leader.NewRedisClient(redisURL)
+	client, err := redisurl.NewClient(redisURL)
 	if err != nil {
 		return err
 	}

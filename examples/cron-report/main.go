@@ -26,6 +26,7 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -105,7 +106,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("create ticks: %w", err)
 	}
 
-	client, err := leader.NewRedisClient(o.redisURL)
+	client, err := redisurl.NewClient(o.redisURL)
 	if err != nil {
 		return err
 	}

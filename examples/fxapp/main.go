@@ -2,10 +2,9 @@
 // (one pull job, one cron job) on exactly one of its instances, and serves
 // /livez, /readyz, /leader and /metrics.
 //
-// Configuration comes from a YAML file (-config, the format of solo's
-// config.yaml) or, without one, from built-in defaults; SOLO_* environment
-// variables override either (SOLO_REDIS_URL, SOLO_HTTP_ADDR,
-// SOLO_ELECTION_TTL, …).
+// The application owns its configuration: flags, whose defaults come from
+// SOLO_REDIS_URL, SOLO_HTTP_ADDR and SOLO_ELECTION_TTL when set. It hands
+// the election's tunables to worker.Module as a leader.Config.
 package main
 
 import (
@@ -23,47 +22,45 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
 // stopTimeout bounds fx's OnStop hooks. worker.Module's hook waits for the
-// jobs to drain and the lease to be released, at most
-// election.shutdown_timeout (default: the TTL, 10s), so this must be above
-// that plus a second; raise it when you raise the TTL.
+// jobs to drain and the lease to be released, at most the election's
+// ShutdownTimeout (default: the TTL, 10s), so this must be above that plus
+// a second; raise it when you raise the TTL.
 const stopTimeout = 30 * time.Second
-
-// defaults is the configuration used without -config: the keys of solo's
-// config.yaml that this program needs, everything else at its default.
-const defaults = `
-redis:
-  url: redis://127.0.0.1:6379/0
-election:
-  name: fxapp
-http:
-  addr: 127.0.0.1:8080
-`
 
 // Flags are the command-line flags.
 type Flags struct {
-	ConfigPath     string
+	RedisURL       string
+	HTTPAddr       string
+	TTL            time.Duration
 	ReportSchedule string
 }
 
 func main() {
 	var f Flags
-	flag.StringVar(&f.ConfigPath, "config", "", "YAML configuration file (default: built-in defaults); SOLO_* variables override it")
+	flag.StringVar(&f.RedisURL, "redis", envOr("SOLO_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL ($SOLO_REDIS_URL)")
+	flag.StringVar(&f.HTTPAddr, "http", envOr("SOLO_HTTP_ADDR", "127.0.0.1:8080"), "status and metrics address ($SOLO_HTTP_ADDR)")
+	ttl, err := time.ParseDuration(envOr("SOLO_ELECTION_TTL", "10s"))
+	if err != nil {
+		_, _ = os.Stderr.WriteString("fxapp: SOLO_ELECTION_TTL: " + err.Error() + "\n")
+		os.Exit(2)
+	}
+	flag.DurationVar(&f.TTL, "ttl", ttl, "lease duration ($SOLO_ELECTION_TTL)")
 	flag.StringVar(&f.ReportSchedule, "report-schedule", "@every 2s", "cron spec of the report job, such as \"0 3 * * *\"")
 	flag.Parse()
 
 	fx.New(
 		fx.Supply(f),
 		fx.Provide(
-			loadConfig,
 			newLogger,
 			newRedisClient,
 			newRegistry,
 		),
-		worker.Module,
+		worker.Module(leader.Config{Name: "fxapp", TTL: f.TTL}, worker.WithHTTP(f.HTTPAddr)),
 		fx.Provide(
 			worker.AsJob(NewConsumeOrders),
 			worker.AsJob(NewNightlyReport),
@@ -73,27 +70,17 @@ func main() {
 	).Run()
 }
 
-// loadConfig reads -config, or the built-in defaults, and applies the SOLO_*
-// environment variables.
-func loadConfig(f Flags) (worker.Config, error) {
-	if f.ConfigPath != "" {
-		return worker.Load(f.ConfigPath, os.Environ())
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
 	}
-	return worker.Parse([]byte(defaults), os.Environ())
+	return def
 }
 
-// newLogger builds the zap logger that log.level and log.dev describe.
-func newLogger(lc fx.Lifecycle, cfg worker.Config) (*zap.Logger, error) {
+// newLogger builds a production zap logger.
+func newLogger(lc fx.Lifecycle) (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
-	if cfg.Log.Dev {
-		zc = zap.NewDevelopmentConfig()
-	}
 	zc.EncoderConfig.EncodeTime = zapcore.RFC3339NanoTimeEncoder
-	level, err := zapcore.ParseLevel(cfg.Log.Level)
-	if err != nil {
-		return nil, err
-	}
-	zc.Level = zap.NewAtomicLevelAt(level)
 	log, err := zc.Build()
 	if err != nil {
 		return nil, err
@@ -109,13 +96,10 @@ func newFxLogger(log *zap.Logger) fxevent.Logger {
 	return l
 }
 
-// newRedisClient connects to redis.url; the worker module consumes the client
+// newRedisClient connects to -redis; the worker module consumes the client
 // but never creates or closes it.
-func newRedisClient(lc fx.Lifecycle, cfg worker.Config) (redis.UniversalClient, error) {
-	if cfg.Redis.URL == "" {
-		return nil, errors.New("redis.url is empty: set it in the file or SOLO_REDIS_URL")
-	}
-	client, err := leader.NewRedisClient(cfg.Redis.URL)
+func newRedisClient(lc fx.Lifecycle, f Flags) (redis.UniversalClient, error) {
+	client, err := redisurl.NewClient(f.RedisURL)
 	if err != nil {
 		return nil, err
 	}

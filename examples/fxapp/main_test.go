@@ -82,7 +82,7 @@ func TestFxApp(t *testing.T) {
 		t.Fatalf("/metrics = %d, %v", code, err)
 	}
 	for _, want := range []string{
-		`solo_leader{election="fxapp"} 1`,
+		`solo_election_leader{election="fxapp"} 1`,
 		`solo_job_runs_total{election="fxapp",job="nightly-report"}`,
 		"go_goroutines",
 	} {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/redisurl"
 )
 
 // maxListed bounds the examples each problem lists.
@@ -30,7 +30,7 @@ func check(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	client, err := leader.NewRedisClient(c.redisURL)
+	client, err := redisurl.NewClient(c.redisURL)
 	if err != nil {
 		return err
 	}

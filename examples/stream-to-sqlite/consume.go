@@ -17,6 +17,7 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -84,7 +85,7 @@ func consume(ctx context.Context, args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	lease, err := leader.NewRedisClient(c.redisURL)
+	lease, err := redisurl.NewClient(c.redisURL)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func consume(ctx context.Context, args []string) error {
 	// A client of its own for the stream, which may live elsewhere. Like
 	// every NewRedisClient it has ContextTimeoutEnabled, and a read timeout
 	// (1s) above readBlock.
-	rdb, err := leader.NewRedisClient(upstream)
+	rdb, err := redisurl.NewClient(upstream)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 )
 
 // produce adds n messages, with field n = 1..N, to the stream, at -rate
@@ -24,7 +24,7 @@ func produce(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	client, err := leader.NewRedisClient(c.redisURL)
+	client, err := redisurl.NewClient(c.redisURL)
 	if err != nil {
 		return err
 	}

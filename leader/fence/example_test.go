@@ -8,14 +8,15 @@ import (
 	"os"
 	"path/filepath"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/solo-run/solo/leader/fence"
 )
 
 // A leader claims its term once, then fences each write transaction with it.
 // After a new leader claims a higher term, the old leader's writes are
-// refused.
+// refused. The program imports a driver (here modernc.org/sqlite, as
+// `_ "modernc.org/sqlite"`); this package's tests import none, so that
+// importing leader/fence costs no driver download: internal/fencetest runs
+// this example with SQLite and checks its output.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "fence-example-")
@@ -42,7 +43,7 @@ func Example() {
 	err := write(41, "host-a-1f2e")
 	fmt.Println(errors.Is(err, fence.ErrStaleTerm))
 	fmt.Println(err)
-	// Output:
+	// Prints:
 	// <nil> <nil>
 	// <nil>
 	// true

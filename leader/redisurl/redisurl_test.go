@@ -1,4 +1,4 @@
-package leader_test
+package redisurl_test
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 )
 
-func TestParseRedisURL_Errors(t *testing.T) {
+func TestParse_Errors(t *testing.T) {
 	tests := []struct {
 		name string
 		url  string
@@ -60,22 +60,22 @@ func TestParseRedisURL_Errors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts, err := leader.ParseRedisURL(tt.url)
+			opts, err := redisurl.Parse(tt.url)
 			if err == nil || err.Error() != tt.want {
-				t.Fatalf("ParseRedisURL(%q) = %+v, %v\nwant error %s", tt.url, opts, err, tt.want)
+				t.Fatalf("Parse(%q) = %+v, %v\nwant error %s", tt.url, opts, err, tt.want)
 			}
-			var ue *leader.RedisURLError
+			var ue *redisurl.Error
 			if !errors.As(err, &ue) {
-				t.Fatalf("error %T is not a *RedisURLError", err)
+				t.Fatalf("error %T is not a *redisurl.Error", err)
 			}
-			if _, err := leader.NewRedisClient(tt.url); err == nil || err.Error() != tt.want {
-				t.Fatalf("NewRedisClient(%q) = %v, want %s", tt.url, err, tt.want)
+			if _, err := redisurl.NewClient(tt.url); err == nil || err.Error() != tt.want {
+				t.Fatalf("NewClient(%q) = %v, want %s", tt.url, err, tt.want)
 			}
 		})
 	}
 }
 
-func TestParseRedisURL_Options(t *testing.T) {
+func TestParse_Options(t *testing.T) {
 	tests := []struct {
 		name string
 		url  string
@@ -172,9 +172,9 @@ func TestParseRedisURL_Options(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := leader.ParseRedisURL(tt.url)
+			got, err := redisurl.Parse(tt.url)
 			if err != nil {
-				t.Fatalf("ParseRedisURL(%q) = %v", tt.url, err)
+				t.Fatalf("Parse(%q) = %v", tt.url, err)
 			}
 			if tt.tls != (got.TLSConfig != nil) {
 				t.Fatalf("TLSConfig = %v, want set: %v", got.TLSConfig, tt.tls)
@@ -182,21 +182,21 @@ func TestParseRedisURL_Options(t *testing.T) {
 			g := *got
 			g.TLSConfig = nil
 			if !reflect.DeepEqual(g, tt.want) {
-				t.Fatalf("ParseRedisURL(%q) =\n%+v\nwant\n%+v", tt.url, g, tt.want)
+				t.Fatalf("Parse(%q) =\n%+v\nwant\n%+v", tt.url, g, tt.want)
 			}
 		})
 	}
 }
 
-func TestParseRedisURL_TLS(t *testing.T) {
-	opts, err := leader.ParseRedisURL("rediss://h:6380")
+func TestParse_TLS(t *testing.T) {
+	opts, err := redisurl.Parse("rediss://h:6380")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if opts.TLSConfig.InsecureSkipVerify || opts.TLSConfig.MinVersion == 0 {
 		t.Fatalf("TLSConfig = %+v, want verification on and a minimum version", opts.TLSConfig)
 	}
-	opts, err = leader.ParseRedisURL("rediss://h:6380?skip_verify=true")
+	opts, err = redisurl.Parse("rediss://h:6380?skip_verify=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestParseRedisURL_TLS(t *testing.T) {
 	}
 }
 
-func TestNewRedisClient_KindAndDefaults(t *testing.T) {
+func TestNewClient_KindAndDefaults(t *testing.T) {
 	t.Run("single node", func(t *testing.T) {
 		c := newRedisClient(t, "redis://127.0.0.1:1/4")
 		rc, ok := c.(*redis.Client)
@@ -214,7 +214,7 @@ func TestNewRedisClient_KindAndDefaults(t *testing.T) {
 		}
 		o := rc.Options()
 		if o.Addr != "127.0.0.1:1" || o.DB != 4 || !o.ContextTimeoutEnabled ||
-			o.ReadTimeout != leader.DefaultRedisTimeout || o.WriteTimeout != leader.DefaultRedisTimeout {
+			o.ReadTimeout != redisurl.DefaultTimeout || o.WriteTimeout != redisurl.DefaultTimeout {
 			t.Fatalf("options = Addr %s DB %d ContextTimeoutEnabled %v ReadTimeout %s WriteTimeout %s",
 				o.Addr, o.DB, o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
 		}
@@ -232,7 +232,7 @@ func TestNewRedisClient_KindAndDefaults(t *testing.T) {
 		if !ok {
 			t.Fatalf("client is %T, want a failover *redis.Client", c)
 		}
-		if o := rc.Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != leader.DefaultRedisTimeout {
+		if o := rc.Options(); !o.ContextTimeoutEnabled || o.ReadTimeout != redisurl.DefaultTimeout {
 			t.Fatalf("ContextTimeoutEnabled %v ReadTimeout %s", o.ContextTimeoutEnabled, o.ReadTimeout)
 		}
 	})
@@ -243,13 +243,13 @@ func TestNewRedisClient_KindAndDefaults(t *testing.T) {
 			t.Fatalf("client is %T, want *redis.ClusterClient", c)
 		}
 		o := cc.Options()
-		if !o.ContextTimeoutEnabled || o.ReadTimeout != leader.DefaultRedisTimeout || o.WriteTimeout != leader.DefaultRedisTimeout {
+		if !o.ContextTimeoutEnabled || o.ReadTimeout != redisurl.DefaultTimeout || o.WriteTimeout != redisurl.DefaultTimeout {
 			t.Fatalf("ContextTimeoutEnabled %v ReadTimeout %s WriteTimeout %s", o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
 		}
 	})
 }
 
-func TestRedactRedisURL(t *testing.T) {
+func TestRedact(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"redis://h:6379/0", "redis://h:6379/0"},
 		{"redis://u:p@h", "redis://u:xxxxx@h"},
@@ -259,17 +259,17 @@ func TestRedactRedisURL(t *testing.T) {
 		{"redis+sentinel://h/m?a=1&sentinel_password=x&b=2", "redis+sentinel://h/m?a=1&sentinel_password=xxxxx&b=2"},
 	}
 	for _, tt := range tests {
-		if got := leader.RedactRedisURL(tt.in); got != tt.want {
-			t.Errorf("RedactRedisURL(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := redisurl.Redact(tt.in); got != tt.want {
+			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
 
 func newRedisClient(t *testing.T, url string) redis.UniversalClient {
 	t.Helper()
-	c, err := leader.NewRedisClient(url)
+	c, err := redisurl.NewClient(url)
 	if err != nil {
-		t.Fatalf("NewRedisClient(%q) = %v", url, err)
+		t.Fatalf("NewClient(%q) = %v", url, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c

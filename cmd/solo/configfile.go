@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"bytes"
@@ -14,66 +14,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
+	"github.com/solo-run/solo/worker"
 )
 
-// Mode says whether an instance takes part in the election.
-type Mode string
-
-// Modes, to move off a hand-picked "fetch=true" instance one instance at a
-// time.
-const (
-	// ModeElect competes for the lease and runs the jobs while leading.
-	ModeElect Mode = "elect"
-	// ModeStandby never leads; it only observes the election.
-	ModeStandby Mode = "standby"
-	// ModeAlways runs the jobs without an election: the old flag's
-	// behaviour, unsafe when two instances have it.
-	ModeAlways Mode = "always"
-)
-
-// Misfire is what a cron job does about ticks that fell into a failover gap.
-type Misfire string
-
-// Misfire policies.
-const (
-	// MisfireSkip drops missed ticks; the job runs at its next tick.
-	MisfireSkip Misfire = "skip"
-	// MisfireRunOnce runs the job once, late, for any number of missed ticks.
-	MisfireRunOnce Misfire = "run-once"
-)
-
-// Restart says when a pull job that returned is started again.
-type Restart string
-
-// Restart policies.
-const (
-	// RestartAlways restarts the job whenever it returns.
-	RestartAlways Restart = "always"
-	// RestartOnFailure restarts the job only when it failed (an error, a
-	// panic, a non-zero exit).
-	RestartOnFailure Restart = "on-failure"
-	// RestartNever leaves a job that returned stopped until the next term.
-	RestartNever Restart = "never"
-)
-
-// Defaults for Config (see DefaultConfig).
-const (
-	DefaultMaxFailures       = 5
-	DefaultRestartBackoff    = time.Second
-	DefaultRestartBackoffMax = 30 * time.Second
-	DefaultLogLevel          = "info"
-)
+// DefaultLogLevel is log.level's default.
+const DefaultLogLevel = "info"
 
 // EnvPrefix starts the name of every environment variable that overrides a
 // configuration key: SOLO_ELECTION_TTL overrides election.ttl.
 const EnvPrefix = "SOLO_"
 
-// Config is the whole configuration file (config.yaml) of the solo CLI and
-// of programs that load it. Load and Parse apply defaults, environment
+// Config is the whole configuration file (config.yaml) of the solo
+// command. Load and Parse apply defaults, environment
 // overrides and Validate; a Config built in code should be started from
 // DefaultConfig and checked with Validate.
 type Config struct {
@@ -84,7 +40,7 @@ type Config struct {
 	Election ElectionConfig `yaml:"election"`
 
 	// Worker is how failing pull jobs are restarted.
-	Worker Policy `yaml:"worker"`
+	Worker worker.Policy `yaml:"worker"`
 
 	// HTTP is the status and metrics endpoint.
 	HTTP HTTPConfig `yaml:"http"`
@@ -105,7 +61,7 @@ type Config struct {
 
 // RedisConfig says where the leases live.
 type RedisConfig struct {
-	// URL is a Redis URL as leader.ParseRedisURL accepts it: redis://,
+	// URL is a Redis URL as redisurl.Parse accepts it: redis://,
 	// rediss://, redis+sentinel:// or redis+cluster://. Default "": none
 	// configured (a program may bring its own client).
 	URL string `yaml:"url"`
@@ -117,23 +73,7 @@ type ElectionConfig struct {
 	leader.Config `yaml:",inline"`
 
 	// Mode is elect, standby or always. Default elect.
-	Mode Mode `yaml:"mode"`
-}
-
-// Policy is how a worker restarts failing pull jobs.
-type Policy struct {
-	// MaxFailures is the number of consecutive job failures after which the
-	// instance resigns so that another candidate can try. Default 5; at
-	// least 1.
-	MaxFailures int `yaml:"max_failures"`
-
-	// RestartBackoff is the first restart delay of a failed pull job; it
-	// doubles with each further consecutive failure. Default 1s.
-	RestartBackoff time.Duration `yaml:"restart_backoff"`
-
-	// RestartBackoffMax caps the restart delay. Default 30s; not below
-	// RestartBackoff.
-	RestartBackoffMax time.Duration `yaml:"restart_backoff_max"`
+	Mode worker.Mode `yaml:"mode"`
 }
 
 // HTTPConfig is the status and metrics endpoint.
@@ -179,12 +119,12 @@ type JobConfig struct {
 	Schedule string `yaml:"schedule"`
 
 	// Misfire is the policy for ticks missed during a failover; cron jobs
-	// only. Empty means MisfireSkip (Load and Parse fill it in).
-	Misfire Misfire `yaml:"misfire"`
+	// only. Empty means worker.MisfireSkip (Load and Parse fill it in).
+	Misfire worker.Misfire `yaml:"misfire"`
 
 	// Restart is when a pull job that returned is started again; pull jobs
-	// only. Empty means RestartAlways (Load and Parse fill it in).
-	Restart Restart `yaml:"restart"`
+	// only. Empty means worker.RestartAlways (Load and Parse fill it in).
+	Restart worker.Restart `yaml:"restart"`
 }
 
 // ConfigError reports one bad configuration value, or a key the loader
@@ -243,14 +183,10 @@ func DefaultConfig() Config {
 	return Config{
 		Election: ElectionConfig{
 			Config: leader.Config{KeyPrefix: leader.DefaultKeyPrefix, TTL: leader.DefaultTTL},
-			Mode:   ModeElect,
+			Mode:   worker.ModeElect,
 		},
-		Worker: Policy{
-			MaxFailures:       DefaultMaxFailures,
-			RestartBackoff:    DefaultRestartBackoff,
-			RestartBackoffMax: DefaultRestartBackoffMax,
-		},
-		Log: LogConfig{Level: DefaultLogLevel},
+		Worker: worker.DefaultPolicy(),
+		Log:    LogConfig{Level: DefaultLogLevel},
 	}
 }
 
@@ -306,9 +242,9 @@ func (c Config) LeaderConfig() leader.Config {
 // code, and `solo run` checks the commands it runs.
 func (c Config) Validate() error {
 	if c.Redis.URL != "" {
-		if _, err := leader.ParseRedisURL(c.Redis.URL); err != nil {
-			ce := &ConfigError{Key: "redis.url", Value: strconv.Quote(leader.RedactRedisURL(c.Redis.URL)), Reason: err.Error()}
-			if ue, ok := errors.AsType[*leader.RedisURLError](err); ok {
+		if _, err := redisurl.Parse(c.Redis.URL); err != nil {
+			ce := &ConfigError{Key: "redis.url", Value: strconv.Quote(redisurl.Redact(c.Redis.URL)), Reason: err.Error()}
+			if ue, ok := errors.AsType[*redisurl.Error](err); ok {
 				ce.Value, ce.Reason = strconv.Quote(ue.URL), ue.Reason
 			}
 			return ce
@@ -321,11 +257,11 @@ func (c Config) Validate() error {
 		return &ConfigError{Key: "election", Reason: err.Error()}
 	}
 	switch c.Election.Mode {
-	case ModeElect, ModeStandby, ModeAlways:
+	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways:
 	default:
 		return &ConfigError{Key: "election.mode", Value: strconv.Quote(string(c.Election.Mode)), Reason: "must be one of elect, standby, always"}
 	}
-	if err := c.Worker.validate(); err != nil {
+	if err := validatePolicy(c.Worker); err != nil {
 		return err
 	}
 	if c.HTTP.Addr != "" {
@@ -356,7 +292,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (p Policy) validate() error {
+func validatePolicy(p worker.Policy) error {
 	if p.MaxFailures < 1 {
 		return &ConfigError{Key: "worker.max_failures", Value: strconv.Itoa(p.MaxFailures), Reason: "must be at least 1"}
 	}
@@ -373,35 +309,23 @@ func (p Policy) validate() error {
 	return nil
 }
 
-// cronParser accepts what the worker schedules: 5 fields, 6 with seconds
-// first, or a descriptor.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// neverFires reports whether a parsed schedule has no tick at all: specs
-// such as "0 0 30 2 *" parse, but robfig/cron's Next returns the zero time
-// for them (it gives up after five years). Dates are checked in UTC: the
-// zone shifts a tick by hours, never makes an impossible date possible.
-func neverFires(s cron.Schedule) bool { return s.Next(time.Now().UTC()).IsZero() }
-
-const neverFiresReason = "no date in the next five years matches it"
-
 func (j JobConfig) validate(key string) error {
 	if j.Name == "" {
 		return &ConfigError{Key: key + ".name", Value: `""`, Reason: "must not be empty"}
 	}
 	if j.Schedule != "" {
-		sched, err := cronParser.Parse(j.Schedule)
+		err := worker.CheckSchedule(j.Schedule)
+		if errors.Is(err, worker.ErrNeverFires) {
+			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule),
+				Reason: fmt.Sprintf("job %q never fires: %s", j.Name, strings.TrimPrefix(err.Error(), "worker: "))}
+		}
 		if err != nil {
 			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule), Reason: oneLine(err.Error())}
-		}
-		if neverFires(sched) {
-			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule),
-				Reason: fmt.Sprintf("job %q never fires: %s", j.Name, neverFiresReason)}
 		}
 	}
 	switch j.Misfire {
 	case "":
-	case MisfireSkip, MisfireRunOnce:
+	case worker.MisfireSkip, worker.MisfireRunOnce:
 		if j.Schedule == "" {
 			return &ConfigError{Key: key + ".misfire", Value: strconv.Quote(string(j.Misfire)), Reason: "only for jobs with a schedule"}
 		}
@@ -410,7 +334,7 @@ func (j JobConfig) validate(key string) error {
 	}
 	switch j.Restart {
 	case "":
-	case RestartAlways, RestartOnFailure, RestartNever:
+	case worker.RestartAlways, worker.RestartOnFailure, worker.RestartNever:
 		if j.Schedule != "" {
 			return &ConfigError{Key: key + ".restart", Value: strconv.Quote(string(j.Restart)), Reason: "only for jobs without a schedule (pull jobs)"}
 		}
@@ -437,9 +361,9 @@ func parse(file string, data []byte, env []string) (Config, error) {
 		j := &c.Jobs[i]
 		switch {
 		case j.Schedule != "" && j.Misfire == "":
-			j.Misfire = MisfireSkip
+			j.Misfire = worker.MisfireSkip
 		case j.Schedule == "" && j.Restart == "":
-			j.Restart = RestartAlways
+			j.Restart = worker.RestartAlways
 		}
 	}
 	if err := c.Validate(); err != nil {

@@ -1,4 +1,4 @@
-package worker_test
+package main
 
 import (
 	"errors"
@@ -104,14 +104,14 @@ func TestParse_Errors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := worker.Parse([]byte(tt.yaml), tt.env)
+			cfg, err := Parse([]byte(tt.yaml), tt.env)
 			if err == nil || err.Error() != tt.want {
 				t.Fatalf("Parse() = %+v, %v\nwant error %s", cfg, err, tt.want)
 			}
-			if !reflect.DeepEqual(cfg, worker.Config{}) {
+			if !reflect.DeepEqual(cfg, Config{}) {
 				t.Fatalf("Parse() returned %+v with its error, want the zero Config", cfg)
 			}
-			var ce *worker.ConfigError
+			var ce *ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %T is not a *ConfigError", err)
 			}
@@ -123,19 +123,19 @@ func TestParse_Errors(t *testing.T) {
 }
 
 func TestConfigError_Fields(t *testing.T) {
-	_, err := worker.Parse([]byte(minimal+"  ttl: -1s\n"), nil)
-	ce, ok := errors.AsType[*worker.ConfigError](err)
+	_, err := Parse([]byte(minimal+"  ttl: -1s\n"), nil)
+	ce, ok := errors.AsType[*ConfigError](err)
 	if !ok {
 		t.Fatalf("error %T is not a *ConfigError", err)
 	}
-	want := worker.ConfigError{Key: "election.ttl", Value: "-1s", Reason: "must be positive", File: "config.yaml", Line: 3}
+	want := ConfigError{Key: "election.ttl", Value: "-1s", Reason: "must be positive", File: "config.yaml", Line: 3}
 	if *ce != want {
 		t.Fatalf("ConfigError = %+v, want %+v", *ce, want)
 	}
 
-	_, err = worker.Parse([]byte(minimal), []string{"SOLO_ELECTION_MODE=x"})
-	ce, _ = errors.AsType[*worker.ConfigError](err)
-	want = worker.ConfigError{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always", Env: "SOLO_ELECTION_MODE"}
+	_, err = Parse([]byte(minimal), []string{"SOLO_ELECTION_MODE=x"})
+	ce, _ = errors.AsType[*ConfigError](err)
+	want = ConfigError{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always", Env: "SOLO_ELECTION_MODE"}
 	if ce == nil || *ce != want {
 		t.Fatalf("ConfigError = %+v, want %+v", ce, want)
 	}
@@ -179,15 +179,15 @@ jobs:                 # used by the solo run command (no "--")
 `
 
 func TestParse_Example(t *testing.T) {
-	got, err := worker.Parse([]byte(example), nil)
+	got, err := Parse([]byte(example), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := worker.DefaultConfig()
+	want := DefaultConfig()
 	want.Redis.URL = "redis://127.0.0.1:6379/0"
 	want.Election.Name = "orders-sync"
 	want.Election.Drift = 0.01
-	want.Jobs = []worker.JobConfig{
+	want.Jobs = []JobConfig{
 		{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireSkip},
 		{Name: "pull", Command: []string{"worker"}, Restart: worker.RestartOnFailure},
 	}
@@ -200,13 +200,13 @@ func TestParse_Example(t *testing.T) {
 }
 
 func TestParse_OmittedKeysTakeDefaults(t *testing.T) {
-	got, err := worker.Parse([]byte(minimal+"jobs:\n  - name: cron\n    schedule: '*/5 * * * *'\n  - name: pull\n"), nil)
+	got, err := Parse([]byte(minimal+"jobs:\n  - name: cron\n    schedule: '*/5 * * * *'\n  - name: pull\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := worker.DefaultConfig()
+	want := DefaultConfig()
 	want.Election.Name = "orders-sync"
-	want.Jobs = []worker.JobConfig{
+	want.Jobs = []JobConfig{
 		{Name: "cron", Schedule: "*/5 * * * *", Misfire: worker.MisfireSkip},
 		{Name: "pull", Restart: worker.RestartAlways},
 	}
@@ -220,7 +220,7 @@ func TestParse_OmittedKeysTakeDefaults(t *testing.T) {
 	}
 	// Derived durations stay zero, so leader derives them from the TTL in
 	// use: setting only the TTL scales them all.
-	short, err := worker.Parse([]byte(minimal+"  ttl: 3s\n"), nil)
+	short, err := Parse([]byte(minimal+"  ttl: 3s\n"), nil)
 	if err != nil {
 		t.Fatalf("ttl 3s alone: %v", err)
 	}
@@ -230,11 +230,11 @@ func TestParse_OmittedKeysTakeDefaults(t *testing.T) {
 }
 
 func TestParse_EmptyValuesMeanDefault(t *testing.T) {
-	got, err := worker.Parse([]byte(minimal+"  ttl:\n  drift: ~\n  min_replicas: ''\nworker:\n  max_failures:\n  restart_backoff: ''\nhttp:\nlog:\n  dev:\njobs:\n"), nil)
+	got, err := Parse([]byte(minimal+"  ttl:\n  drift: ~\n  min_replicas: ''\nworker:\n  max_failures:\n  restart_backoff: ''\nhttp:\nlog:\n  dev:\njobs:\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := worker.DefaultConfig()
+	want := DefaultConfig()
 	want.Election.Name = "orders-sync"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse() =\n%+v\nwant\n%+v", got, want)
@@ -268,11 +268,11 @@ func TestParse_EnvOverridesFile(t *testing.T) {
 		"SOLO_LOG_LEVEL=error",
 		"SOLO_LOG_DEV=true",
 	}
-	got, err := worker.Parse([]byte(file), env)
+	got, err := Parse([]byte(file), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := worker.DefaultConfig()
+	want := DefaultConfig()
 	want.Redis.URL = "redis+cluster://h1:7000,h2:7001"
 	want.Election.Config = leader.Config{
 		Name: "billing", ID: "me-1", KeyPrefix: "app", TTL: 30 * time.Second,
@@ -282,13 +282,13 @@ func TestParse_EnvOverridesFile(t *testing.T) {
 	}
 	want.Election.Mode = worker.ModeAlways
 	want.Worker = worker.Policy{MaxFailures: 9, RestartBackoff: 500 * time.Millisecond, RestartBackoffMax: 10 * time.Second}
-	want.Log = worker.LogConfig{Level: "error", Dev: true}
+	want.Log = LogConfig{Level: "error", Dev: true}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse() =\n%+v\nwant\n%+v", got, want)
 	}
 
 	// An empty variable resets a key the file set to its default.
-	got, err = worker.Parse([]byte(file), []string{"SOLO_ELECTION_TTL=", "SOLO_ELECTION_MODE=", "SOLO_LOG_LEVEL="})
+	got, err = Parse([]byte(file), []string{"SOLO_ELECTION_TTL=", "SOLO_ELECTION_MODE=", "SOLO_LOG_LEVEL="})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,19 +307,19 @@ func TestEnvVars(t *testing.T) {
 		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX",
 		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
 	}
-	if got := worker.EnvVars(); !slices.Equal(got, want) {
+	if got := EnvVars(); !slices.Equal(got, want) {
 		t.Fatalf("EnvVars() =\n%q\nwant\n%q", got, want)
 	}
 }
 
 func TestLoad_FullRoundTrip(t *testing.T) {
-	got, err := worker.Load("testdata/full.yaml", nil)
+	got, err := Load("testdata/full.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := worker.Config{
-		Redis: worker.RedisConfig{URL: "redis+sentinel://app:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster/2?sentinel_password=s3"},
-		Election: worker.ElectionConfig{
+	want := Config{
+		Redis: RedisConfig{URL: "redis+sentinel://app:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster/2?sentinel_password=s3"},
+		Election: ElectionConfig{
 			Config: leader.Config{
 				Name: "orders-sync", ID: "host-a-1", KeyPrefix: "solo-test", TTL: 15 * time.Second,
 				RenewInterval: 3 * time.Second, RenewDeadline: 9 * time.Second, RetryInterval: 2 * time.Second,
@@ -329,10 +329,10 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 			Mode: worker.ModeStandby,
 		},
 		Worker: worker.Policy{MaxFailures: 3, RestartBackoff: 2 * time.Second, RestartBackoffMax: time.Minute},
-		HTTP:   worker.HTTPConfig{Addr: "127.0.0.1:8080"},
-		Fence:  worker.FenceConfig{DSN: "postgres://solo:secret@127.0.0.1:5432/app", Table: "app_fence"},
-		Log:    worker.LogConfig{Level: "debug", Dev: true},
-		Jobs: []worker.JobConfig{
+		HTTP:   HTTPConfig{Addr: "127.0.0.1:8080"},
+		Fence:  FenceConfig{DSN: "postgres://solo:secret@127.0.0.1:5432/app", Table: "app_fence"},
+		Log:    LogConfig{Level: "debug", Dev: true},
+		Jobs: []JobConfig{
 			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce},
 			{Name: "sync", Command: []string{"/usr/local/bin/sync", "--once"}, Restart: worker.RestartOnFailure},
 		},
@@ -345,7 +345,7 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := worker.Parse(out, nil)
+	again, err := Parse(out, nil)
 	if err != nil {
 		t.Fatalf("Parse(Marshal(full)) = %v\n%s", err, out)
 	}
@@ -370,33 +370,33 @@ func TestLoad_Files(t *testing.T) {
 	if err := os.WriteFile(path, []byte(minimal+"  ttl: -2s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := worker.Load(path, nil); err == nil || err.Error() != path+`:3: election.ttl -2s: must be positive` {
+	if _, err := Load(path, nil); err == nil || err.Error() != path+`:3: election.ttl -2s: must be positive` {
 		t.Fatalf("Load(bad file) = %v", err)
 	}
 
-	if _, err := worker.Load(filepath.Join(dir, "missing.yaml"), nil); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Load(filepath.Join(dir, "missing.yaml"), nil); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load(missing file) = %v, want fs.ErrNotExist", err)
 	}
 
 	// No file: defaults and the environment only.
-	got, err := worker.Load("", []string{"SOLO_ELECTION_NAME=orders-sync"})
+	got, err := Load("", []string{"SOLO_ELECTION_NAME=orders-sync"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := worker.DefaultConfig()
+	want := DefaultConfig()
 	want.Election.Name = "orders-sync"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load(\"\") =\n%+v\nwant\n%+v", got, want)
 	}
-	if _, err := worker.Load("", nil); err == nil || err.Error() != `election.name "": must not be empty` {
+	if _, err := Load("", nil); err == nil || err.Error() != `election.name "": must not be empty` {
 		t.Fatalf("Load(\"\", no env) = %v", err)
 	}
 }
 
 func TestConfig_Validate(t *testing.T) {
-	c := worker.DefaultConfig()
+	c := DefaultConfig()
 	c.Election.Name = "orders-sync"
-	c.Jobs = []worker.JobConfig{{Name: "a", Schedule: "0 */5 * * * *"}, {Name: "b"}} // empty policies mean defaults
+	c.Jobs = []JobConfig{{Name: "a", Schedule: "0 */5 * * * *"}, {Name: "b"}} // empty policies mean defaults
 	if err := c.Validate(); err != nil {
 		t.Fatalf("Validate() = %v", err)
 	}
@@ -410,7 +410,7 @@ func TestConfig_Validate(t *testing.T) {
 		t.Fatalf("Validate(negative backoff) = %v", err)
 	}
 
-	var zero worker.Config
+	var zero Config
 	zero.Election.Name = "x"
 	if err := zero.Validate(); err == nil || err.Error() != `election.mode "": must be one of elect, standby, always` {
 		t.Fatalf("Validate(zero Config) = %v", err)
@@ -447,4 +447,14 @@ func keyPaths(t *testing.T, data []byte) []string {
 	walk(&doc, "")
 	slices.Sort(paths)
 	return slices.Compact(paths)
+}
+
+// TestParse_NeverFiringSchedule: a schedule that parses but never fires is
+// refused with its line, through worker.CheckSchedule.
+func TestParse_NeverFiringSchedule(t *testing.T) {
+	_, err := Parse([]byte("election:\n  name: orders-sync\njobs:\n  - name: feb30\n    schedule: \"0 0 30 2 *\"\n"), nil)
+	want := `config.yaml:5: jobs[0].schedule "0 0 30 2 *": job "feb30" never fires: no date in the next five years matches it`
+	if err == nil || err.Error() != want {
+		t.Errorf("config: got %v\nwant %s", err, want)
+	}
 }

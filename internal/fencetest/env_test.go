@@ -1,4 +1,4 @@
-package fence_test
+package fencetest_test
 
 import (
 	"context"

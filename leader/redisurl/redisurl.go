@@ -1,0 +1,484 @@
+// Package redisurl builds go-redis clients from one Redis URL, whatever the
+// deployment: a single node, a Sentinel group or a Cluster.
+//
+// go-redis parses each deployment's URL (redis.ParseURL,
+// redis.ParseFailoverURL, redis.ParseClusterURL) but needs the caller to
+// know which one applies, lists extra addresses as addr= options, reads a
+// sentinel URL's user info as the sentinels' credentials, accepts a bare
+// number of seconds and a zero duration (meaning "no timeout"), and keeps
+// the last of a repeated option. This package adds what a configuration
+// file needs on top: one scheme per deployment, host lists, the master's
+// credentials in the user info, strict option values, errors that never
+// show a password, and solo's client defaults (ContextTimeoutEnabled and
+// 1s read and write timeouts). go-redis then builds the options.
+package redisurl
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultTimeout is the read and write timeout NewClient uses when the URL
+// gives none. It is well under the default renew deadline of
+// leader.Config (2/3 of 10s), so one hung call cannot by itself cost the
+// leadership; the go-redis default (3s–5s) could.
+const DefaultTimeout = time.Second
+
+// Error reports a Redis URL that Parse cannot use. URL has its password (and
+// a sentinel_password option) replaced by "xxxxx", so the error is safe to
+// log.
+type Error struct {
+	URL    string
+	Reason string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	return fmt.Sprintf("invalid redis url %q: %s", e.URL, e.Reason)
+}
+
+// scheme says what a URL scheme connects to.
+type scheme struct {
+	tls         bool
+	sentinel    bool
+	cluster     bool
+	defaultPort string
+}
+
+var schemes = map[string]scheme{
+	"redis":           {defaultPort: "6379"},
+	"rediss":          {tls: true, defaultPort: "6379"},
+	"redis+sentinel":  {sentinel: true, defaultPort: "26379"},
+	"rediss+sentinel": {tls: true, sentinel: true, defaultPort: "26379"},
+	"redis+cluster":   {cluster: true, defaultPort: "6379"},
+	"rediss+cluster":  {tls: true, cluster: true, defaultPort: "6379"},
+}
+
+// optionKind is how an option's value is checked before go-redis reads it.
+type optionKind int
+
+const (
+	durationOption optionKind = iota // positive, with a unit
+	intOption                        // at least min
+	stringOption
+	boolOption
+)
+
+type option struct {
+	kind optionKind
+	min  int
+	only string // "sentinel", "cluster" or "tls": where the option applies
+}
+
+// options are the query options this package accepts: go-redis's names,
+// with solo's stricter rules for their values.
+var options = map[string]option{
+	"dial_timeout":       {kind: durationOption},
+	"read_timeout":       {kind: durationOption},
+	"write_timeout":      {kind: durationOption},
+	"pool_timeout":       {kind: durationOption},
+	"conn_max_idle_time": {kind: durationOption},
+	"conn_max_lifetime":  {kind: durationOption},
+	"min_retry_backoff":  {kind: durationOption},
+	"max_retry_backoff":  {kind: durationOption},
+	"pool_size":          {kind: intOption},
+	"min_idle_conns":     {kind: intOption},
+	"max_idle_conns":     {kind: intOption},
+	"max_active_conns":   {kind: intOption},
+	"max_retries":        {kind: intOption, min: -1},
+	"protocol":           {kind: intOption, min: 2},
+	"max_redirects":      {kind: intOption, min: -1, only: "cluster"},
+	"client_name":        {kind: stringOption},
+	"sentinel_username":  {kind: stringOption, only: "sentinel"},
+	"sentinel_password":  {kind: stringOption, only: "sentinel"},
+	"skip_verify":        {kind: boolOption, only: "tls"},
+}
+
+// Parse parses a Redis URL into go-redis universal options:
+//
+//	redis://[user:pass@]host[:port][/db][?opts]                          single node
+//	rediss://...                                                        single node, TLS
+//	redis+sentinel://[user:pass@]h1[:26379],h2[:26379]/MASTER[/db][?opts] Sentinel
+//	redis+cluster://[user:pass@]h1[:6379],h2[:6379][?opts]               Cluster
+//
+// rediss+sentinel and rediss+cluster use TLS for every connection, verified
+// against each address's own host name. The user and password are the Redis
+// server's (for Sentinel: the master's; the sentinels' own credentials are
+// the sentinel_username and sentinel_password options). Ports default to
+// 6379, or 26379 for sentinels; db defaults to 0. A cluster URL has no db
+// and sets IsClusterMode, so even one seed address makes a cluster client.
+//
+// Options (each at most once):
+//   - durations, such as "500ms", positive: dial_timeout, read_timeout,
+//     write_timeout, pool_timeout, conn_max_idle_time, conn_max_lifetime,
+//     min_retry_backoff, max_retry_backoff;
+//   - integers: pool_size, min_idle_conns, max_idle_conns, max_active_conns
+//     (≥ 0), max_retries (≥ −1; −1 disables retries), protocol (2 or 3),
+//     max_redirects (cluster only, ≥ −1);
+//   - strings: client_name, sentinel_username and sentinel_password
+//     (Sentinel only);
+//   - skip_verify=true|false (TLS only): do not verify server certificates.
+//
+// Options not given stay zero, meaning the go-redis default; NewClient adds
+// this package's own defaults. Errors are *Error.
+func Parse(s string) (*redis.UniversalOptions, error) {
+	fail := func(format string, args ...any) (*redis.UniversalOptions, error) {
+		return nil, &Error{URL: Redact(s), Reason: fmt.Sprintf(format, args...)}
+	}
+
+	schemeText, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return fail("missing scheme (want redis://, rediss://, redis+sentinel:// or redis+cluster://)")
+	}
+	sc, ok := schemes[strings.ToLower(schemeText)]
+	if !ok {
+		return fail("unknown scheme %q (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", schemeText)
+	}
+	if strings.Contains(rest, "#") {
+		return fail("unexpected fragment")
+	}
+	rest, rawQuery, _ := strings.Cut(rest, "?")
+	authority, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		authority, path = rest[:i], rest[i:]
+	}
+
+	// 1. User info. The last '@' ends it: a password may contain '@' only
+	// percent-encoded, but be lenient like net/url.
+	var user *url.Userinfo
+	hosts := authority
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		name, pass, hasPass := strings.Cut(authority[:i], ":")
+		name, err := url.PathUnescape(name)
+		if err != nil {
+			return fail("bad user name escape")
+		}
+		user = url.User(name)
+		if hasPass {
+			if pass, err = url.PathUnescape(pass); err != nil {
+				return fail("bad password escape")
+			}
+			user = url.UserPassword(name, pass)
+		}
+		hosts = authority[i+1:]
+	}
+
+	// 2. Addresses: go-redis takes one host in a URL.
+	if hosts == "" {
+		return fail("missing host")
+	}
+	var addrs []string
+	for h := range strings.SplitSeq(hosts, ",") {
+		addr, reason := hostPort(h, sc.defaultPort)
+		if reason != "" {
+			return fail("%s", reason)
+		}
+		addrs = append(addrs, addr)
+	}
+	if !sc.sentinel && !sc.cluster && len(addrs) > 1 {
+		return fail("a single-node url takes one host; use redis+sentinel:// or redis+cluster:// for several")
+	}
+
+	// 3. Path: [/MASTER][/db].
+	segments := strings.Split(strings.Trim(path, "/"), "/")
+	if segments[0] == "" {
+		segments = nil
+	}
+	var master string
+	if sc.sentinel {
+		if len(segments) == 0 {
+			return fail("missing master name")
+		}
+		m, err := url.PathUnescape(segments[0])
+		if err != nil || m == "" {
+			return fail("bad master name %q", segments[0])
+		}
+		master, segments = m, segments[1:]
+	}
+	db := 0
+	switch {
+	case len(segments) == 0:
+	case sc.cluster:
+		return fail("a cluster url takes no database or path (got %q)", path)
+	case len(segments) > 1:
+		return fail("unexpected path %q", path)
+	default:
+		n, err := strconv.Atoi(segments[0])
+		if err != nil || n < 0 {
+			return fail("bad database number %q", segments[0])
+		}
+		db = n
+	}
+
+	// 4. Options: checked here, read by go-redis.
+	q, reason := checkQuery(rawQuery, sc)
+	if reason != "" {
+		return fail("%s", reason)
+	}
+
+	skipVerify, _ := strconv.ParseBool(q.Get("skip_verify"))
+	opts, err := build(sc, user, addrs, master, db, q)
+	if err != nil {
+		return fail("%s", strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	if sc.tls {
+		// ServerName stays empty (go-redis sets the first host's): crypto/tls
+		// then verifies each connection against the host of the address it
+		// dials, which is right for several seeds and for the nodes a
+		// cluster or sentinel reports.
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skipVerify}
+	}
+	return opts, nil
+}
+
+// NewClient returns a client for a Redis URL (see Parse): a sentinel-backed
+// failover client for a sentinel URL, a cluster client for a cluster URL
+// (even with one seed address), otherwise a single-node client.
+// ContextTimeoutEnabled is set so that context deadlines bound every call,
+// and read and write timeouts default to DefaultTimeout. The client
+// connects lazily: an unreachable server shows on the first command.
+func NewClient(rawURL string) (redis.UniversalClient, error) {
+	opts, err := ClientOptions(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewUniversalClient(opts), nil
+}
+
+// ClientOptions is Parse plus NewClient's defaults, for callers that adjust
+// the options before building the client.
+func ClientOptions(rawURL string) (*redis.UniversalOptions, error) {
+	opts, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	opts.ContextTimeoutEnabled = true
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = DefaultTimeout
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = DefaultTimeout
+	}
+	return opts, nil
+}
+
+// Redact returns s with the password of its user info and the value of a
+// sentinel_password option replaced by "xxxxx". It works on text that does
+// not parse, so errors about a bad URL never leak a password.
+func Redact(s string) string {
+	const mask = "xxxxx"
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	end := len(s)
+	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	if at := strings.LastIndexByte(s[start:end], '@'); at >= 0 {
+		if c := strings.IndexByte(s[start:start+at], ':'); c >= 0 {
+			s = s[:start+c+1] + mask + s[start+at:]
+		}
+	}
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	params := strings.Split(s[q+1:], "&")
+	for i, p := range params {
+		name, _, _ := strings.Cut(p, "=")
+		if n, err := url.QueryUnescape(name); err == nil && n == "sentinel_password" {
+			params[i] = name + "=" + mask
+		}
+	}
+	return s[:q+1] + strings.Join(params, "&")
+}
+
+// build hands the parts to the go-redis parser of the deployment and
+// returns its options as universal options.
+func build(sc scheme, user *url.Userinfo, addrs []string, master string, db int, q url.Values) (*redis.UniversalOptions, error) {
+	u := url.URL{Scheme: "redis", Host: addrs[0]}
+	// Passed on separately: go-redis reads skip_verify only with TLS (set
+	// afterwards) and has no sentinel credentials in its query.
+	sentinelUser, sentinelPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	for _, name := range []string{"skip_verify", "sentinel_username", "sentinel_password"} {
+		q.Del(name)
+	}
+	switch {
+	case sc.cluster:
+		u.User = user
+		for _, a := range addrs[1:] {
+			q.Add("addr", a)
+		}
+		u.RawQuery = q.Encode()
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.Addrs, IsClusterMode: true, Username: o.Username, Password: o.Password,
+			MaxRedirects: o.MaxRedirects, Protocol: o.Protocol, ClientName: o.ClientName,
+			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
+			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+		}, nil
+	case sc.sentinel:
+		// go-redis reads the user info as the sentinels' credentials and
+		// the master's from username and password options.
+		if user != nil {
+			q.Set("username", user.Username())
+			if p, ok := user.Password(); ok {
+				q.Set("password", p)
+			}
+		}
+		if sentinelUser != "" || sentinelPass != "" {
+			u.User = url.UserPassword(sentinelUser, sentinelPass)
+		}
+		q.Set("master_name", master)
+		for _, a := range addrs[1:] {
+			q.Add("addr", a)
+		}
+		u.Path = "/" + strconv.Itoa(db)
+		u.RawQuery = q.Encode()
+		o, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.SentinelAddrs, MasterName: o.MasterName, DB: o.DB,
+			Username: o.Username, Password: o.Password,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			Protocol: o.Protocol, ClientName: o.ClientName,
+			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
+			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+		}, nil
+	default:
+		u.User = user
+		u.Path = "/" + strconv.Itoa(db)
+		u.RawQuery = q.Encode()
+		o, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{
+			Addrs: []string{o.Addr}, DB: o.DB, Username: o.Username, Password: o.Password,
+			Protocol: o.Protocol, ClientName: o.ClientName,
+			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
+			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+		}, nil
+	}
+}
+
+// hostPort checks one "host[:port]" and returns "host:port", or a reason.
+// go-redis would take a missing host for localhost and leave a bad port
+// to the first dial.
+func hostPort(h, defaultPort string) (addr, reason string) {
+	if h == "" {
+		return "", "empty host in host list"
+	}
+	host, port := h, defaultPort
+	switch {
+	case strings.HasPrefix(h, "["): // [IPv6] or [IPv6]:port
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return "", fmt.Sprintf("bad host %q", h)
+		}
+		host = h[1:end]
+		if after := h[end+1:]; after != "" {
+			p, ok := strings.CutPrefix(after, ":")
+			if !ok {
+				return "", fmt.Sprintf("bad host %q", h)
+			}
+			port = p
+		}
+	case strings.Count(h, ":") > 1:
+		return "", fmt.Sprintf("bad host %q (write an IPv6 address in brackets: [::1]:6379)", h)
+	default:
+		if i := strings.IndexByte(h, ':'); i >= 0 {
+			host, port = h[:i], h[i+1:]
+		}
+	}
+	if host == "" {
+		return "", fmt.Sprintf("missing host in %q", h)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '+' {
+		return "", fmt.Sprintf("bad port %q in %q", port, h)
+	}
+	return net.JoinHostPort(host, port), ""
+}
+
+// checkQuery parses the query and checks every option against options; it
+// returns the reason the first bad one (in name order) is bad, or "".
+func checkQuery(rawQuery string, sc scheme) (url.Values, string) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Sprintf("bad query: %v", err)
+	}
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		o, known := options[name]
+		switch {
+		case !known:
+			return nil, fmt.Sprintf("unknown option %q", name)
+		case o.only == "tls" && !sc.tls:
+			return nil, fmt.Sprintf("option %s needs TLS (a rediss scheme)", name)
+		case o.only == "sentinel" && !sc.sentinel:
+			return nil, fmt.Sprintf("option %s is only for redis+sentinel urls", name)
+		case o.only == "cluster" && !sc.cluster:
+			return nil, fmt.Sprintf("option %s is only for redis+cluster urls", name)
+		case len(q[name]) > 1:
+			return nil, fmt.Sprintf("option %s given more than once", name)
+		}
+		v := q.Get(name)
+		shown := v
+		if name == "sentinel_password" {
+			shown = "xxxxx"
+		}
+		switch o.kind {
+		case durationOption:
+			// go-redis would take "3" as 3s and "0s" as no timeout at all.
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Sprintf("bad option %s=%q: want a duration such as \"1s\"", name, shown)
+			}
+			if d <= 0 {
+				return nil, fmt.Sprintf("bad option %s=%q: must be positive", name, shown)
+			}
+		case intOption:
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil:
+				return nil, fmt.Sprintf("bad option %s=%q: want an integer", name, shown)
+			case name == "protocol" && (n < 2 || n > 3):
+				return nil, fmt.Sprintf("bad option %s=%q: must be 2 or 3", name, shown)
+			case n < o.min:
+				return nil, fmt.Sprintf("bad option %s=%q: must be at least %d", name, shown, o.min)
+			}
+		case boolOption:
+			if _, err := strconv.ParseBool(v); err != nil {
+				return nil, fmt.Sprintf("bad option %s=%q: want true or false", name, shown)
+			}
+		}
+	}
+	return q, ""
+}
