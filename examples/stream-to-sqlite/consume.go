@@ -107,7 +107,7 @@ func consume(ctx context.Context, args []string) error {
 	}
 
 	// A client of its own for the stream, which may live elsewhere. Like
-	// every NewRedisClient it has ContextTimeoutEnabled, and a read timeout
+	// every redisurl.NewClient it has ContextTimeoutEnabled, and a read timeout
 	// (1s) above readBlock.
 	rdb, err := redisurl.NewClient(upstream)
 	if err != nil {
