@@ -76,13 +76,31 @@ func (w *Worker) Info(ctx context.Context) LeaderInfo {
 // Handler serves /livez and /readyz (neither depends on being leader: a
 // follower is healthy), /leader (LeaderInfo as JSON) and, when gatherer is
 // not nil, /metrics.
+//
+// /livez fails (503, with the reason) while this instance leads but its
+// last successful renewal is overdue by more than half the renew budget
+// (RenewInterval + (RenewDeadline − RenewInterval)/2): Redis is slow or
+// unreachable, or this process is starved, and the term is at risk — the
+// signal client-go's leader-election healthz adaptor gives a liveness
+// probe. It is healthy again once the renewal succeeds, or once the
+// deadline passed and the instance stepped down.
 func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = rw.Write([]byte("ok\n"))
 	}
-	mux.HandleFunc("GET /livez", ok)
+	cfg := w.elector.Config()
+	tolerance := (cfg.RenewDeadline - cfg.RenewInterval) / 2
+	mux.HandleFunc("GET /livez", func(rw http.ResponseWriter, r *http.Request) {
+		if err := w.elector.Healthy(tolerance); err != nil {
+			rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = rw.Write([]byte(err.Error() + "\n"))
+			return
+		}
+		ok(rw, r)
+	})
 	mux.HandleFunc("GET /readyz", ok)
 	mux.HandleFunc("GET /leader", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
