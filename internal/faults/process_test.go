@@ -71,7 +71,10 @@ func TestGracefulStop(t *testing.T) {
 				if !ok {
 					t.Fatalf("no new leader within %s of the graceful stop", 2*tm.TTL)
 				}
-				rel, ok := r.Find(from, func(ev faults.Event) bool {
+				// Events of different processes reach the history in any
+				// order: the release (sent before the next leader could
+				// acquire) may be reported after that leader's start.
+				rel, _, ok := r.H.Wait(2*time.Second, from, func(ev faults.Event) bool {
 					return ev.Cand == id && ev.Kind == faults.KindRelease && ev.Term == l.Term
 				})
 				switch {
@@ -247,7 +250,10 @@ func TestJobIgnoresCancel(t *testing.T) {
 					}
 					continue
 				}
-				rel, ok := r.Find(from, func(ev faults.Event) bool {
+				// Events of different processes reach the history in any
+				// order: the release (sent before the next leader could
+				// acquire) may be reported after that leader's start.
+				rel, _, ok := r.H.Wait(2*time.Second, from, func(ev faults.Event) bool {
 					return ev.Cand == id && ev.Kind == faults.KindRelease && ev.Term == l.Term
 				})
 				switch {
