@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -84,7 +85,8 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs, true)
-	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never")
+	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never; when it is not restarted, solo releases the lease and exits")
+	childExit := fs.Bool("child-exit-code", true, "when PROGRAM ended and is not restarted, exit with its exit code (128+N for signal N); false: exit 0")
 	var passEnv listFlag
 	fs.Var(&passEnv, "pass-env", "`NAMES` of SOLO_* variables to pass to the program (comma-separated, repeatable); by default none is")
 	if err := parseFlags(fs, args); err != nil {
@@ -216,10 +218,30 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		sup:           sup,
 		log:           log.Named("program"),
 	}
+	// ended holds the exit code (≥ 0) of a program that ended on its own
+	// and will not be restarted, else -1.
+	var ended atomic.Int64
+	ended.Store(-1)
 	if dashes {
 		p := base
 		p.argv = argv
-		if err := w.Pull(filepath.Base(argv[0]), p.run, worker.WithRestart(r)); err != nil {
+		job := p.run
+		if r != worker.RestartAlways {
+			// As consul lock does: a program that ended for good leaves
+			// nothing to lead for. Cancelling Run releases the lease (the
+			// tree is gone already) and solo exits with the program's code,
+			// instead of holding the lease with nothing running.
+			job = func(jctx context.Context) error {
+				err := p.run(jctx)
+				if jctx.Err() != nil || (r == worker.RestartOnFailure && err != nil) {
+					return err // the term ended, or the policy restarts it
+				}
+				ended.Store(int64(exitCode(err)))
+				cancel(errProgramEnded)
+				return err
+			}
+		}
+		if err := w.Pull(filepath.Base(argv[0]), job, worker.WithRestart(r)); err != nil {
 			return usageErr("%w", err)
 		}
 	}
@@ -271,9 +293,21 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	if err != nil {
 		return err
 	}
+	if code := ended.Load(); code >= 0 {
+		log.Info("program ended and is not restarted: lease released, exiting",
+			zap.String("restart", string(r)), zap.Int64("exit_code", code), zap.Bool("child_exit_code", *childExit))
+		if *childExit && code != 0 {
+			return &codeError{code: int(code), err: errQuiet}
+		}
+		return nil
+	}
 	log.Info("stopped")
 	return nil
 }
+
+// errProgramEnded stops solo run when its program ended and is not
+// restarted.
+var errProgramEnded = errors.New("program ended and is not restarted")
 
 // handleSignals acts on solo's signals until sigs closes.
 func handleSignals(sigs <-chan os.Signal, sup *supervisor, cancel context.CancelCauseFunc, log *zap.Logger) {

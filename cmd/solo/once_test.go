@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/solo-run/solo/internal/redistest"
+	"github.com/solo-run/solo/leader"
+)
+
+// soloRun runs solo to its end and returns its exit code and output.
+func soloRun(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, soloBin, args...)
+	cmd.Env = env
+	b, _ := cmd.CombinedOutput()
+	return cmd.ProcessState.ExitCode(), string(b)
+}
+
+// Issue 14, point 1. Old code: with --restart never (or on-failure after
+// exit 0) solo kept the lease, renewing it with nothing running, until
+// killed; now it releases the lease and exits with the program's code.
+func TestRun_ProgramEndedForGoodReleasesAndPassesItsExitCode(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	direct := srv.Client(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"never exit 7", []string{"--restart", "never", "--", "sh", "-c", "exit 7"}, 7},
+		{"never exit 0", []string{"--restart", "never", "--", "true"}, 0},
+		{"never killed by a signal", []string{"--restart", "never", "--", "sh", "-c", "kill -9 $$"}, 128 + 9},
+		{"on-failure exit 0", []string{"--restart", "on-failure", "--", "true"}, 0},
+		{"never, child-exit-code false", []string{"--restart", "never", "--child-exit-code=false", "--", "false"}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := electionName(t)
+			code, out := soloRun(t, testEnv(url, name, "a"), append([]string{"run"}, tt.args...)...)
+			if code != tt.code || !strings.Contains(out, "program ended and is not restarted: lease released, exiting") {
+				t.Fatalf("exit %d, want %d:\n%s", code, tt.code, out)
+			}
+			if n, err := direct.Exists(context.Background(), leader.Config{Name: name}.LeaseKey()).Result(); err != nil || n != 0 {
+				t.Fatalf("lease key exists = %d %v after solo exited, want released", n, err)
+			}
+		})
+	}
+}
