@@ -256,6 +256,9 @@ func (c Config) Validate() error {
 		}
 		return &ConfigError{Key: "election", Reason: err.Error()}
 	}
+	if err := checkFloors(c.Election.Config); err != nil {
+		return err
+	}
 	switch c.Election.Mode {
 	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways:
 	default:
@@ -288,6 +291,45 @@ func (c Config) Validate() error {
 			return &ConfigError{Key: fmt.Sprintf("jobs[%d].name", i), Value: strconv.Quote(j.Name), Reason: fmt.Sprintf("duplicate job name (also jobs[%d])", first)}
 		}
 		names[j.Name] = i
+	}
+	return nil
+}
+
+// Floors of the election's timings in the solo command. The library
+// accepts a TTL down to 1ms; the command does not, for a lease that short
+// only churns (thousands of elections a second). Every renewal must come
+// back within renew_deadline − renew_interval (TTL/3 by default): a Redis
+// round trip plus the scheduling slack of a busy host (GC, a noisy
+// neighbour, a loaded core: tens of milliseconds). The budgets derived from
+// a TTL of at least minTTL are at least minBudget (TTL/5 = 20ms); one set
+// explicitly must be too.
+const (
+	minTTL    = 100 * time.Millisecond
+	minBudget = 10 * time.Millisecond
+)
+
+// checkFloors applies minTTL and minBudget to an election configuration
+// that leader.Config.Validate accepted (zero fields are derived from TTL).
+func checkFloors(lc leader.Config) error {
+	if lc.TTL != 0 && lc.TTL < minTTL { // zero: leader.DefaultTTL
+		return &ConfigError{Key: "election.ttl", Value: lc.TTL.String(),
+			Reason: fmt.Sprintf("must be at least %s: each renewal needs a Redis round trip plus scheduling slack within renew_deadline", minTTL)}
+	}
+	for _, b := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"renew_interval", lc.RenewInterval},
+		{"renew_deadline", lc.RenewDeadline},
+		{"retry_interval", lc.RetryInterval},
+		{"resign_cooldown", lc.ResignCooldown},
+		{"shutdown_timeout", lc.ShutdownTimeout},
+		{"replica_timeout", lc.ReplicaTimeout},
+	} {
+		if b.d != 0 && b.d < minBudget {
+			return &ConfigError{Key: "election." + b.key, Value: b.d.String(),
+				Reason: fmt.Sprintf("must be at least %s (scheduling slack of a busy host)", minBudget)}
+		}
 	}
 	return nil
 }
