@@ -185,6 +185,10 @@ func ping(ctx context.Context, client redis.UniversalClient, url string, wait ti
 		if err == nil {
 			return nil
 		}
+		if remedy := redisConfigError(err); remedy != "" {
+			_ = client.Close()
+			return usageErr("redis %s: %s: %s", redisurl.Redact(url), oneLine(err.Error()), remedy)
+		}
 		if ctx.Err() != nil {
 			_ = client.Close()
 			return ctx.Err()
@@ -200,6 +204,31 @@ func ping(ctx context.Context, client redis.UniversalClient, url string, wait ti
 		}
 		t.Stop()
 	}
+}
+
+// redisConfigError returns, for an error of the server that retrying
+// cannot cure (a wrong password, a password missing, a database number the
+// server does not have), what to fix; else "". go-redis sends AUTH (or
+// HELLO) and SELECT on every new connection, so these come back from PING.
+func redisConfigError(err error) string {
+	if _, ok := errors.AsType[redis.Error](err); !ok {
+		return ""
+	}
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "WRONGPASS"),
+		strings.HasPrefix(msg, "ERR invalid password"),
+		strings.HasPrefix(msg, "ERR invalid username-password pair"):
+		return "wrong username or password in redis.url (redis://USER:PASSWORD@HOST:PORT/DB)"
+	case strings.HasPrefix(msg, "NOAUTH"):
+		return "the server requires a password: put it in redis.url (redis://:PASSWORD@HOST:PORT/DB)"
+	case strings.HasPrefix(msg, "ERR AUTH"), strings.HasPrefix(msg, "ERR Client sent AUTH"):
+		return "the server has no password set: remove it from redis.url"
+	case strings.HasPrefix(msg, "ERR DB index"), strings.HasPrefix(msg, "ERR invalid DB index"),
+		strings.HasPrefix(msg, "ERR SELECT is not allowed in cluster mode"):
+		return "the database number in redis.url (the /DB path) does not exist on this server"
+	}
+	return ""
 }
 
 // parseFlags parses args, turning flag errors into a quiet usage error

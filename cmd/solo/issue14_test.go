@@ -52,3 +52,39 @@ func TestRun_ProgramEndedForGoodReleasesAndPassesItsExitCode(t *testing.T) {
 		})
 	}
 }
+
+// Issue 14, point 3. Old code: each of these retried for the whole wait,
+// then said "redis … unreachable after 5s: WRONGPASS …" with exit 1.
+func TestRedisConfigurationErrorsExitAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	locked := redistest.Start(t)
+	if err := locked.Client(t).ConfigSet(context.Background(), "requirepass", "secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, url, want string
+	}{
+		{"wrong password", "redis://:wrong@" + locked.Addr() + "/0",
+			"solo: redis redis://:xxxxx@" + locked.Addr() + "/0: WRONGPASS invalid username-password pair or user is disabled.: wrong username or password in redis.url (redis://USER:PASSWORD@HOST:PORT/DB)\n"},
+		{"no password", "redis://" + locked.Addr() + "/0",
+			"solo: redis redis://" + locked.Addr() + "/0: NOAUTH Authentication required.: the server requires a password: put it in redis.url (redis://:PASSWORD@HOST:PORT/DB)\n"},
+		{"bad db index", "redis://" + srv.Addr() + "/99",
+			"solo: redis redis://" + srv.Addr() + "/99: ERR DB index is out of range: the database number in redis.url (the /DB path) does not exist on this server\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, args := range [][]string{{"run", "--", "true"}, {"status"}, {"resign"}} {
+				start := time.Now()
+				env := append(testEnv(tt.url, electionName(t), "a"), "SOLO_LOG_LEVEL=error")
+				code, out := soloRun(t, env, args...)
+				if code != 2 || out != tt.want {
+					t.Fatalf("solo %v: exit %d, output:\n%q\nwant exit 2:\n%q", args, code, out, tt.want)
+				}
+				// Not a timing assertion: "at once" means before the
+				// 3s (status, resign) or 5s (run) reachability wait.
+				if d := time.Since(start); d > 2500*time.Millisecond {
+					t.Logf("solo %v took %s", args, d)
+				}
+			}
+		})
+	}
+}
