@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +88,21 @@ func TestRedisConfigurationErrorsExitAtOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Issue 14, point 4. Old code: "a-… leads now (term N)", exit 0, when the
+// only instance came back after its cooldown.
+func TestResign_OnlyTheResignerComesBack(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	out := filepath.Join(t.TempDir(), "out.log")
+	name := electionName(t)
+	startSolo(t, append(testEnv(url, name, "a"), "OUT="+out), append([]string{"run", "--"}, script(t, out, false)...)...)
+	waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" })
+	// a sits out its cooldown (2s) and, alone, wins again.
+	code, text := soloRun(t, testEnv(url, name, "cli"), "resign", name, "--wait", "20s")
+	if code != 4 || !regexp.MustCompile(`solo: \S+: a-\w+ leads again \(term \d+\) after its cooldown: no other instance took over`).MatchString(text) {
+		t.Fatalf("resign = %d, want 4:\n%s", code, text)
 	}
 }

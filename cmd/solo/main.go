@@ -9,7 +9,9 @@
 //	solo version
 //
 // Exit codes: 0 success, 1 runtime error, 2 usage or configuration error,
-// 3 no leader (status, resign).
+// 3 no leader (status, resign), 4 the instance that resigned leads again
+// and no other took over (resign). solo run whose program ended and is not
+// restarted exits with the program's code.
 package main
 
 import (
@@ -31,6 +33,9 @@ const (
 	exitError    = 1
 	exitUsage    = 2
 	exitNoLeader = 3
+	// exitSameLeader: solo resign saw the resigner come back after its
+	// cooldown, with no other instance taking over.
+	exitSameLeader = 4
 )
 
 // version may be set at build time with -ldflags "-X main.version=...";
@@ -54,7 +59,7 @@ const usage = `usage:
   solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl DURATION] [--dev] -- PROGRAM [ARGS...]
   solo run [-c config.yaml]            run the jobs listed in config.yaml
   solo status [-c config.yaml] [--json | --watch] [NAME...]
-  solo resign [-c config.yaml] [--wait 30s] NAME
+  solo resign [-c config.yaml] [--wait 30s] NAME   exit 4: only the resigner came back
   solo demo [--redis URL]              a guided failover demo on an embedded Redis
   solo version
 `

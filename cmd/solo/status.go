@@ -212,6 +212,11 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	deadline := start.Add(*wait)
 	for time.Now().Before(deadline) {
 		h, err := leader.Lookup(ctx, client, lc)
+		if err == nil && h.Term > old.Term && h.ID == old.ID {
+			// The resigner sat out its cooldown and won again: leadership
+			// did not move, which is what resign was asked for.
+			return &codeError{code: exitSameLeader, err: fmt.Errorf("%s: %s leads again (term %d) after its cooldown: no other instance took over", name, h.ID, h.Term)}
+		}
 		if err == nil && h.Term > old.Term {
 			fmt.Fprintf(stdout, "%s: %s leads now (term %d), %s after the request\n", name, h.ID, h.Term, time.Since(start).Round(time.Millisecond))
 			return nil
