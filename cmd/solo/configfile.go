@@ -252,6 +252,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Election.Config.Validate(); err != nil {
 		if le, ok := errors.AsType[*leader.ConfigError](err); ok {
+			if le.Field == "name" && c.Election.Name == "" {
+				return &ConfigError{Key: "election.name", Value: `""`, Reason: "must not be empty: " + nameRemedy}
+			}
 			return &ConfigError{Key: "election." + le.Field, Value: formatValue(le.Value), Reason: le.Reason}
 		}
 		return &ConfigError{Key: "election", Reason: err.Error()}
@@ -294,6 +297,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// nameRemedy says where an election's name comes from.
+const nameRemedy = "set election.name in config.yaml, SOLO_ELECTION_NAME or --name"
 
 // Floors of the election's timings in the solo command. The library
 // accepts a TTL down to 1ms; the command does not, for a lease that short

@@ -106,3 +106,21 @@ func TestResign_OnlyTheResignerComesBack(t *testing.T) {
 		t.Fatalf("resign = %d, want 4:\n%s", code, text)
 	}
 }
+
+// Issue 14, point 5: --name (and every other configuration flag of run)
+// works on status and resign too.
+func TestStatusAndResignTakeTheNameFlag(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	out := filepath.Join(t.TempDir(), "out.log")
+	name := electionName(t)
+	startSolo(t, append(testEnv(url, name, "a"), "OUT="+out), append([]string{"run", "--name", name, "--"}, script(t, out, false)...)...)
+	waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" })
+	env := testEnv(url, "", "cli") // no election name but the flag's
+	if code, text := soloRun(t, env, "status", "--name", name, "--ttl", "2s", "--log-format", "json"); code != 0 || !strings.Contains(text, name) {
+		t.Fatalf("status --name = %d:\n%s", code, text)
+	}
+	if code, text := soloRun(t, env, "resign", "--name", "nobody-runs-this", "--wait", "1s"); code != 3 || !strings.Contains(text, "nobody-runs-this: no leader") {
+		t.Fatalf("resign --name = %d:\n%s", code, text)
+	}
+}

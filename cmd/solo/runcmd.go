@@ -84,7 +84,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	fs := flag.NewFlagSet("solo run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
-	c.register(fs, true)
+	c.register(fs, "run", false)
 	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never; when it is not restarted, solo releases the lease and exits")
 	childExit := fs.Bool("child-exit-code", true, "when PROGRAM ended and is not restarted, exit with its exit code (128+N for signal N); false: exit 0")
 	var passEnv listFlag
