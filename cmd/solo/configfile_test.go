@@ -100,6 +100,11 @@ func TestParse_Errors(t *testing.T) {
 		{name: "env overrides a good file value", yaml: minimal + "  ttl: 5s\n", env: []string{"SOLO_ELECTION_TTL=0s"}, want: `SOLO_ELECTION_TTL="0s": must be positive`},
 		{name: "env empty means default", yaml: minimal, env: []string{"SOLO_ELECTION_NAME="}, want: `SOLO_ELECTION_NAME="": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
 		{name: "env last one wins", yaml: minimal, env: []string{"SOLO_ELECTION_TTL=5s", "SOLO_ELECTION_TTL=-5s"}, want: `SOLO_ELECTION_TTL="-5s": must be positive`},
+		// Issue 14, point 6. Old code: unknown SOLO_* variables were ignored.
+		{name: "env unknown variable", yaml: minimal, env: []string{"SOLO_ELECTION_TLL=1s"},
+			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
+		{name: "env unknown variable, nothing near", yaml: minimal, env: []string{"SOLO_COLOUR=blue"},
+			want: `unknown environment variable SOLO_COLOUR; SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "file error before env", yaml: minimal + "  ttl: 0s\n", env: []string{"SOLO_ELECTION_TTL=5s"}, want: `config.yaml:3: election.ttl 0s: must be positive`},
 	}
 	for _, tt := range tests {
@@ -245,8 +250,8 @@ func TestParse_EnvOverridesFile(t *testing.T) {
 	file := minimal + "  ttl: 20s\n  mode: standby\nredis:\n  url: redis://file:6379\nlog:\n  level: warn\nhttp:\n  addr: 127.0.0.1:8080\n"
 	env := []string{
 		"PATH=/bin",
-		"SOLO_TERM=7",   // set by `solo run` for its jobs: not a config key
-		"SOLO_UNUSED=x", // unknown SOLO_ variables are ignored
+		"SOLO_TERM=7",          // set by `solo run` for its jobs: not a config key
+		"SOLO_REQUIRE_REDIS=1", // a test suite's switch: allowed
 		"SOLO_REDIS_URL=redis+cluster://h1:7000,h2:7001",
 		"SOLO_ELECTION_NAME=billing",
 		"SOLO_ELECTION_ID=me-1",

@@ -502,6 +502,8 @@ func TestBadInput(t *testing.T) {
 			want: `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name, or name it: solo resign NAME`},
 		{name: "resign takes run's flags", cfg: base, args: []string{"resign", "--name", "y", "--ttl", "1ms"}, code: 2,
 			want: `--ttl="1ms": must be at least 100ms: each renewal needs a Redis round trip plus scheduling slack within renew_deadline`},
+		{name: "unknown SOLO_ variable", cfg: base, env: []string{"SOLO_ELECTION_TLL=1s", "SOLO_TERM=3", "SOLO_REQUIRE_REDIS=1"}, args: []string{"status"}, code: 2,
+			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always`},
 		// Issue 16, findings 4 and 10. Old code: "exit 1, stderr: solo: redis
