@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -122,5 +123,42 @@ func TestStatusAndResignTakeTheNameFlag(t *testing.T) {
 	}
 	if code, text := soloRun(t, env, "resign", "--name", "nobody-runs-this", "--wait", "1s"); code != 3 || !strings.Contains(text, "nobody-runs-this: no leader") {
 		t.Fatalf("resign --name = %d:\n%s", code, text)
+	}
+}
+
+// Issue 14, point 7: solo run --once and --try, as consul lock has them.
+func TestRun_OnceAndTry(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	direct := srv.Client(t)
+	name := electionName(t)
+
+	// Free lease: the program runs once and its code is solo's.
+	code, text := soloRun(t, testEnv(url, name, "a"), "run", "--once", "--", "sh", "-c", "exit 3")
+	if code != 3 {
+		t.Fatalf("run --once on a free lease = %d, want 3:\n%s", code, text)
+	}
+	if n, _ := direct.Exists(context.Background(), leader.Config{Name: name}.LeaseKey()).Result(); n != 0 {
+		t.Fatal("lease not released after run --once")
+	}
+
+	// Held lease: --once exits 0 without running; --try gives up with 1.
+	out := filepath.Join(t.TempDir(), "out.log")
+	startSolo(t, append(testEnv(url, name, "a"), "OUT="+out), append([]string{"run", "--"}, script(t, out, false)...)...)
+	waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" })
+	marker := filepath.Join(t.TempDir(), "ran")
+	code, text = soloRun(t, testEnv(url, name, "b"), "run", "--once", "--", "touch", marker)
+	if code != 0 || !regexp.MustCompile(`(?m)^solo: election "[^"]+" is held by a-\w+ \(term \d+\): --once, not run$`).MatchString(text) {
+		t.Fatalf("run --once on a held lease = %d, want 0:\n%s", code, text)
+	}
+	code, text = soloRun(t, testEnv(url, name, "b"), "run", "--try", "1s", "--", "touch", marker)
+	if code != 1 || !regexp.MustCompile(`(?m)^solo: election "[^"]+": lease not acquired within --try 1s \(held by a-\w+, term \d+\)$`).MatchString(text) {
+		t.Fatalf("run --try on a held lease = %d, want 1:\n%s", code, text)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the program ran while another instance held the lease")
+	}
+	if code, text = soloRun(t, testEnv(url, name, "b"), "run", "--once", "--restart", "always", "--", "true"); code != 2 {
+		t.Fatalf("run --once --restart always = %d, want 2:\n%s", code, text)
 	}
 }

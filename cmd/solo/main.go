@@ -58,7 +58,7 @@ func soloVersion() string {
 }
 
 const usage = `usage:
-  solo run [FLAGS] [--restart always|on-failure|never] [--child-exit-code=false] -- PROGRAM [ARGS...]
+  solo run [FLAGS] [--restart always|on-failure|never] [--child-exit-code=false] [--once] [--try DURATION] -- PROGRAM [ARGS...]
   solo run [FLAGS]                     run the jobs listed in config.yaml
   solo status [FLAGS] [--json | --watch] [NAME...]
   solo resign [FLAGS] [--wait 30s] [NAME]
@@ -71,7 +71,8 @@ FLAGS, the same on run, status and resign (each overrides the key and its SOLO_*
 
 exit codes: 0 ok, 1 runtime error, 2 usage or configuration error, 3 no leader
 (status, resign), 4 only the resigner came back (resign); run passes on the
-exit code of a program that ended and is not restarted
+exit code of a program that ended and is not restarted (--once: exit 0 when
+another instance holds the lease; --try: exit 1 when not acquired in time)
 `
 
 func main() {

@@ -87,6 +87,8 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	c.register(fs, "run", false)
 	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never; when it is not restarted, solo releases the lease and exits")
 	childExit := fs.Bool("child-exit-code", true, "when PROGRAM ended and is not restarted, exit with its exit code (128+N for signal N); false: exit 0")
+	once := fs.Bool("once", false, "run PROGRAM at most once: if the lease is free, run it and exit with its code; if another instance holds it, exit 0 at once (with --try: wait that long for it)")
+	try := fs.Duration("try", 0, "give up acquiring the lease after this `duration` and exit 1 (default: wait for ever)")
 	var passEnv listFlag
 	fs.Var(&passEnv, "pass-env", "`NAMES` of SOLO_* variables to pass to the program (comma-separated, repeatable); by default none is")
 	if err := parseFlags(fs, args); err != nil {
@@ -99,6 +101,20 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		return usageErr("missing command after --")
 	case !dashes && len(argv) > 0:
 		return usageErr("unexpected argument %q: put the program after --", argv[0])
+	}
+	if *once {
+		restartSet := false
+		fs.Visit(func(f *flag.Flag) { restartSet = restartSet || f.Name == "restart" })
+		if !dashes {
+			return usageErr("--once: give the program after --")
+		}
+		if restartSet && *restart != string(worker.RestartNever) {
+			return usageErr("--once with --restart %s: --once never restarts the program", *restart)
+		}
+		*restart = string(worker.RestartNever)
+	}
+	if *try < 0 {
+		return usageErr("--try %s: must be positive", *try)
 	}
 	r := worker.Restart(*restart)
 	switch r {
@@ -226,7 +242,24 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		p := base
 		p.argv = argv
 		job := p.run
-		if r != worker.RestartAlways {
+		if *once {
+			// One term at most: however the program's run ends, solo exits
+			// (a signal to solo: 0, as always; a term lost under the
+			// program: 1).
+			job = func(jctx context.Context) error {
+				err := p.run(jctx)
+				if ctx.Err() != nil {
+					return err
+				}
+				code := exitCode(err)
+				if jctx.Err() != nil && code == 0 {
+					code = exitError // stopped: the term ended under it
+				}
+				ended.Store(int64(code))
+				cancel(errProgramEnded)
+				return err
+			}
+		} else if r != worker.RestartAlways {
 			// As consul lock does: a program that ended for good leaves
 			// nothing to lead for. Cancelling Run releases the lease (the
 			// tree is gone already) and solo exits with the program's code,
@@ -286,12 +319,33 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	log.Info("solo running", zap.String("election", lc.Name), zap.String("id", e.ID()),
 		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", soloVersion()),
 		zap.Duration("kill_after", killAfter))
+	// --once and --try watch the first acquire: gaveUp is what solo exits
+	// with when it stops campaigning before it ever led.
+	var gaveUp atomic.Pointer[error]
+	if *once || *try > 0 {
+		wctx, wstop := context.WithCancel(ctx)
+		wdone := make(chan struct{})
+		go func() {
+			defer close(wdone)
+			if err, stop := watchAcquire(wctx, e, *once, *try, lc.Name); stop {
+				gaveUp.Store(&err)
+				log.Info("stopping: lease not acquired", zap.NamedError("why", err))
+				cancel(errNotAcquired)
+			}
+		}()
+		defer func() { wstop(); <-wdone }()
+	}
 	err = w.Run(ctx)
 	// Never exit while a program tree lives, whatever Run returned (after
 	// ErrStopTimeout the keeper is still killing it, on its own deadline).
 	sup.wait()
 	if err != nil {
 		return err
+	}
+	if code := ended.Load(); code < 0 {
+		if why := gaveUp.Load(); why != nil {
+			return *why
+		}
 	}
 	if code := ended.Load(); code >= 0 {
 		log.Info("program ended and is not restarted: lease released, exiting",
@@ -303,6 +357,42 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// errNotAcquired stops solo run when --once or --try gives up the lease.
+var errNotAcquired = errors.New("lease not acquired")
+
+// watchAcquire watches e until it leads, and says whether to stop first:
+// with once (and no try), as soon as another instance is seen holding the
+// lease (a codeError with exit 0); with try, when try passed without leading (an
+// error, exit 1).
+func watchAcquire(ctx context.Context, e *leader.Elector, once bool, try time.Duration, name string) (err error, stop bool) {
+	start := time.Now()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-t.C:
+		}
+		st := e.Status()
+		if st.Leading || st.Leader.ID == e.ID() {
+			return nil, false
+		}
+		held := st.Leader.ID != ""
+		if once && try == 0 && held {
+			// Not a failure: the job runs elsewhere. run prints the line
+			// and exits 0.
+			return &codeError{code: exitOK, err: fmt.Errorf("election %q is held by %s (term %d): --once, not run", name, st.Leader.ID, st.Leader.Term)}, true
+		}
+		if try > 0 && time.Since(start) >= try {
+			if held {
+				return fmt.Errorf("election %q: lease not acquired within --try %s (held by %s, term %d)", name, try, st.Leader.ID, st.Leader.Term), true
+			}
+			return fmt.Errorf("election %q: lease not acquired within --try %s", name, try), true
+		}
+	}
 }
 
 // errProgramEnded stops solo run when its program ended and is not
