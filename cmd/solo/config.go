@@ -32,20 +32,26 @@ type common struct {
 	logFormat string
 	// set records which flags were given.
 	set map[string]bool
+	// cmd and positional are register's.
+	cmd        string
+	positional bool
 }
 
-func (c *common) register(fs *flag.FlagSet, full bool) {
+// register defines the configuration flags, the same on every command
+// (run, status, resign): a flag that works on one works on all. cmd is
+// the command's name; positional says whether it takes election names as
+// arguments (status, resign), which the remedy for a missing name mentions.
+func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
+	c.cmd, c.positional = cmd, positional
 	fs.StringVar(&c.config, "c", "", "configuration `file` (default: $SOLO_CONFIG, else ./config.yaml if present)")
 	fs.StringVar(&c.config, "config", "", "same as -c")
 	fs.StringVar(&c.redis, "redis", "", "Redis `URL`, overrides redis.url")
-	if full {
-		fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
-		fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
-		fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
-		fs.StringVar(&c.fenceTable, "fence-table", "", "fence `table`, overrides fence.table (default solo_fence)")
-		fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
-		fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
-	}
+	fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
+	fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
+	fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
+	fs.StringVar(&c.fenceTable, "fence-table", "", "fence `table`, overrides fence.table (default solo_fence)")
+	fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
 }
 
 // flagEnv maps each override flag to the variable it is passed as; flags
@@ -91,6 +97,9 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, erro
 				if ce.Env == v && c.set[flagName] {
 					ce.Env = "--" + flagName
 				}
+			}
+			if ce.Key == "election.name" && c.positional && strings.HasSuffix(ce.Reason, nameRemedy) {
+				ce.Reason += ", or name it: solo " + c.cmd + " NAME"
 			}
 			return cfg, usageErr("%s", ce.Error())
 		}
@@ -185,6 +194,10 @@ func ping(ctx context.Context, client redis.UniversalClient, url string, wait ti
 		if err == nil {
 			return nil
 		}
+		if remedy := redisConfigError(err); remedy != "" {
+			_ = client.Close()
+			return usageErr("redis %s: %s: %s", redisurl.Redact(url), oneLine(err.Error()), remedy)
+		}
 		if ctx.Err() != nil {
 			_ = client.Close()
 			return ctx.Err()
@@ -200,6 +213,31 @@ func ping(ctx context.Context, client redis.UniversalClient, url string, wait ti
 		}
 		t.Stop()
 	}
+}
+
+// redisConfigError returns, for an error of the server that retrying
+// cannot cure (a wrong password, a password missing, a database number the
+// server does not have), what to fix; else "". go-redis sends AUTH (or
+// HELLO) and SELECT on every new connection, so these come back from PING.
+func redisConfigError(err error) string {
+	if _, ok := errors.AsType[redis.Error](err); !ok {
+		return ""
+	}
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "WRONGPASS"),
+		strings.HasPrefix(msg, "ERR invalid password"),
+		strings.HasPrefix(msg, "ERR invalid username-password pair"):
+		return "wrong username or password in redis.url (redis://USER:PASSWORD@HOST:PORT/DB)"
+	case strings.HasPrefix(msg, "NOAUTH"):
+		return "the server requires a password: put it in redis.url (redis://:PASSWORD@HOST:PORT/DB)"
+	case strings.HasPrefix(msg, "ERR AUTH"), strings.HasPrefix(msg, "ERR Client sent AUTH"):
+		return "the server has no password set: remove it from redis.url"
+	case strings.HasPrefix(msg, "ERR DB index"), strings.HasPrefix(msg, "ERR invalid DB index"),
+		strings.HasPrefix(msg, "ERR SELECT is not allowed in cluster mode"):
+		return "the database number in redis.url (the /DB path) does not exist on this server"
+	}
+	return ""
 }
 
 // parseFlags parses args, turning flag errors into a quiet usage error

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -252,9 +253,15 @@ func (c Config) Validate() error {
 	}
 	if err := c.Election.Config.Validate(); err != nil {
 		if le, ok := errors.AsType[*leader.ConfigError](err); ok {
+			if le.Field == "name" && c.Election.Name == "" {
+				return &ConfigError{Key: "election.name", Value: `""`, Reason: "must not be empty: " + nameRemedy}
+			}
 			return &ConfigError{Key: "election." + le.Field, Value: formatValue(le.Value), Reason: le.Reason}
 		}
 		return &ConfigError{Key: "election", Reason: err.Error()}
+	}
+	if err := checkFloors(c.Election.Config); err != nil {
+		return err
 	}
 	switch c.Election.Mode {
 	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways:
@@ -288,6 +295,48 @@ func (c Config) Validate() error {
 			return &ConfigError{Key: fmt.Sprintf("jobs[%d].name", i), Value: strconv.Quote(j.Name), Reason: fmt.Sprintf("duplicate job name (also jobs[%d])", first)}
 		}
 		names[j.Name] = i
+	}
+	return nil
+}
+
+// nameRemedy says where an election's name comes from.
+const nameRemedy = "set election.name in config.yaml, SOLO_ELECTION_NAME or --name"
+
+// Floors of the election's timings in the solo command. The library
+// accepts a TTL down to 1ms; the command does not, for a lease that short
+// only churns (thousands of elections a second). Every renewal must come
+// back within renew_deadline − renew_interval (TTL/3 by default): a Redis
+// round trip plus the scheduling slack of a busy host (GC, a noisy
+// neighbour, a loaded core: tens of milliseconds). The budgets derived from
+// a TTL of at least minTTL are at least minBudget (TTL/5 = 20ms); one set
+// explicitly must be too.
+const (
+	minTTL    = 100 * time.Millisecond
+	minBudget = 10 * time.Millisecond
+)
+
+// checkFloors applies minTTL and minBudget to an election configuration
+// that leader.Config.Validate accepted (zero fields are derived from TTL).
+func checkFloors(lc leader.Config) error {
+	if lc.TTL != 0 && lc.TTL < minTTL { // zero: leader.DefaultTTL
+		return &ConfigError{Key: "election.ttl", Value: lc.TTL.String(),
+			Reason: fmt.Sprintf("must be at least %s: each renewal needs a Redis round trip plus scheduling slack within renew_deadline", minTTL)}
+	}
+	for _, b := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"renew_interval", lc.RenewInterval},
+		{"renew_deadline", lc.RenewDeadline},
+		{"retry_interval", lc.RetryInterval},
+		{"resign_cooldown", lc.ResignCooldown},
+		{"shutdown_timeout", lc.ShutdownTimeout},
+		{"replica_timeout", lc.ReplicaTimeout},
+	} {
+		if b.d != 0 && b.d < minBudget {
+			return &ConfigError{Key: "election." + b.key, Value: b.d.String(),
+				Reason: fmt.Sprintf("must be at least %s (scheduling slack of a busy host)", minBudget)}
+		}
 	}
 	return nil
 }
@@ -530,9 +579,13 @@ func applyEnv(env []string, c *Config) (map[string]string, error) {
 	if len(vars) == 0 {
 		return set, nil
 	}
+	leaves := configLeaves()
+	if err := checkEnvNames(vars, leaves); err != nil {
+		return nil, err
+	}
 	defaults := reflect.ValueOf(DefaultConfig())
 	cv := reflect.ValueOf(c).Elem()
-	for _, l := range configLeaves() {
+	for _, l := range leaves {
 		raw, ok := vars[l.env]
 		if !ok {
 			continue
@@ -550,6 +603,85 @@ func applyEnv(env []string, c *Config) (map[string]string, error) {
 		set[l.key] = l.env
 	}
 	return set, nil
+}
+
+// OtherEnvVars are the SOLO_* variables that are not configuration keys
+// and that the loader therefore accepts: any other SOLO_* variable is an
+// error, as an unknown key in the file is, so that a typo such as
+// SOLO_ELECTION_TLL does not pass unnoticed. A name ending in "*" is a
+// prefix.
+var OtherEnvVars = []string{
+	"SOLO_CONFIG", // the configuration file (read by solo)
+	// Set by solo run for its program (a program may run solo status).
+	"SOLO_TERM", "SOLO_ELECTION", "SOLO_ID", "SOLO_JOB",
+	// The test suites' and tools' own switches.
+	"SOLO_REQUIRE_*",               // SOLO_REQUIRE_REDIS, SOLO_REQUIRE_POSTGRES
+	"SOLO_FAULTS", "SOLO_FAULTS_*", // internal/faults
+	"SOLO_SIM", "SOLO_SIM_*", // internal/sim
+	"SOLO_SUPERVISION_TABLE",               // cmd/solo's measured table
+	"SOLO_LEADER_CHILD", "SOLO_REDIS_ADDR", // leader's child candidates
+	"SOLO_BENCH_CHILD", // bench
+}
+
+// checkEnvNames rejects a SOLO_* variable that is neither a configuration
+// key nor in OtherEnvVars, suggesting the nearest key's variable.
+func checkEnvNames(vars map[string]string, leaves []leaf) error {
+	known := make(map[string]bool, len(leaves))
+	for _, l := range leaves {
+		known[l.env] = true
+	}
+	var unknown []string
+	for name := range vars {
+		if !known[name] && !otherEnvVar(name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	name := unknown[0]
+	reason := "unknown environment variable " + name
+	best, bestD := "", 4
+	for _, l := range leaves {
+		if d := editDistance(name, l.env); d < bestD {
+			best, bestD = l.env, d
+		}
+	}
+	if best != "" {
+		reason += " (did you mean " + best + "?)"
+	}
+	return &ConfigError{Reason: reason + "; SOLO_* variables name configuration keys (config.yaml)"}
+}
+
+func otherEnvVar(name string) bool {
+	for _, o := range OtherEnvVars {
+		if p, ok := strings.CutSuffix(o, "*"); ok && strings.HasPrefix(name, p) || name == o {
+			return true
+		}
+	}
+	return false
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // leaf is a scalar key of the configuration, which an environment variable

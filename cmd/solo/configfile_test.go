@@ -56,9 +56,9 @@ func TestParse_Errors(t *testing.T) {
 		{name: "bad drift", yaml: minimal + "  drift: lots\n", want: `config.yaml:3: election.drift "lots": want a number`},
 
 		// Validate, located in the file.
-		{name: "empty name", yaml: "election:\n  name: \"\"\n", want: `config.yaml:2: election.name "": must not be empty`},
-		{name: "omitted name", yaml: "log:\n  level: info\n", want: `election.name "": must not be empty`},
-		{name: "empty file", yaml: "", want: `election.name "": must not be empty`},
+		{name: "empty name", yaml: "election:\n  name: \"\"\n", want: `config.yaml:2: election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
+		{name: "omitted name", yaml: "log:\n  level: info\n", want: `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
+		{name: "empty file", yaml: "", want: `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
 		{name: "name with brace", yaml: "election:\n  name: a{b}\n", want: `config.yaml:2: election.name "a{b}": must not contain '{' or '}'`},
 		{name: "id with space", yaml: minimal + "  id: host 1\n", want: `config.yaml:3: election.id "host 1": must not contain white space or control characters`},
 		{name: "deadline not below ttl", yaml: minimal + "  renew_deadline: 10s\n", want: `config.yaml:3: election.renew_deadline 10s: must be less than ttl×(1−drift) = 9.9s (ttl 10s, drift 0.01)`},
@@ -98,8 +98,13 @@ func TestParse_Errors(t *testing.T) {
 		{name: "env redis url redacted", yaml: minimal, env: []string{"SOLO_REDIS_URL=redis://u:pw@h/x"}, want: `SOLO_REDIS_URL="redis://u:xxxxx@h/x": bad database number "x"`},
 		{name: "env name with space", yaml: minimal, env: []string{"SOLO_ELECTION_NAME=a b"}, want: `SOLO_ELECTION_NAME="a b": must not contain white space or control characters`},
 		{name: "env overrides a good file value", yaml: minimal + "  ttl: 5s\n", env: []string{"SOLO_ELECTION_TTL=0s"}, want: `SOLO_ELECTION_TTL="0s": must be positive`},
-		{name: "env empty means default", yaml: minimal, env: []string{"SOLO_ELECTION_NAME="}, want: `SOLO_ELECTION_NAME="": must not be empty`},
+		{name: "env empty means default", yaml: minimal, env: []string{"SOLO_ELECTION_NAME="}, want: `SOLO_ELECTION_NAME="": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
 		{name: "env last one wins", yaml: minimal, env: []string{"SOLO_ELECTION_TTL=5s", "SOLO_ELECTION_TTL=-5s"}, want: `SOLO_ELECTION_TTL="-5s": must be positive`},
+		// Issue 14, point 6. Old code: unknown SOLO_* variables were ignored.
+		{name: "env unknown variable", yaml: minimal, env: []string{"SOLO_ELECTION_TLL=1s"},
+			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
+		{name: "env unknown variable, nothing near", yaml: minimal, env: []string{"SOLO_COLOUR=blue"},
+			want: `unknown environment variable SOLO_COLOUR; SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "file error before env", yaml: minimal + "  ttl: 0s\n", env: []string{"SOLO_ELECTION_TTL=5s"}, want: `config.yaml:3: election.ttl 0s: must be positive`},
 	}
 	for _, tt := range tests {
@@ -245,8 +250,8 @@ func TestParse_EnvOverridesFile(t *testing.T) {
 	file := minimal + "  ttl: 20s\n  mode: standby\nredis:\n  url: redis://file:6379\nlog:\n  level: warn\nhttp:\n  addr: 127.0.0.1:8080\n"
 	env := []string{
 		"PATH=/bin",
-		"SOLO_TERM=7",   // set by `solo run` for its jobs: not a config key
-		"SOLO_UNUSED=x", // unknown SOLO_ variables are ignored
+		"SOLO_TERM=7",          // set by `solo run` for its jobs: not a config key
+		"SOLO_REQUIRE_REDIS=1", // a test suite's switch: allowed
 		"SOLO_REDIS_URL=redis+cluster://h1:7000,h2:7001",
 		"SOLO_ELECTION_NAME=billing",
 		"SOLO_ELECTION_ID=me-1",
@@ -388,7 +393,7 @@ func TestLoad_Files(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load(\"\") =\n%+v\nwant\n%+v", got, want)
 	}
-	if _, err := Load("", nil); err == nil || err.Error() != `election.name "": must not be empty` {
+	if _, err := Load("", nil); err == nil || err.Error() != `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name` {
 		t.Fatalf("Load(\"\", no env) = %v", err)
 	}
 }

@@ -3,13 +3,17 @@
 //
 //	solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl 10s] -- PROGRAM ARGS...
 //	solo run [-c config.yaml]                 (the jobs listed in config.yaml)
-//	solo status [-c config.yaml] [--json | --watch] [NAME...]
-//	solo resign [-c config.yaml] [--wait 30s] NAME
+//	solo status [-c config.yaml] [--name NAME] [--json | --watch] [NAME...]
+//	solo resign [-c config.yaml] [--name NAME] [--wait 30s] [NAME]
 //	solo demo
 //	solo version
 //
+// run, status and resign take the same configuration flags.
+//
 // Exit codes: 0 success, 1 runtime error, 2 usage or configuration error,
-// 3 no leader (status, resign).
+// 3 no leader (status, resign), 4 the instance that resigned leads again
+// and no other took over (resign). solo run whose program ended and is not
+// restarted exits with the program's code.
 package main
 
 import (
@@ -31,6 +35,9 @@ const (
 	exitError    = 1
 	exitUsage    = 2
 	exitNoLeader = 3
+	// exitSameLeader: solo resign saw the resigner come back after its
+	// cooldown, with no other instance taking over.
+	exitSameLeader = 4
 )
 
 // version may be set at build time with -ldflags "-X main.version=...";
@@ -51,12 +58,21 @@ func soloVersion() string {
 }
 
 const usage = `usage:
-  solo run [-c config.yaml] [--redis URL] [--name NAME] [--ttl DURATION] [--dev] -- PROGRAM [ARGS...]
-  solo run [-c config.yaml]            run the jobs listed in config.yaml
-  solo status [-c config.yaml] [--json | --watch] [NAME...]
-  solo resign [-c config.yaml] [--wait 30s] NAME
+  solo run [FLAGS] [--restart always|on-failure|never] [--child-exit-code=false] [--once] [--try DURATION] -- PROGRAM [ARGS...]
+  solo run [FLAGS]                     run the jobs listed in config.yaml
+  solo status [FLAGS] [--json | --watch] [NAME...]
+  solo resign [FLAGS] [--wait 30s] [NAME]
   solo demo [--redis URL]              a guided failover demo on an embedded Redis
   solo version
+
+FLAGS, the same on run, status and resign (each overrides the key and its SOLO_* variable):
+  -c FILE (config.yaml)  --redis URL  --name NAME  --ttl DURATION
+  --fence-dsn DSN  --fence-table TABLE  --dev  --log-format auto|console|json
+
+exit codes: 0 ok, 1 runtime error, 2 usage or configuration error, 3 no leader
+(status, resign), 4 only the resigner came back (resign); run passes on the
+exit code of a program that ended and is not restarted (--once: exit 0 when
+another instance holds the lease; --try: exit 1 when not acquired in time)
 `
 
 func main() {

@@ -189,7 +189,34 @@ func (k *keeperProc) result(log *zap.Logger, stopped bool) error {
 		log.Info("program exited", zap.String("status", st))
 		return nil
 	}
-	return fmt.Errorf("program %s", st)
+	return &exitStatus{code: code, sig: sig}
+}
+
+// exitStatus is the job's error for a program that exited non-zero or was
+// killed by a signal.
+type exitStatus struct{ code, sig int }
+
+func (e *exitStatus) Error() string {
+	if e.sig != 0 {
+		return "program signal: " + syscall.Signal(e.sig).String()
+	}
+	return "program exit status " + strconv.Itoa(e.code)
+}
+
+// exitCode is the code a shell reports for the program's end of a job
+// whose error is err: 0, the exit status, 128+N for signal N, and 1 for a
+// program that could not be run or whose keeper died.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if es, ok := errors.AsType[*exitStatus](err); ok {
+		if es.sig != 0 {
+			return 128 + es.sig
+		}
+		return es.code
+	}
+	return exitError
 }
 
 // Exit codes of a program that cannot be run, as env, timeout and nohup

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,8 +84,11 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	fs := flag.NewFlagSet("solo run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
-	c.register(fs, true)
-	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never")
+	c.register(fs, "run", false)
+	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never; when it is not restarted, solo releases the lease and exits")
+	childExit := fs.Bool("child-exit-code", true, "when PROGRAM ended and is not restarted, exit with its exit code (128+N for signal N); false: exit 0")
+	once := fs.Bool("once", false, "run PROGRAM at most once: if the lease is free, run it and exit with its code; if another instance holds it, exit 0 at once (with --try: wait that long for it)")
+	try := fs.Duration("try", 0, "give up acquiring the lease after this `duration` and exit 1 (default: wait for ever)")
 	var passEnv listFlag
 	fs.Var(&passEnv, "pass-env", "`NAMES` of SOLO_* variables to pass to the program (comma-separated, repeatable); by default none is")
 	if err := parseFlags(fs, args); err != nil {
@@ -97,6 +101,20 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		return usageErr("missing command after --")
 	case !dashes && len(argv) > 0:
 		return usageErr("unexpected argument %q: put the program after --", argv[0])
+	}
+	if *once {
+		restartSet := false
+		fs.Visit(func(f *flag.Flag) { restartSet = restartSet || f.Name == "restart" })
+		if !dashes {
+			return usageErr("--once: give the program after --")
+		}
+		if restartSet && *restart != string(worker.RestartNever) {
+			return usageErr("--once with --restart %s: --once never restarts the program", *restart)
+		}
+		*restart = string(worker.RestartNever)
+	}
+	if *try < 0 {
+		return usageErr("--try %s: must be positive", *try)
 	}
 	r := worker.Restart(*restart)
 	switch r {
@@ -216,10 +234,47 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		sup:           sup,
 		log:           log.Named("program"),
 	}
+	// ended holds the exit code (≥ 0) of a program that ended on its own
+	// and will not be restarted, else -1.
+	var ended atomic.Int64
+	ended.Store(-1)
 	if dashes {
 		p := base
 		p.argv = argv
-		if err := w.Pull(filepath.Base(argv[0]), p.run, worker.WithRestart(r)); err != nil {
+		job := p.run
+		if *once {
+			// One term at most: however the program's run ends, solo exits
+			// (a signal to solo: 0, as always; a term lost under the
+			// program: 1).
+			job = func(jctx context.Context) error {
+				err := p.run(jctx)
+				if ctx.Err() != nil {
+					return err
+				}
+				code := exitCode(err)
+				if jctx.Err() != nil && code == 0 {
+					code = exitError // stopped: the term ended under it
+				}
+				ended.Store(int64(code))
+				cancel(errProgramEnded)
+				return err
+			}
+		} else if r != worker.RestartAlways {
+			// As consul lock does: a program that ended for good leaves
+			// nothing to lead for. Cancelling Run releases the lease (the
+			// tree is gone already) and solo exits with the program's code,
+			// instead of holding the lease with nothing running.
+			job = func(jctx context.Context) error {
+				err := p.run(jctx)
+				if jctx.Err() != nil || (r == worker.RestartOnFailure && err != nil) {
+					return err // the term ended, or the policy restarts it
+				}
+				ended.Store(int64(exitCode(err)))
+				cancel(errProgramEnded)
+				return err
+			}
+		}
+		if err := w.Pull(filepath.Base(argv[0]), job, worker.WithRestart(r)); err != nil {
 			return usageErr("%w", err)
 		}
 	}
@@ -264,6 +319,22 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	log.Info("solo running", zap.String("election", lc.Name), zap.String("id", e.ID()),
 		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", soloVersion()),
 		zap.Duration("kill_after", killAfter))
+	// --once and --try watch the first acquire: gaveUp is what solo exits
+	// with when it stops campaigning before it ever led.
+	var gaveUp atomic.Pointer[error]
+	if *once || *try > 0 {
+		wctx, wstop := context.WithCancel(ctx)
+		wdone := make(chan struct{})
+		go func() {
+			defer close(wdone)
+			if err, stop := watchAcquire(wctx, e, *once, *try, lc.Name); stop {
+				gaveUp.Store(&err)
+				log.Info("stopping: lease not acquired", zap.NamedError("why", err))
+				cancel(errNotAcquired)
+			}
+		}()
+		defer func() { wstop(); <-wdone }()
+	}
 	err = w.Run(ctx)
 	// Never exit while a program tree lives, whatever Run returned (after
 	// ErrStopTimeout the keeper is still killing it, on its own deadline).
@@ -271,9 +342,62 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	if err != nil {
 		return err
 	}
+	if code := ended.Load(); code < 0 {
+		if why := gaveUp.Load(); why != nil {
+			return *why
+		}
+	}
+	if code := ended.Load(); code >= 0 {
+		log.Info("program ended and is not restarted: lease released, exiting",
+			zap.String("restart", string(r)), zap.Int64("exit_code", code), zap.Bool("child_exit_code", *childExit))
+		if *childExit && code != 0 {
+			return &codeError{code: int(code), err: errQuiet}
+		}
+		return nil
+	}
 	log.Info("stopped")
 	return nil
 }
+
+// errNotAcquired stops solo run when --once or --try gives up the lease.
+var errNotAcquired = errors.New("lease not acquired")
+
+// watchAcquire watches e until it leads, and says whether to stop first:
+// with once (and no try), as soon as another instance is seen holding the
+// lease (a codeError with exit 0); with try, when try passed without leading (an
+// error, exit 1).
+func watchAcquire(ctx context.Context, e *leader.Elector, once bool, try time.Duration, name string) (err error, stop bool) {
+	start := time.Now()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-t.C:
+		}
+		st := e.Status()
+		if st.Leading || st.Leader.ID == e.ID() {
+			return nil, false
+		}
+		held := st.Leader.ID != ""
+		if once && try == 0 && held {
+			// Not a failure: the job runs elsewhere. run prints the line
+			// and exits 0.
+			return &codeError{code: exitOK, err: fmt.Errorf("election %q is held by %s (term %d): --once, not run", name, st.Leader.ID, st.Leader.Term)}, true
+		}
+		if try > 0 && time.Since(start) >= try {
+			if held {
+				return fmt.Errorf("election %q: lease not acquired within --try %s (held by %s, term %d)", name, try, st.Leader.ID, st.Leader.Term), true
+			}
+			return fmt.Errorf("election %q: lease not acquired within --try %s", name, try), true
+		}
+	}
+}
+
+// errProgramEnded stops solo run when its program ended and is not
+// restarted.
+var errProgramEnded = errors.New("program ended and is not restarted")
 
 // handleSignals acts on solo's signals until sigs closes.
 func handleSignals(sigs <-chan os.Signal, sup *supervisor, cancel context.CancelCauseFunc, log *zap.Logger) {

@@ -484,6 +484,26 @@ func TestBadInput(t *testing.T) {
 			want: `%s:8: jobs[0].schedule "61 * * * *": end of range (61) above maximum (59): 61`},
 		{name: "missing command after --", cfg: base, args: []string{"run", "--"}, code: 2, want: "missing command after --"},
 		{name: "ttl flag", cfg: base, args: []string{"run", "--ttl", "-1s", "--", "true"}, code: 2, want: `--ttl="-1s": must be positive`},
+		// Issue 14, point 2. Old code: --ttl 1ms passed the loader (solo
+		// status and resign ran with it; 2,035 elections in 5s).
+		{name: "ttl below the floor", cfg: base, args: []string{"run", "--ttl", "1ms", "--", "true"}, code: 2,
+			want: `--ttl="1ms": must be at least 100ms: each renewal needs a Redis round trip plus scheduling slack within renew_deadline`},
+		{name: "ttl below the floor in the file", cfg: base + "  ttl: 50ms\n", args: []string{"status"}, code: 2,
+			want: `%s:5: election.ttl 50ms: must be at least 100ms: each renewal needs a Redis round trip plus scheduling slack within renew_deadline`},
+		{name: "budget below the floor", cfg: base, env: []string{"SOLO_ELECTION_RETRY_INTERVAL=5ms"}, args: []string{"status"}, code: 2,
+			want: `SOLO_ELECTION_RETRY_INTERVAL="5ms": must be at least 10ms (scheduling slack of a busy host)`},
+		// Issue 14, point 5. Old code: status rejected --name ("flag
+		// provided but not defined"), and the message had no remedy.
+		{name: "empty name, run", cfg: "redis:\n  url: redis://127.0.0.1:1\n", args: []string{"run", "--", "true"}, code: 2,
+			want: `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
+		{name: "empty name, status", cfg: "redis:\n  url: redis://127.0.0.1:1\n", args: []string{"status"}, code: 2,
+			want: `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name, or name it: solo status NAME`},
+		{name: "empty name, resign", cfg: "redis:\n  url: redis://127.0.0.1:1\n", args: []string{"resign"}, code: 2,
+			want: `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name, or name it: solo resign NAME`},
+		{name: "resign takes run's flags", cfg: base, args: []string{"resign", "--name", "y", "--ttl", "1ms"}, code: 2,
+			want: `--ttl="1ms": must be at least 100ms: each renewal needs a Redis round trip plus scheduling slack within renew_deadline`},
+		{name: "unknown SOLO_ variable", cfg: base, env: []string{"SOLO_ELECTION_TLL=1s", "SOLO_TERM=3", "SOLO_REQUIRE_REDIS=1"}, args: []string{"status"}, code: 2,
+			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always`},
 		// Issue 16, findings 4 and 10. Old code: "exit 1, stderr: solo: redis

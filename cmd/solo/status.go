@@ -33,7 +33,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	fs := flag.NewFlagSet("solo status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
-	c.register(fs, false)
+	c.register(fs, "status", true)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
 	watch := fs.Bool("watch", false, "print one line per leadership change until interrupted (SIGINT, SIGTERM)")
 	names, err := parseInterleaved(fs, args)
@@ -50,7 +50,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	}
 	if len(names) == 0 {
 		if cfg.Election.Name == "" {
-			return usageErr("no election: name one, or set election.name")
+			return usageErr("election.name \"\": must not be empty: %s, or name it: solo status NAME", nameRemedy)
 		}
 		names = []string{cfg.Election.Name}
 	}
@@ -164,7 +164,7 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	fs := flag.NewFlagSet("solo resign", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
-	c.register(fs, false)
+	c.register(fs, "resign", true)
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for another instance to take over")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -186,7 +186,7 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		name = cfg.Election.Name
 	}
 	if name == "" {
-		return usageErr("resign: name the election")
+		return usageErr("election.name \"\": must not be empty: %s, or name it: solo resign NAME", nameRemedy)
 	}
 	if *wait <= 0 {
 		return usageErr("--wait %s: must be positive", *wait)
@@ -212,6 +212,11 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	deadline := start.Add(*wait)
 	for time.Now().Before(deadline) {
 		h, err := leader.Lookup(ctx, client, lc)
+		if err == nil && h.Term > old.Term && h.ID == old.ID {
+			// The resigner sat out its cooldown and won again: leadership
+			// did not move, which is what resign was asked for.
+			return &codeError{code: exitSameLeader, err: fmt.Errorf("%s: %s leads again (term %d) after its cooldown: no other instance took over", name, h.ID, h.Term)}
+		}
 		if err == nil && h.Term > old.Term {
 			fmt.Fprintf(stdout, "%s: %s leads now (term %d), %s after the request\n", name, h.ID, h.Term, time.Since(start).Round(time.Millisecond))
 			return nil
