@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/solo-run/solo/internal/faultproxy"
@@ -391,6 +392,18 @@ func TestStatusAndResign(t *testing.T) {
 	if code, text = run("status", "--json", name, "nobody-runs-this"); code != 3 {
 		t.Fatalf("status with one empty election = %d, want 3:\n%s", code, text)
 	}
+
+	// The watcher reads the lease at once but subscribes to the election's
+	// notices beside that: before the resign, wait until a, b and the
+	// watcher are all subscribed, or the watcher could only see the lease
+	// gone (expired) rather than resigned.
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rc.Close()
+	channel := "solo:{" + name + "}:events"
+	waitFor(t, 10*time.Second, "3 subscribers on "+channel, func() bool {
+		m, err := rc.PubSubNumSub(context.Background(), channel).Result()
+		return err == nil && m[channel] >= 3
+	})
 
 	// Flags before and after the name, as README shows.
 	code, text = run("resign", "--redis", url, name, "--wait", "10s")
