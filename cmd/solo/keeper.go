@@ -194,11 +194,12 @@ func (k *keeper) timers() {
 		k.stop("renew deadline passed", k.deadline+k.killAfter)
 	}
 	if k.stopping && now >= k.killAt {
-		if !k.killed {
+		first := !k.killed
+		k.killed = true
+		k.signalTree(syscall.SIGKILL) // before the report: nothing may delay it
+		if first {
 			k.report("sigkill %d", (now-k.killAt)/int64(time.Millisecond))
 		}
-		k.killed = true
-		k.signalTree(syscall.SIGKILL)
 	}
 }
 
@@ -214,10 +215,12 @@ func (k *keeper) boundedKillAt() int64 {
 
 func (k *keeper) handle(m string) {
 	verb, arg, _ := strings.Cut(m, " ")
-	n, _ := strconv.ParseInt(arg, 10, 64)
+	n, err := strconv.ParseInt(arg, 10, 64)
 	switch verb {
 	case "D":
-		if !k.stopping {
+		// A deadline that does not parse, or is not positive, never turns
+		// the dead-man's switch off: the last good one stands.
+		if !k.stopping && err == nil && n > 0 {
 			k.deadline = n
 		}
 	case "T":

@@ -53,6 +53,9 @@ type program struct {
 // last told passes, or when solo dies. A non-zero exit is an error (the
 // worker's restart policy decides what follows).
 func (p *program) run(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // the term ended before the program could start: start nothing
+	}
 	term, leading := leader.TermFrom(ctx)
 	path, err := exec.LookPath(p.argv[0])
 	if err != nil {

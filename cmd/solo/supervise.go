@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -30,7 +31,13 @@ type supervisor struct {
 	// orphansDie is set once a keeper died without reporting: from then on
 	// any non-keeper child of solo is what is left of its program tree.
 	orphansDie bool
+	// closed is set by wait: no keeper starts after solo decided to exit
+	// (a job goroutine Run gave up on must not start a tree then).
+	closed bool
 }
+
+// errSupervisorClosed is start's error once solo is on its way out.
+var errSupervisorClosed = errors.New("solo is exiting: no new program run")
 
 func newSupervisor(log *zap.Logger) *supervisor {
 	s := &supervisor{log: log, self: os.Getpid(), keepers: map[int]*keeperProc{}}
@@ -59,6 +66,14 @@ func (s *supervisor) start(path string, argv, env []string, killAfter time.Durat
 		// which decides, and not the keeper.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ctlR.Close()
+		ctlW.Close()
+		stR.Close()
+		stW.Close()
+		return nil, errSupervisorClosed
+	}
 	err = cmd.Start()
 	ctlR.Close()
 	stW.Close()
@@ -78,14 +93,16 @@ func (s *supervisor) start(path string, argv, env []string, killAfter time.Durat
 		ctlW.Close()
 		stR.Close()
 		s.mu.Lock()
-		delete(s.keepers, k.pid)
+		if s.keepers[k.pid] == k { // the PID may already be a newer keeper's
+			delete(s.keepers, k.pid)
+		}
 		if k.exitLine == "" && k.startErr == "" {
 			// Killed without reporting (kill -9 of the keeper): its program
 			// got PDEATHSIG; the rest of the tree was re-parented to solo.
 			s.orphansDie = true
 		}
 		s.mu.Unlock()
-		s.sweep()
+		s.sweepUntilClear()
 		s.mu.Lock()
 		if len(s.keepers) == 0 {
 			s.idle.Broadcast()
@@ -110,8 +127,11 @@ func (s *supervisor) broadcast(msg string) {
 }
 
 // wait returns once no keeper runs: solo never exits while a program tree
-// lives. It logs every 5s while it waits.
+// lives. From its call on no keeper starts. It logs every 5s while it waits.
 func (s *supervisor) wait() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		s.mu.Lock()
@@ -153,16 +173,30 @@ func (s *supervisor) reapLoop(stop <-chan struct{}) {
 	}
 }
 
+// sweepUntilClear sweeps until, after a keeper died without stopping its
+// tree, no live orphan is left under solo: a single /proc snapshot misses
+// what the tree forks meanwhile, and such a re-parented child raises no
+// SIGCHLD. Bounded (2s of 10ms passes); the 1s sweep goes on after it.
+func (s *supervisor) sweepUntilClear() {
+	for range 200 {
+		if s.sweep() == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // sweep reaps solo's children that are not keepers (os/exec reaps those),
 // and, after a keeper died without stopping its tree, kills them and their
-// descendants first.
-func (s *supervisor) sweep() {
+// descendants first. It returns how many live orphans it killed.
+func (s *supervisor) sweep() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kids, err := proctree.Children(s.self)
 	if err != nil {
-		return
+		return 0
 	}
+	killed := 0
 	for _, c := range kids {
 		if _, ok := s.keepers[c.PID]; ok {
 			continue
@@ -175,6 +209,7 @@ func (s *supervisor) sweep() {
 			s.log.Warn("killed an orphan of a keeper that died", zap.Int("pid", c.PID))
 			var ws syscall.WaitStatus
 			_, _ = syscall.Wait4(c.PID, &ws, syscall.WNOHANG, nil) // else the next sweep reaps it
+			killed++
 			continue
 		}
 		if c.State == 'Z' {
@@ -182,4 +217,5 @@ func (s *supervisor) sweep() {
 			_, _ = syscall.Wait4(c.PID, &ws, syscall.WNOHANG, nil)
 		}
 	}
+	return killed
 }

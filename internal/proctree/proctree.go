@@ -107,7 +107,9 @@ func Children(root int) ([]Proc, error) {
 
 func descendants(all []Proc, root int) []Proc {
 	kids := map[int][]Proc{}
+	start := make(map[int]uint64, len(all))
 	for _, p := range all {
+		start[p.PID] = p.Start
 		if p.PID != root {
 			kids[p.PPID] = append(kids[p.PPID], p)
 		}
@@ -118,6 +120,12 @@ func descendants(all []Proc, root int) []Proc {
 		pid := queue[0]
 		queue = queue[1:]
 		for _, c := range kids[pid] {
+			// The snapshot is not atomic: a parent that exited during it may
+			// have had its PID reused by an unrelated process, whose children
+			// would seem ours. A real child is never older than its parent.
+			if ps, ok := start[pid]; ok && c.Start < ps {
+				continue
+			}
 			out = append(out, c)
 			queue = append(queue, c.PID)
 		}
