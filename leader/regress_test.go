@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,7 +52,7 @@ func (w *overlapWitness) fn(who string) func(context.Context) error {
 		late := errors.Is(context.Cause(ctx), leader.ErrRenewDeadline)
 		w.starts = append(w.starts, witnessStart{who: who, term: term, at: time.Now(), cancelled: late})
 		for other, t := range w.running {
-			w.overlaps = append(w.overlaps, who+" started term "+itoa(term)+" while "+other+" ran term "+itoa(t))
+			w.overlaps = append(w.overlaps, who+" started term "+strconv.FormatUint(term, 10)+" while "+other+" ran term "+strconv.FormatUint(t, 10))
 		}
 		w.running[who] = term
 		w.mu.Unlock()
@@ -75,20 +76,6 @@ func (w *overlapWitness) check(t *testing.T) {
 			t.Fatalf("%s started term %d with its context already cancelled (past its renew deadline)", s.who, s.term)
 		}
 	}
-}
-
-func itoa(n uint64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }
 
 // Bug 1(a): a client that does not bound calls by their context gets the
