@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -323,15 +324,9 @@ func build(sc scheme, user *url.Userinfo, addrs []string, master string, db int,
 		if err != nil {
 			return nil, err
 		}
-		return &redis.UniversalOptions{
-			Addrs: o.Addrs, IsClusterMode: true, Username: o.Username, Password: o.Password,
-			MaxRedirects: o.MaxRedirects, Protocol: o.Protocol, ClientName: o.ClientName,
-			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
-			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
-			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
-			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
-		}, nil
+		opts := universal(o)
+		opts.IsClusterMode = true
+		return opts, nil
 	case sc.sentinel:
 		// go-redis reads the user info as the sentinels' credentials and
 		// the master's from username and password options.
@@ -354,17 +349,9 @@ func build(sc scheme, user *url.Userinfo, addrs []string, master string, db int,
 		if err != nil {
 			return nil, err
 		}
-		return &redis.UniversalOptions{
-			Addrs: o.SentinelAddrs, MasterName: o.MasterName, DB: o.DB,
-			Username: o.Username, Password: o.Password,
-			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
-			Protocol: o.Protocol, ClientName: o.ClientName,
-			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
-			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
-			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
-			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
-		}, nil
+		opts := universal(o)
+		opts.Addrs = o.SentinelAddrs
+		return opts, nil
 	default:
 		u.User = user
 		u.Path = "/" + strconv.Itoa(db)
@@ -373,16 +360,32 @@ func build(sc scheme, user *url.Userinfo, addrs []string, master string, db int,
 		if err != nil {
 			return nil, err
 		}
-		return &redis.UniversalOptions{
-			Addrs: []string{o.Addr}, DB: o.DB, Username: o.Username, Password: o.Password,
-			Protocol: o.Protocol, ClientName: o.ClientName,
-			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
-			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns,
-			MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
-			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
-		}, nil
+		opts := universal(o)
+		opts.Addrs = []string{o.Addr}
+		return opts, nil
 	}
+}
+
+// universal copies every exported field of o (a *redis.Options,
+// *redis.ClusterOptions or *redis.FailoverOptions) that UniversalOptions has
+// under the same name and type: the credentials, timeouts, retries and pool
+// settings go-redis parsed, without a hand-kept list per deployment that a
+// new go-redis option would silently miss. The callers set the addresses,
+// whose names differ.
+func universal(o any) *redis.UniversalOptions {
+	u := new(redis.UniversalOptions)
+	dst := reflect.ValueOf(u).Elem()
+	src := reflect.ValueOf(o).Elem()
+	for i := range src.NumField() {
+		f := src.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if d := dst.FieldByName(f.Name); d.IsValid() && d.Type() == f.Type {
+			d.Set(src.Field(i))
+		}
+	}
+	return u
 }
 
 // hostPort checks one "host[:port]" and returns "host:port", or a reason.

@@ -135,6 +135,28 @@ func TestParse_Options(t *testing.T) {
 			},
 		},
 		{
+			name: "sentinel timeouts and pool",
+			url:  "redis+sentinel://h1/m?dial_timeout=2s&write_timeout=750ms&pool_size=4&max_retries=-1&client_name=solo&protocol=3&pool_timeout=3s&conn_max_idle_time=1m&conn_max_lifetime=1h&min_retry_backoff=8ms&max_retry_backoff=512ms&min_idle_conns=1&max_idle_conns=2&max_active_conns=8",
+			want: redis.UniversalOptions{
+				Addrs: []string{"h1:26379"}, MasterName: "m", DialTimeout: 2 * time.Second,
+				WriteTimeout: 750 * time.Millisecond, PoolSize: 4, MaxRetries: -1, ClientName: "solo", Protocol: 3,
+				PoolTimeout: 3 * time.Second, ConnMaxIdleTime: time.Minute, ConnMaxLifetime: time.Hour,
+				MinRetryBackoff: 8 * time.Millisecond, MaxRetryBackoff: 512 * time.Millisecond,
+				MinIdleConns: 1, MaxIdleConns: 2, MaxActiveConns: 8,
+			},
+		},
+		{
+			name: "cluster timeouts and pool",
+			url:  "redis+cluster://h1:7000?dial_timeout=2s&read_timeout=500ms&pool_size=4&max_retries=-1&client_name=solo&protocol=3&pool_timeout=3s&conn_max_idle_time=1m&conn_max_lifetime=1h&min_retry_backoff=8ms&max_retry_backoff=512ms&min_idle_conns=1&max_idle_conns=2&max_active_conns=8",
+			want: redis.UniversalOptions{
+				Addrs: []string{"h1:7000"}, IsClusterMode: true, DialTimeout: 2 * time.Second,
+				ReadTimeout: 500 * time.Millisecond, PoolSize: 4, MaxRetries: -1, ClientName: "solo", Protocol: 3,
+				PoolTimeout: 3 * time.Second, ConnMaxIdleTime: time.Minute, ConnMaxLifetime: time.Hour,
+				MinRetryBackoff: 8 * time.Millisecond, MaxRetryBackoff: 512 * time.Millisecond,
+				MinIdleConns: 1, MaxIdleConns: 2, MaxActiveConns: 8,
+			},
+		},
+		{
 			name: "sentinel",
 			url:  "redis+sentinel://app:pw@h1:26379,h2:26380,h3/mymaster/2?sentinel_username=s&sentinel_password=spw&read_timeout=2s",
 			want: redis.UniversalOptions{
