@@ -54,7 +54,7 @@ type RedisLock struct {
 	candKey        string
 	channel        string
 	renewMs        int64
-	windowMs       int64                 // how long a candidate stays listed past the holder's TTL
+	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
 	value          atomic.Pointer[string] // proclaimed with the next lease (Config.Value, Proclaim)
 	minReplicas    int
 	replicaTimeout time.Duration
