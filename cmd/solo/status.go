@@ -34,7 +34,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs, "status", true)
-	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	asJSON := fs.Bool("json", false, "print JSON for scripts: per election {election, holder {id, term, since, ttl_ms, ttl_left_ms, renew_ms, last_renew, value} or null, candidates [ids]}, the words of /leader")
 	watch := fs.Bool("watch", false, "print one line per leadership change until interrupted (SIGINT, SIGTERM)")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
