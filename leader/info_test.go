@@ -237,3 +237,36 @@ func TestRedis_ElectorProclaimsAndWithdraws(t *testing.T) {
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+// TestRedis_ObserveReportsTheHoldersInfo: an observer with the default TTL
+// (10s) reports, for a holder elected while it watches (the notice path),
+// the holder's own TTL, renew interval and value, and a last renewal
+// computed from them.
+func TestRedis_ObserveReportsTheHoldersInfo(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	cfg := redisConfig(t, "a")
+	cfg.Value = "10.0.0.7:8080"
+	changes := make(chan leader.Change, 10)
+	octx, ostop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	defer func() { ostop(); <-done }()
+	go func() {
+		defer close(done)
+		_ = leader.Observe(octx, c, leader.Config{Name: cfg.Name}, func(ch leader.Change) { changes <- ch })
+	}()
+	waitSubscribed(t, c, cfg.EventsChannel(), 1)
+	a := mustNew(t, c, cfg)
+	stopA := runRedis(t, a, func(ctx context.Context) error { <-ctx.Done(); return nil })
+	defer stopA()
+	select {
+	case ch := <-changes:
+		h := ch.Holder
+		if ch.Kind != leader.ChangeElected || h.ID != a.ID() || h.LeaseTTL != cfg.TTL || h.RenewInterval != cfg.RenewInterval ||
+			h.Value != cfg.Value || h.LastRenew.IsZero() || h.LastRenew.Before(h.Since) {
+			t.Fatalf("first change = %v %+v; want a elected with its TTL %s, renew %s, value and last renewal", ch.Kind, h, cfg.TTL, cfg.RenewInterval)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change within 5s")
+	}
+}
