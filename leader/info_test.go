@@ -270,3 +270,30 @@ func TestRedis_ObserveReportsTheHoldersInfo(t *testing.T) {
 		t.Fatal("no change within 5s")
 	}
 }
+
+// TestRedis_HubRenewalsRefreshTheInfo: the Hub's pipelined renewals run
+// renew.lua with the info key too.
+func TestRedis_HubRenewalsRefreshTheInfo(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	direct := newClient(t, srv.Addr())
+	ctx := context.Background()
+	hub := leader.NewHub(c)
+	defer hub.Close()
+	cfg := redisConfig(t, "a")
+	lock, err := hub.NewRedisLock(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rec, err := lock.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct.PExpire(ctx, cfg.InfoKey(), time.Second)
+	if err := lock.Renew(ctx, rec.Lease, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if d := direct.PTTL(ctx, cfg.InfoKey()).Val(); d <= 50*time.Second {
+		t.Fatalf("info PTTL after a hub renewal = %s, want refreshed to 1m", d)
+	}
+}
