@@ -145,6 +145,15 @@ func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leade
 			// plus two TTLs (RedisLock adds RetryInterval, unknown here).
 			left := time.Until(l.expires)
 			l.cands[id] = time.Now().Add(left + 2*ttl)
+			for len(l.cands) > leader.MaxCandidates { // bounded as RedisLock's: drop the soonest gone
+				var first string
+				for c, until := range l.cands {
+					if first == "" || until.Before(l.cands[first]) {
+						first = c
+					}
+				}
+				delete(l.cands, first)
+			}
 			out, rec = leader.Held, leader.Record{Lease: l.lease, TTL: left}
 		default:
 			l.term++
