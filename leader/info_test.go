@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/leadertest"
 )
 
 // The info hash beside the lease (issue 14 points 1 and 15) and the
@@ -296,4 +298,40 @@ func TestRedis_HubRenewalsRefreshTheInfo(t *testing.T) {
 	if d := direct.PTTL(ctx, cfg.InfoKey()).Val(); d <= 50*time.Second {
 		t.Fatalf("info PTTL after a hub renewal = %s, want refreshed to 1m", d)
 	}
+}
+
+// TestElector_ViewWithTheFake: the in-memory Lock models the info and the
+// candidates as RedisLock does, for the Elector's View and Proclaim.
+func TestElector_ViewWithTheFake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := leadertest.New()
+		ctx := context.Background()
+		a := newElector(t, lock, fastConfig("a"))
+		stopA := run(t, a, func(ctx context.Context) error { <-ctx.Done(); return nil })
+		defer stopA()
+		synctest.Wait()
+		if !a.IsLeader() {
+			t.Fatal("a does not lead")
+		}
+		b := newElector(t, lock, fastConfig("b"))
+		stopB := run(t, b, func(ctx context.Context) error { <-ctx.Done(); return nil })
+		synctest.Wait()
+		if err := a.Proclaim(ctx, "addr-a"); err != nil {
+			t.Fatal(err)
+		}
+		v, err := a.View(ctx)
+		if err != nil || v.Holder == nil || v.Holder.ID != a.ID() || v.Holder.LeaseTTL != a.Config().TTL || v.Holder.Value != "addr-a" ||
+			!slices.Equal(v.Candidates, []string{b.ID()}) {
+			t.Fatalf("View() = %+v, %v", v, err)
+		}
+		if err := b.Proclaim(ctx, "addr-b"); !errors.Is(err, leader.ErrNotLeader) {
+			t.Fatalf("follower Proclaim() = %v, want ErrNotLeader", err)
+		}
+		if err := stopB(); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := a.View(ctx); len(v.Candidates) != 0 || v.Holder.Value != "addr-a" {
+			t.Fatalf("View() after b stopped = %+v", v)
+		}
+	})
 }

@@ -252,7 +252,8 @@ func (l *Lock) Watch(ctx context.Context) (leader.Watch, error) {
 // Proclaim implements leader.Proclaimer: value is kept for later leases
 // and, if lease is the current one, replaces its proclaimed value. Called
 // with a zero Lease it only sets the value the next lease proclaims (the
-// fake does not know Config.Value).
+// fake does not know Config.Value). The value kept is the Lock's, shared
+// by every candidate on it, where each RedisLock keeps its own.
 func (l *Lock) Proclaim(ctx context.Context, lease leader.Lease, value string) error {
 	lost := false
 	err := l.do(ctx, OpProclaim, func() {
