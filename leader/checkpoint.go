@@ -128,5 +128,5 @@ func (e *Elector) Leader(ctx context.Context) (Holder, error) {
 	if err != nil {
 		return Holder{}, err
 	}
-	return holderOf(rec, e.cfg.TTL, time.Now()), nil
+	return holderOf(rec, time.Now()), nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults for Config. Durations derived from TTL (RenewInterval,
@@ -87,7 +88,17 @@ type Config struct {
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default
 	// min(RenewInterval/2, 500ms). Must be below RenewDeadline−RenewInterval.
 	ReplicaTimeout time.Duration `yaml:"replica_timeout"`
+
+	// Value is proclaimed with the leadership, as etcd's Campaign value:
+	// stored beside the lease when this candidate takes it, and shown by
+	// Lookup, Observe, /leader and solo status (for instance the leader's
+	// address, so followers can route to it). Elector.Proclaim replaces it
+	// while leading. Optional; valid UTF-8, at most MaxValueLen bytes.
+	Value string `yaml:"value"`
 }
+
+// MaxValueLen bounds Config.Value and Elector.Proclaim's value.
+const MaxValueLen = 4096
 
 // ConfigError reports one bad configuration value. Field is the yaml name of
 // the field; loaders that nest the config may prefix it (election.ttl).
@@ -191,12 +202,26 @@ func (c Config) validate() error {
 		return &ConfigError{Field: "renew_deadline", Value: c.RenewDeadline,
 			Reason: fmt.Sprintf("must be less than ttl×(1−drift) = %s (ttl %s, drift %g)", limit, c.TTL, c.Drift)}
 	}
+	if err := checkValue(c.Value); err != nil {
+		return err
+	}
 	if c.MinReplicas < 0 {
 		return &ConfigError{Field: "min_replicas", Value: c.MinReplicas, Reason: "must not be negative"}
 	}
 	if c.MinReplicas > 0 && c.ReplicaTimeout >= c.RenewDeadline-c.RenewInterval {
 		return &ConfigError{Field: "replica_timeout", Value: c.ReplicaTimeout,
 			Reason: fmt.Sprintf("must be less than renew_deadline−renew_interval = %s", c.RenewDeadline-c.RenewInterval)}
+	}
+	return nil
+}
+
+// checkValue validates a proclaimed value.
+func checkValue(v string) error {
+	if len(v) > MaxValueLen {
+		return &ConfigError{Field: "value", Value: fmt.Sprintf("%.32s… (%d bytes)", v, len(v)), Reason: fmt.Sprintf("must be at most %d bytes", MaxValueLen)}
+	}
+	if !utf8.ValidString(v) {
+		return &ConfigError{Field: "value", Value: v, Reason: "must be valid UTF-8"}
 	}
 	return nil
 }
@@ -220,6 +245,14 @@ func (c Config) LeaseKey() string { return c.key("lease") }
 
 // TermKey returns the Redis key holding the last term handed out.
 func (c Config) TermKey() string { return c.key("term") }
+
+// InfoKey returns the Redis hash kept beside the lease with the holder's
+// TTL, renew interval, proclaimed value and acquire time: PREFIX:{NAME}:info.
+func (c Config) InfoKey() string { return c.key("info") }
+
+// CandidatesKey returns the Redis sorted set of waiting candidates:
+// PREFIX:{NAME}:candidates.
+func (c Config) CandidatesKey() string { return c.key("candidates") }
 
 // EventsChannel returns the pub/sub channel of release and resign notices.
 func (c Config) EventsChannel() string { return c.key("events") }

@@ -9,6 +9,13 @@
 // script each, one round trip: acquire takes only a missing key (followers
 // never steal), renew extends and release deletes only a value that is
 // exactly ours, so neither ever touches or re-creates someone else's lease.
+// Beside the lease, acquire writes the hash PREFIX:{NAME}:info (the
+// holder's TTL, renew interval, proclaimed Config.Value and acquire time,
+// expiring with the lease; renew refreshes it, release deletes it) and
+// lists a candidate that found the lease held in the sorted set
+// PREFIX:{NAME}:candidates: readers (Lookup, LookupView, Observe) learn the
+// holder's own timings and the waiting candidates without an extra round
+// trip on any path of the election.
 // A release publishes a notice on PREFIX:{NAME}:events; waiting candidates
 // take over one round trip later. After a crash they take over when the
 // lease expires: a follower sleeps the holder's remaining TTL (plus a few

@@ -251,6 +251,7 @@ func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) e
 	}()
 	err := c.run(ctx)
 	c.cleanup(ctx)
+	c.withdraw(ctx)
 	return err
 }
 
@@ -272,6 +273,7 @@ type campaign struct {
 	// for such a lease on its way out (cleanup).
 	unconfirmed bool
 	collided    map[string]bool // other candidates seen with our base ID
+	listed      bool            // the last answered acquire listed us as a waiting candidate
 }
 
 // termEnd says what Run does after a term.
@@ -346,6 +348,7 @@ func (c *campaign) run(ctx context.Context) error {
 		}
 		switch outcome {
 		case Held:
+			c.listed = true
 			c.observe(rec.Lease)
 			pause = c.followWait(rec.TTL)
 			continue
@@ -357,6 +360,7 @@ func (c *campaign) run(ctx context.Context) error {
 				continue
 			}
 		}
+		c.listed = false // the script took us off the candidates
 		// Acquired, or Adopted: an earlier attempt of this Elector whose
 		// reply was lost took the lease, and this attempt's script
 		// refreshed its TTL after this send time. Either way the lease
@@ -471,6 +475,20 @@ func (c *campaign) cleanup(ctx context.Context) {
 	e.lastTerm = max(e.lastTerm, rec.Term)
 	if err := c.releaseWithin(ictx, rec.Lease); err == nil {
 		e.log.Info("released a lease taken by an acquire whose reply never came", zap.Uint64("term", rec.Term))
+	}
+}
+
+// withdraw removes this candidate from the election's waiting candidates
+// as Run returns, best effort and bounded (the entry expires on its own).
+func (c *campaign) withdraw(ctx context.Context) {
+	wd, ok := c.e.lock.(Withdrawer)
+	if !ok || !c.listed {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(c.e.cfg.RetryInterval, c.e.cfg.RenewDeadline))
+	defer cancel()
+	if _, err := callBounded(wctx, func() (struct{}, error) { return struct{}{}, wd.Withdraw(wctx, c.e.cfg.ID) }); err != nil {
+		c.e.log.Debug("withdraw from the candidates", zap.Error(err))
 	}
 }
 

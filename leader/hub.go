@@ -223,7 +223,7 @@ func (l *RedisLock) useHub(opts []Option) error {
 // has a hub and needs no replica acknowledgement.
 func (l *RedisLock) renewEval(ctx context.Context, lease Lease, ttl time.Duration) (any, int64, error) {
 	if l.hub == nil || l.minReplicas > 0 {
-		return l.eval(ctx, renewScript, []string{l.leaseKey}, lease.String(), ttl.Milliseconds())
+		return l.eval(ctx, renewScript, []string{l.leaseKey, l.infoKey}, lease.String(), ttl.Milliseconds())
 	}
 	res, err := l.hub.renew(ctx, l.leaseKey, lease.String(), ttl.Milliseconds())
 	return res, 0, err
@@ -411,7 +411,7 @@ func (h *Hub) runRenewals(ctx context.Context, rs []*hubRenew, sha bool) []*redi
 	p := h.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(rs))
 	for i, r := range rs {
-		keys := []string{r.key}
+		keys := []string{r.key, infoKeyOf(r.key)}
 		if sha {
 			cmds[i] = renewScript.EvalSha(ctx, p, keys, r.val, r.ttl)
 		} else {

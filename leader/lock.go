@@ -28,7 +28,9 @@ type Lock interface {
 	// release notice. Returns ErrLeaseLost when it is not.
 	Release(ctx context.Context, l Lease) error
 
-	// Inspect returns the current holder, or ErrNoLeader.
+	// Inspect returns the current holder, or ErrNoLeader. A store that
+	// keeps them fills in Record.Info and Record.Candidates; with
+	// ErrNoLeader the Record carries only the Candidates.
 	Inspect(ctx context.Context) (Record, error)
 
 	// Watch subscribes to the election's notices. The returned Watch must be
@@ -69,6 +71,49 @@ type Record struct {
 	Lease
 	// TTL is the time left on the lease when the store answered.
 	TTL time.Duration
+	// Info is what the holder stored beside the lease when it took it
+	// (Inspect only; zero fields are unknown: a store that does not keep
+	// it, or a lease taken by an older solo).
+	Info LeaseInfo
+	// Candidates are the IDs of the candidates that recently found the
+	// lease held and wait for it, soonest gone first (Inspect only; at
+	// most MaxCandidates).
+	Candidates []string
+}
+
+// LeaseInfo is what a holder records beside its lease for readers: the
+// timings only it knows and the value it proclaims. A zero field is
+// unknown.
+type LeaseInfo struct {
+	// TTL is the lease length the holder acquires and renews with.
+	TTL time.Duration
+	// RenewInterval is how often the holder renews.
+	RenewInterval time.Duration
+	// Value is the value the holder proclaims (Config.Value, Proclaim).
+	Value string
+	// Since is when the lease was acquired, on the store's clock.
+	Since time.Time
+}
+
+// MaxCandidates bounds the candidates an election records (the most
+// recently seen are kept), so a flood of IDs cannot grow the set.
+const MaxCandidates = 100
+
+// Proclaimer is implemented by a Lock that can replace the proclaimed
+// value of a lease it holds (RedisLock, leadertest.Lock); Elector.Proclaim
+// uses it.
+type Proclaimer interface {
+	// Proclaim sets the value proclaimed with lease l if l is still
+	// exactly the lease, and keeps value for leases taken later. It
+	// returns ErrLeaseLost when l is not the lease.
+	Proclaim(ctx context.Context, l Lease, value string) error
+}
+
+// Withdrawer is implemented by a Lock that records waiting candidates;
+// the Elector calls it, best effort, when a Run that was following ends.
+type Withdrawer interface {
+	// Withdraw removes id from the election's candidates.
+	Withdraw(ctx context.Context, id string) error
 }
 
 // Outcome says what an Acquire did.

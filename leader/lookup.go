@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,29 +17,77 @@ type Holder struct {
 	Term uint64 `json:"term"`
 	// TTL is the time left on the lease when Redis answered.
 	TTL time.Duration `json:"ttl"`
-	// Since is when the term was minted, read off the term itself: a term
-	// is the Redis server's clock in microseconds at the acquire (or one
-	// more than the previous term, when that is larger).
+	// Since is when the term began: the acquire's time on the Redis
+	// server's clock as the holder recorded it beside the lease, or else
+	// read off the term itself (a term is the server's clock in
+	// microseconds at the acquire, or one more than the previous term when
+	// that is larger).
 	Since time.Time `json:"since"`
+	// LeaseTTL is the lease length the holder uses, from the info it keeps
+	// beside the lease; zero when unknown (a lease taken by an older solo).
+	LeaseTTL time.Duration `json:"lease_ttl"`
+	// RenewInterval is how often the holder renews; zero when unknown.
+	RenewInterval time.Duration `json:"renew_interval"`
 	// LastRenew estimates the holder's last renewal on the caller's clock
-	// as now − (TTL in config − TTL left); zero when the lease has more
-	// time left than the configured TTL (the holder uses another TTL).
+	// as now − (LeaseTTL − TTL left); zero when LeaseTTL is unknown (the
+	// reader's own TTL says nothing about the holder's).
 	LastRenew time.Time `json:"last_renew"`
+	// Value is the value the holder proclaims (Config.Value,
+	// Elector.Proclaim); empty when none.
+	Value string `json:"value"`
+}
+
+// View is an election as one read of Redis shows it.
+type View struct {
+	// Holder is the current holder; nil when nobody leads.
+	Holder *Holder
+	// Candidates are the IDs of the candidates waiting for the lease (seen
+	// by their last acquire attempt within about two of their TTLs), sorted.
+	// At most MaxCandidates.
+	Candidates []string
 }
 
 // Lookup returns the current holder of the election cfg names, in one
 // round trip. It returns ErrNoLeader when nobody holds the lease, and a
-// *ConfigError for a bad cfg. Only Name, KeyPrefix and TTL are used.
+// *ConfigError for a bad cfg. Only Name and KeyPrefix are used.
 func Lookup(ctx context.Context, client redis.UniversalClient, cfg Config) (Holder, error) {
-	lock, cfg, err := lockFor(client, cfg)
+	v, err := LookupView(ctx, client, cfg)
 	if err != nil {
 		return Holder{}, err
 	}
+	if v.Holder == nil {
+		return Holder{}, ErrNoLeader
+	}
+	return *v.Holder, nil
+}
+
+// LookupView returns the holder and the waiting candidates of the
+// election cfg names, in one round trip. Nobody leading is not an error
+// (View.Holder is nil). Only Name and KeyPrefix of cfg are used.
+func LookupView(ctx context.Context, client redis.UniversalClient, cfg Config) (View, error) {
+	lock, _, err := lockFor(client, cfg)
+	if err != nil {
+		return View{}, err
+	}
+	return viewOf(ctx, lock)
+}
+
+// View is LookupView through this elector's own Lock.
+func (e *Elector) View(ctx context.Context) (View, error) {
+	return viewOf(ctx, e.lock)
+}
+
+func viewOf(ctx context.Context, lock Lock) (View, error) {
 	rec, err := lock.Inspect(ctx)
-	if err != nil {
-		return Holder{}, err
+	if err != nil && !errors.Is(err, ErrNoLeader) {
+		return View{}, err
 	}
-	return holderOf(rec, cfg.TTL, time.Now()), nil
+	v := View{Candidates: slices.Sorted(slices.Values(rec.Candidates))}
+	if err == nil {
+		h := holderOf(rec, time.Now())
+		v.Holder = &h
+	}
+	return v, nil
 }
 
 // RequestResign asks the current holder of the election to step down
@@ -55,7 +104,7 @@ func RequestResign(ctx context.Context, client redis.UniversalClient, cfg Config
 	if err != nil {
 		return Holder{}, err
 	}
-	h := holderOf(rec, cfg.TTL, time.Now())
+	h := holderOf(rec, time.Now())
 	n, err := lock.RequestResign(ctx, rec.Term)
 	if err != nil {
 		return h, err
@@ -77,13 +126,14 @@ func lockFor(client redis.UniversalClient, cfg Config) (*RedisLock, Config, erro
 	return newRedisLock(client, cfg), cfg, nil
 }
 
-func holderOf(rec Record, ttl time.Duration, now time.Time) Holder {
-	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL}
-	if rec.Term <= 1<<62 {
+func holderOf(rec Record, now time.Time) Holder {
+	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL, Since: rec.Info.Since,
+		LeaseTTL: rec.Info.TTL, RenewInterval: rec.Info.RenewInterval, Value: rec.Info.Value}
+	if h.Since.IsZero() && rec.Term <= 1<<62 {
 		h.Since = time.UnixMicro(int64(rec.Term))
 	}
-	if rec.TTL > 0 && rec.TTL <= ttl {
-		h.LastRenew = now.Add(-(ttl - rec.TTL))
+	if rec.TTL > 0 && rec.TTL <= h.LeaseTTL {
+		h.LastRenew = now.Add(-(h.LeaseTTL - rec.TTL))
 	}
 	return h
 }

@@ -87,6 +87,7 @@ type observer struct {
 
 	cur      Holder // zero: nobody known to lead
 	resigned uint64 // a resign request was seen for this term
+	elected  Lease  // announced by a notice, not yet read: read at once
 }
 
 func observe(ctx context.Context, lock Lock, cfg Config, fn func(Change)) error {
@@ -113,13 +114,20 @@ func observe(ctx context.Context, lock Lock, cfg Config, fn func(Change)) error 
 				continue
 			}
 			o.notice(ev)
-			if o.cur.Term == 0 {
+			if o.elected.Term != 0 {
+				// Read the new holder's info (TTL, renew interval, value)
+				// now, before the next notice: the notice carries only its
+				// lease.
+				wait := o.inspect(ctx)
+				if live == nil || !live() {
+					wait = min(wait, cfg.RetryInterval)
+				}
+				t.Reset(wait)
+			} else if o.cur.Term == 0 {
 				// Between holders: the next "elected" notice is due within a
 				// round trip; read the lease after RetryInterval in case it
 				// was lost.
 				t.Reset(cfg.RetryInterval)
-			} else if ev.Kind == EventElected {
-				t.Reset(o.cur.TTL + time.Millisecond)
 			}
 			continue
 		case <-t.C:
@@ -153,10 +161,9 @@ func (o *observer) notice(ev Event) {
 			if o.cur.Term != 0 {
 				// The previous holder's release notice never came.
 				o.emit(ChangeExpired, o.cur)
+				o.cur = Holder{}
 			}
-			o.cur = holderOf(Record{Lease: ev.Lease, TTL: o.cfg.TTL}, o.cfg.TTL, time.Now())
-			o.cur.LastRenew = time.Time{} // unknown: the holder's TTL may differ from ours
-			o.emit(ChangeElected, o.cur)
+			o.elected = ev.Lease
 		}
 	}
 }
@@ -169,6 +176,19 @@ func (o *observer) inspect(ctx context.Context) time.Duration {
 	rctx, cancel := context.WithTimeout(ctx, o.cfg.RetryInterval)
 	defer cancel()
 	rec, err := callBounded(rctx, func() (Record, error) { return o.lock.Inspect(rctx) })
+	if l := o.elected; l.Term != 0 {
+		o.elected = Lease{}
+		if err != nil || rec.Lease != l {
+			// The announced holder is already gone, or the read failed:
+			// report it from the notice alone (its info unknown), so no
+			// term is skipped; its release notice or the next read ends it.
+			o.cur = holderOf(Record{Lease: l}, time.Now())
+			o.emit(ChangeElected, o.cur)
+			if err != nil {
+				return o.cfg.RetryInterval
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, ErrNoLeader):
 		if o.cur.Term != 0 {
@@ -179,7 +199,7 @@ func (o *observer) inspect(ctx context.Context) time.Duration {
 	case err != nil:
 		return o.cfg.RetryInterval
 	}
-	h := holderOf(rec, o.cfg.TTL, time.Now())
+	h := holderOf(rec, time.Now())
 	if rec.Term != o.cur.Term || rec.ID != o.cur.ID {
 		if o.cur.Term != 0 {
 			o.emit(ChangeExpired, o.cur)

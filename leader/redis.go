@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,10 @@ var (
 	//go:embed inspect.lua
 	inspectLua    string
 	inspectScript = redis.NewScript(inspectLua)
+
+	//go:embed proclaim.lua
+	proclaimLua    string
+	proclaimScript = redis.NewScript(proclaimLua)
 )
 
 // errRenewNotReplicated marks a renew that fewer than MinReplicas replicas
@@ -44,7 +50,12 @@ type RedisLock struct {
 	prefix         string // PREFIX:{NAME}:
 	leaseKey       string
 	termKey        string
+	infoKey        string
+	candKey        string
 	channel        string
+	renewMs        int64
+	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
+	value          atomic.Pointer[string] // proclaimed with the next lease (Config.Value, Proclaim)
 	minReplicas    int
 	replicaTimeout time.Duration
 	healthEvery    time.Duration
@@ -68,16 +79,37 @@ func NewRedisLock(client redis.UniversalClient, cfg Config) (*RedisLock, error) 
 }
 
 func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
-	return &RedisLock{
+	l := &RedisLock{
 		client:         client,
 		prefix:         cfg.Key(""),
 		leaseKey:       cfg.LeaseKey(),
 		termKey:        cfg.TermKey(),
+		infoKey:        cfg.InfoKey(),
+		candKey:        cfg.CandidatesKey(),
 		channel:        cfg.EventsChannel(),
+		renewMs:        cfg.RenewInterval.Milliseconds(),
+		windowMs:       candidateWindow(cfg).Milliseconds(),
 		minReplicas:    cfg.MinReplicas,
 		replicaTimeout: cfg.ReplicaTimeout,
 		healthEvery:    cfg.TTL,
 	}
+	v := cfg.Value
+	l.value.Store(&v)
+	return l
+}
+
+// candidateWindow is how long past the holder's remaining TTL a candidate
+// that found the lease held stays listed: longer than a follower sleeps
+// between attempts (the holder's TTL left, or RetryInterval without
+// notices) with room for one more TTL, so a live follower never drops
+// out, and a dead one drops out within about twice its TTL.
+func candidateWindow(cfg Config) time.Duration {
+	return 2*cfg.TTL + cfg.RetryInterval
+}
+
+// infoKeyOf returns the info key of the election whose lease key is key.
+func infoKeyOf(leaseKey string) string {
+	return strings.TrimSuffix(leaseKey, "lease") + "info"
 }
 
 // Acquire implements Lock. May return ErrNotReplicated: the script took
@@ -89,8 +121,9 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 // delayed release could delete the same lease after the caller's retry
 // adopted it with enough acknowledgements.
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
-	keys := []string{l.leaseKey, l.termKey}
-	res, acked, err := l.eval(ctx, acquireScript, keys, id, ttl.Milliseconds(), l.channel)
+	keys := []string{l.leaseKey, l.termKey, l.infoKey, l.candKey}
+	res, acked, err := l.eval(ctx, acquireScript, keys, id, ttl.Milliseconds(), l.channel,
+		l.renewMs, *l.value.Load(), l.windowMs, MaxCandidates)
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
@@ -122,7 +155,8 @@ func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) e
 // Release implements Lock. May return ErrLeaseLost.
 func (l *RedisLock) Release(ctx context.Context, lease Lease) error {
 	msg := eventMessage(Event{Kind: EventReleased, Lease: lease})
-	n, err := releaseScript.Run(ctx, l.client, []string{l.leaseKey}, lease.String(), l.channel, msg).Int64()
+	keys := []string{l.leaseKey, l.infoKey, l.candKey}
+	n, err := releaseScript.Run(ctx, l.client, keys, lease.String(), l.channel, msg, lease.ID).Int64()
 	if err != nil {
 		return fmt.Errorf("release %s: %w", l.leaseKey, err)
 	}
@@ -132,22 +166,90 @@ func (l *RedisLock) Release(ctx context.Context, lease Lease) error {
 	return nil
 }
 
-// Inspect implements Lock. May return ErrNoLeader.
+// Inspect implements Lock. May return ErrNoLeader (with the candidates).
 func (l *RedisLock) Inspect(ctx context.Context) (Record, error) {
-	res, err := inspectScript.Run(ctx, l.client, []string{l.leaseKey}).Slice()
-	if errors.Is(err, redis.Nil) {
-		return Record{}, ErrNoLeader
-	}
+	keys := []string{l.leaseKey, l.infoKey, l.candKey}
+	res, err := inspectScript.Run(ctx, l.client, keys, MaxCandidates).Slice()
 	if err != nil {
 		return Record{}, fmt.Errorf("inspect %s: %w", l.leaseKey, err)
 	}
+	if len(res) != 4 {
+		return Record{}, fmt.Errorf("inspect %s: unexpected reply %v", l.leaseKey, res)
+	}
+	var rec Record
+	cands, _ := res[3].([]any)
+	for _, c := range cands {
+		if id, ok := c.(string); ok {
+			rec.Candidates = append(rec.Candidates, id)
+		}
+	}
 	v, _ := res[0].(string)
+	if v == "" {
+		return rec, ErrNoLeader
+	}
 	lease, ok := parseLease(v)
-	if !ok || len(res) != 2 {
+	if !ok {
 		return Record{}, fmt.Errorf("inspect %s: malformed lease %q", l.leaseKey, v)
 	}
 	pttl, _ := res[1].(int64)
-	return Record{Lease: lease, TTL: time.Duration(pttl) * time.Millisecond}, nil
+	rec.Lease, rec.TTL = lease, time.Duration(pttl)*time.Millisecond
+	flat, _ := res[2].([]any)
+	rec.Info = parseInfo(flat, v)
+	return rec, nil
+}
+
+// Proclaim implements Proclaimer: one round trip, fenced by the lease.
+// The value is kept for leases this lock takes later, whatever the outcome.
+func (l *RedisLock) Proclaim(ctx context.Context, lease Lease, value string) error {
+	if err := checkValue(value); err != nil {
+		return err
+	}
+	l.value.Store(&value)
+	n, err := proclaimScript.Run(ctx, l.client, []string{l.leaseKey, l.infoKey}, lease.String(), value).Int64()
+	if err != nil {
+		return fmt.Errorf("proclaim %s: %w", l.leaseKey, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("proclaim %s term %d: %w", l.leaseKey, lease.Term, ErrLeaseLost)
+	}
+	return nil
+}
+
+// Withdraw implements Withdrawer: ZREM of id from the candidates.
+func (l *RedisLock) Withdraw(ctx context.Context, id string) error {
+	if err := l.client.ZRem(ctx, l.candKey, id).Err(); err != nil {
+		return fmt.Errorf("withdraw from %s: %w", l.candKey, err)
+	}
+	return nil
+}
+
+// parseInfo reads the info hash (HGETALL's flat reply) of the lease
+// "TERM ID" v; fields of another lease, or malformed, are left zero.
+func parseInfo(flat []any, v string) LeaseInfo {
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		m[k], _ = flat[i+1].(string)
+	}
+	if m["lease"] != v {
+		return LeaseInfo{}
+	}
+	ms := func(k string) int64 {
+		n, err := strconv.ParseInt(m[k], 10, 64)
+		if err != nil || n < 0 {
+			return 0
+		}
+		return n
+	}
+	info := LeaseInfo{
+		TTL:           time.Duration(ms("ttl_ms")) * time.Millisecond,
+		RenewInterval: time.Duration(ms("renew_ms")) * time.Millisecond,
+		Value:         m["value"],
+	}
+	if s := ms("since_ms"); s > 0 {
+		info.Since = time.UnixMilli(s)
+	}
+	return info
 }
 
 // RequestResign implements Lock. On a Cluster client PUBLISH counts only the

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -13,33 +12,60 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
-// LeaderInfo is the JSON body of /leader.
+// LeaderInfo is the JSON body of /leader. Its words are the ones
+// `solo status --json` uses: "holder" is who holds the lease (null when
+// nobody does), "candidates" who waits for it, "self" this instance.
 type LeaderInfo struct {
 	Election string `json:"election"`
 	// Holder is the current lease holder as Redis reports it; nil when
 	// nobody leads (or Redis could not be asked: see Error).
 	Holder *HolderInfo `json:"holder"`
-	// Role is this instance's role: leader, follower, standby or always.
-	Role string `json:"role"`
+	// Candidates are the IDs of the candidates waiting for the lease,
+	// sorted; never null.
+	Candidates []string `json:"candidates"`
 	// Self is this instance's own view.
 	Self SelfInfo `json:"self"`
 	// Error is set when Redis could not be asked.
 	Error string `json:"error,omitempty"`
 }
 
-// HolderInfo describes the lease holder.
+// HolderInfo describes the lease holder: the JSON "holder" object of
+// /leader and of `solo status --json`. A field the holder did not record
+// (a lease taken by an older solo) is left out.
 type HolderInfo struct {
-	ID        string    `json:"id"`
-	Term      uint64    `json:"term"`
-	TTLMillis int64     `json:"ttl_ms"`
-	Since     time.Time `json:"since"`
+	ID   string `json:"id"`
+	Term uint64 `json:"term"`
+	// Since is when the term began.
+	Since time.Time `json:"since"`
+	// TTLMillis is the lease length the holder uses.
+	TTLMillis int64 `json:"ttl_ms,omitempty"`
+	// TTLLeftMillis is the time left on the lease when Redis answered.
+	TTLLeftMillis int64 `json:"ttl_left_ms"`
+	// RenewMillis is the holder's renew interval.
+	RenewMillis int64 `json:"renew_ms,omitempty"`
+	// LastRenew estimates the holder's last renewal (from its own TTL).
 	LastRenew time.Time `json:"last_renew,omitzero"`
+	// Value is the value the holder proclaims (election.value).
+	Value string `json:"value,omitempty"`
+}
+
+// NewHolderInfo returns h in the JSON vocabulary of /leader.
+func NewHolderInfo(h leader.Holder) *HolderInfo {
+	return &HolderInfo{
+		ID: h.ID, Term: h.Term, Since: h.Since,
+		TTLMillis: h.LeaseTTL.Milliseconds(), TTLLeftMillis: h.TTL.Milliseconds(),
+		RenewMillis: h.RenewInterval.Milliseconds(), LastRenew: h.LastRenew, Value: h.Value,
+	}
 }
 
 // SelfInfo is this instance's view of its own leadership.
 type SelfInfo struct {
-	ID        string    `json:"id"`
-	Leading   bool      `json:"leading"`
+	ID string `json:"id"`
+	// Role is leader, follower, standby (never leads) or always (runs its
+	// jobs without an election).
+	Role string `json:"role"`
+	// Term, Since and LastRenew are set while this instance leads, on its
+	// own clock.
 	Term      uint64    `json:"term,omitempty"`
 	Since     time.Time `json:"since,omitzero"`
 	LastRenew time.Time `json:"last_renew,omitzero"`
@@ -50,25 +76,29 @@ func (w *Worker) Info(ctx context.Context) LeaderInfo {
 	e := w.elector
 	st := e.Status()
 	info := LeaderInfo{
-		Election: e.Config().Name,
-		Role:     "follower",
-		Self:     SelfInfo{ID: st.ID, Leading: st.Leading, Term: st.Term},
+		Election:   e.Config().Name,
+		Candidates: []string{},
+		Self:       SelfInfo{ID: st.ID, Role: "follower"},
 	}
 	switch {
 	case w.mode == ModeStandby:
-		info.Role = "standby"
+		info.Self.Role = "standby"
 	case w.mode == ModeAlways:
-		info.Role = "always"
+		info.Self.Role = "always"
 	case st.Leading:
-		info.Role = "leader"
-		info.Self.Since, info.Self.LastRenew = st.Since, st.LastRenew
+		info.Self.Role = "leader"
+		info.Self.Term, info.Self.Since, info.Self.LastRenew = st.Term, st.Since, st.LastRenew
 	}
-	h, err := e.Leader(ctx)
-	switch {
-	case err == nil:
-		info.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew}
-	case !errors.Is(err, leader.ErrNoLeader):
+	v, err := e.View(ctx)
+	if err != nil {
 		info.Error = err.Error()
+		return info
+	}
+	if v.Holder != nil {
+		info.Holder = NewHolderInfo(*v.Holder)
+	}
+	if v.Candidates != nil {
+		info.Candidates = v.Candidates
 	}
 	return info
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,7 @@ func TestHandler(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	cfg := fxConfig(t)
+	cfg.Value = "10.0.0.7:8080"
 	reg := prometheus.NewRegistry()
 	m, _ := worker.NewMetrics(reg)
 	e, err := leader.New(client, cfg, leader.WithMetrics(m.Elector(cfg.Name)))
@@ -156,8 +159,25 @@ func TestHandler(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &info); err != nil || code != http.StatusOK {
 		t.Fatalf("/leader = %d %s (%v)", code, body, err)
 	}
-	if info.Role != "leader" || info.Holder == nil || info.Holder.ID != e.ID() || info.Holder.Term != e.Term() || info.Holder.TTLMillis <= 0 || !info.Self.Leading {
+	if info.Self.Role != "leader" || info.Self.ID != e.ID() || info.Holder == nil || info.Holder.ID != e.ID() || info.Holder.Term != e.Term() ||
+		info.Holder.TTLMillis != cfg.TTL.Milliseconds() || info.Holder.TTLLeftMillis <= 0 || info.Holder.RenewMillis != e.Config().RenewInterval.Milliseconds() ||
+		info.Holder.Value != cfg.Value || info.Holder.LastRenew.IsZero() || info.Candidates == nil {
 		t.Fatalf("/leader = %s", body)
+	}
+	// One vocabulary with solo status --json (issue 14.9): the exact keys.
+	var raw map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(body), &raw)
+	var holder, self map[string]json.RawMessage
+	_ = json.Unmarshal(raw["holder"], &holder)
+	_ = json.Unmarshal(raw["self"], &self)
+	if got, want := strings.Join(slices.Sorted(maps.Keys(raw)), ","), "candidates,election,holder,self"; got != want {
+		t.Fatalf("/leader keys = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(slices.Sorted(maps.Keys(holder)), ","), "id,last_renew,renew_ms,since,term,ttl_left_ms,ttl_ms,value"; got != want {
+		t.Fatalf("/leader holder keys = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(slices.Sorted(maps.Keys(self)), ","), "id,last_renew,role,since,term"; got != want {
+		t.Fatalf("/leader self keys = %s, want %s", got, want)
 	}
 	if _, body := get("/metrics"); !strings.Contains(body, `solo_election_leader{election="`+cfg.Name+`"} 1`) {
 		t.Fatalf("/metrics = %s", body)

@@ -25,6 +25,7 @@ type common struct {
 	redis  string
 	name   string
 	ttl    string
+	value  string
 	dev    bool
 	// fenceDSN and fenceTable are --fence-dsn and --fence-table.
 	fenceDSN, fenceTable string
@@ -48,6 +49,7 @@ func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	fs.StringVar(&c.redis, "redis", "", "Redis `URL`, overrides redis.url")
 	fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
 	fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
+	fs.StringVar(&c.value, "value", "", "`value` proclaimed while this instance leads, such as its address (status and /leader show it), overrides election.value")
 	fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
 	fs.StringVar(&c.fenceTable, "fence-table", "", "fence `table`, overrides fence.table (default solo_fence)")
 	fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
@@ -60,6 +62,7 @@ var flagEnv = map[string]string{
 	"redis":       "SOLO_REDIS_URL",
 	"name":        "SOLO_ELECTION_NAME",
 	"ttl":         "SOLO_ELECTION_TTL",
+	"value":       "SOLO_ELECTION_VALUE",
 	"fence-dsn":   "SOLO_FENCE_DSN",
 	"fence-table": "SOLO_FENCE_TABLE",
 }
@@ -83,7 +86,7 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, erro
 	if name != "" {
 		env = append(env, "SOLO_ELECTION_NAME="+name)
 	}
-	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl,
+	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl, "value": c.value,
 		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable} {
 		if c.set[flagName] {
 			env = append(env, flagEnv[flagName]+"="+v)

@@ -308,7 +308,7 @@ func TestEnvVars(t *testing.T) {
 		"SOLO_ELECTION_NAME", "SOLO_ELECTION_ID", "SOLO_ELECTION_KEY_PREFIX", "SOLO_ELECTION_TTL",
 		"SOLO_ELECTION_RENEW_INTERVAL", "SOLO_ELECTION_RENEW_DEADLINE", "SOLO_ELECTION_RETRY_INTERVAL",
 		"SOLO_ELECTION_RESIGN_COOLDOWN", "SOLO_ELECTION_SHUTDOWN_TIMEOUT", "SOLO_ELECTION_DRIFT",
-		"SOLO_ELECTION_MIN_REPLICAS", "SOLO_ELECTION_REPLICA_TIMEOUT", "SOLO_ELECTION_MODE",
+		"SOLO_ELECTION_MIN_REPLICAS", "SOLO_ELECTION_REPLICA_TIMEOUT", "SOLO_ELECTION_VALUE", "SOLO_ELECTION_MODE",
 		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX",
 		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
 	}
@@ -329,7 +329,7 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 				Name: "orders-sync", ID: "host-a-1", KeyPrefix: "solo-test", TTL: 15 * time.Second,
 				RenewInterval: 3 * time.Second, RenewDeadline: 9 * time.Second, RetryInterval: 2 * time.Second,
 				ResignCooldown: 4 * time.Second, ShutdownTimeout: 20 * time.Second, Drift: 0.02,
-				MinReplicas: 1, ReplicaTimeout: 500 * time.Millisecond,
+				MinReplicas: 1, ReplicaTimeout: 500 * time.Millisecond, Value: "10.0.0.7:8080",
 			},
 			Mode: worker.ModeStandby,
 		},

@@ -66,7 +66,7 @@ const usage = `usage:
   solo version
 
 FLAGS, the same on run, status and resign (each overrides the key and its SOLO_* variable):
-  -c FILE (config.yaml)  --redis URL  --name NAME  --ttl DURATION
+  -c FILE (config.yaml)  --redis URL  --name NAME  --ttl DURATION  --value VALUE (proclaimed while leading)
   --fence-dsn DSN  --fence-table TABLE  --dev  --log-format auto|console|json
 
 exit codes: 0 ok, 1 runtime error, 2 usage or configuration error, 3 no leader

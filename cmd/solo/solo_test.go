@@ -378,12 +378,14 @@ func TestStatusAndResign(t *testing.T) {
 	code, text = run("status", name, "--json")
 	var rows []struct {
 		Election string `json:"election"`
-		Leader   bool   `json:"leader"`
-		ID       string `json:"id"`
-		Term     uint64 `json:"term"`
-		TTL      int64  `json:"ttl_ms"`
+		Holder   *struct {
+			ID      string `json:"id"`
+			Term    uint64 `json:"term"`
+			TTLLeft int64  `json:"ttl_left_ms"`
+		} `json:"holder"`
 	}
-	if err := json.Unmarshal([]byte(text), &rows); err != nil || code != 0 || len(rows) != 1 || !strings.HasPrefix(rows[0].ID, "a-") || rows[0].Term != first.term || rows[0].TTL <= 0 {
+	if err := json.Unmarshal([]byte(text), &rows); err != nil || code != 0 || len(rows) != 1 || rows[0].Holder == nil ||
+		!strings.HasPrefix(rows[0].Holder.ID, "a-") || rows[0].Holder.Term != first.term || rows[0].Holder.TTLLeft <= 0 {
 		t.Fatalf("status --json = %d %v:\n%s", code, err, text)
 	}
 	if code, text = run("status", "nobody-runs-this"); code != 3 || !strings.Contains(text, "(none)") {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -16,17 +18,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
 )
 
-// statusRow is one election in `solo status`; also its JSON form.
+// statusRow is one election in `solo status`; also its JSON form, in the
+// words of /leader: "holder" (null when nobody leads) and "candidates".
 type statusRow struct {
-	Election  string     `json:"election"`
-	Leader    bool       `json:"leader"`
-	ID        string     `json:"id,omitempty"`
-	Term      uint64     `json:"term,omitempty"`
-	TTLMillis int64      `json:"ttl_ms,omitempty"`
-	Since     *time.Time `json:"since,omitempty"`
-	LastRenew *time.Time `json:"last_renew,omitempty"`
+	Election   string             `json:"election"`
+	Holder     *worker.HolderInfo `json:"holder"`
+	Candidates []string           `json:"candidates"`
 }
 
 func statusCommand(args []string, stdout, stderr io.Writer, env []string) error {
@@ -34,7 +34,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs, "status", true)
-	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	asJSON := fs.Bool("json", false, "print JSON for scripts: per election {election, holder {id, term, since, ttl_ms, ttl_left_ms, renew_ms, last_renew, value} or null, candidates [ids]}, the words of /leader")
 	watch := fs.Bool("watch", false, "print one line per leadership change until interrupted (SIGINT, SIGTERM)")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -77,7 +77,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		printStatus(stdout, rows)
 	}
 	for _, r := range rows {
-		if !r.Leader {
+		if r.Holder == nil {
 			return &codeError{code: exitNoLeader, err: errQuiet}
 		}
 	}
@@ -89,23 +89,22 @@ func lookupAll(ctx context.Context, client redis.UniversalClient, cfg Config, na
 	for _, name := range names {
 		lc := cfg.LeaderConfig()
 		lc.Name = name
-		h, err := leader.Lookup(ctx, client, lc)
-		switch {
-		case errors.Is(err, leader.ErrNoLeader):
-			rows = append(rows, statusRow{Election: name})
-		case err != nil:
+		v, err := leader.LookupView(ctx, client, lc)
+		if err != nil {
 			var ce *leader.ConfigError
 			if errors.As(err, &ce) {
 				return nil, usageErr("election %q: %w", name, err)
 			}
 			return nil, fmt.Errorf("election %q: %w", name, err)
-		default:
-			r := statusRow{Election: name, Leader: true, ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: &h.Since}
-			if !h.LastRenew.IsZero() {
-				r.LastRenew = &h.LastRenew
-			}
-			rows = append(rows, r)
 		}
+		r := statusRow{Election: name, Candidates: v.Candidates}
+		if r.Candidates == nil {
+			r.Candidates = []string{}
+		}
+		if v.Holder != nil {
+			r.Holder = worker.NewHolderInfo(*v.Holder)
+		}
+		rows = append(rows, r)
 	}
 	return rows, nil
 }
@@ -140,22 +139,38 @@ func watchStatus(client redis.UniversalClient, cfg Config, names []string, stdou
 	return nil
 }
 
+// printStatus prints the table. The TTL column is the time left of the
+// holder's own TTL; the last renewal is computed from that TTL, so it is
+// shown only when the holder recorded it (a lease taken by an older solo
+// shows "-" rather than a guess from the reader's TTL).
 func printStatus(w io.Writer, rows []statusRow) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ELECTION\tLEADER\tTERM\tTTL LEFT\tLEADING SINCE\tLAST RENEWAL")
+	fmt.Fprintln(tw, "ELECTION\tHOLDER\tTERM\tTTL LEFT\tLEADING SINCE\tLAST RENEWAL\tVALUE\tCANDIDATES")
 	now := time.Now()
 	for _, r := range rows {
-		if !r.Leader {
-			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\n", r.Election)
+		cands := "-"
+		if len(r.Candidates) > 0 {
+			cands = strings.Join(r.Candidates, ",")
+		}
+		h := r.Holder
+		if h == nil {
+			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\t-\t%s\n", r.Election, cands)
 			continue
 		}
-		last := "-"
-		if r.LastRenew != nil {
-			last = fmt.Sprintf("%s ago", now.Sub(*r.LastRenew).Round(time.Millisecond))
+		left := (time.Duration(h.TTLLeftMillis) * time.Millisecond).String()
+		if h.TTLMillis > 0 {
+			left += " of " + (time.Duration(h.TTLMillis) * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s (%s ago)\t%s\n", r.Election, r.ID, r.Term,
-			(time.Duration(r.TTLMillis) * time.Millisecond).String(),
-			r.Since.Local().Format(time.DateTime), now.Sub(*r.Since).Round(time.Second), last)
+		last := "-"
+		if !h.LastRenew.IsZero() {
+			last = fmt.Sprintf("%s ago", max(now.Sub(h.LastRenew), 0).Round(time.Millisecond))
+		}
+		value := "-"
+		if h.Value != "" {
+			value = strconv.Quote(h.Value)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s (%s ago)\t%s\t%s\t%s\n", r.Election, h.ID, h.Term, left,
+			h.Since.Local().Format(time.DateTime), now.Sub(h.Since).Round(time.Second), last, value, cands)
 	}
 	_ = tw.Flush()
 }

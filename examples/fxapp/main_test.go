@@ -56,7 +56,7 @@ func TestFxApp(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &info); err != nil {
 				t.Fatalf("/leader: %v: %s", err, body)
 			}
-			if info.Role == "leader" {
+			if info.Self.Role == "leader" {
 				break
 			}
 		}

@@ -13,6 +13,7 @@ import (
 type state struct {
 	val  string // "TERM ID"; "" when absent
 	exp  int64  // server time in ns at which the lease expires
+	ttl  int64  // the info hash's ttl_ms (acquire.lua), which lives and dies with val
 	term uint64 // the term key; 0 when absent
 	cps  map[string]int64
 }
@@ -51,6 +52,7 @@ type repWrite struct {
 	kind writeKind
 	val  string
 	exp  int64
+	ttl  int64 // wSetLease from an acquire: the info hash's ttl_ms; 0 leaves it
 	n    int64
 	key  string
 }
@@ -59,6 +61,9 @@ func (s *state) apply(w repWrite) {
 	switch w.kind {
 	case wSetLease:
 		s.val, s.exp = w.val, w.exp
+		if w.ttl != 0 {
+			s.ttl = w.ttl
+		}
 	case wDelLease:
 		s.val = ""
 	case wSetTerm:
@@ -144,7 +149,10 @@ func (w *world) waitFor(o op, now, at time.Time, res *execResult) {
 }
 
 // The scripts, executed at fake time now under w.mu, with the semantics of
-// leader/*.lua.
+// leader/*.lua. Of the info hash only ttl_ms is modelled (it lives and dies
+// with the lease); the proclaimed value and the candidates set are not
+// (the client implements neither Proclaimer nor Withdrawer): they bear on
+// what readers see, never on who may lead.
 
 func (w *world) execAcquire(now time.Time, id string, ttl time.Duration) execResult {
 	srv := w.srvNs(now)
@@ -155,8 +163,8 @@ func (w *world) execAcquire(now time.Time, id string, ttl time.Duration) execRes
 	if st.val != "" {
 		l, _ := parseLease(st.val)
 		if l.ID == id {
-			st.exp = srv + ms*int64(time.Millisecond)
-			at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp})
+			st.exp, st.ttl = srv+ms*int64(time.Millisecond), ms
+			at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp, ttl: ms})
 			w.waitFor(opAcquire, now, at, &res)
 			res.outcome, res.rec = leader.Adopted, leader.Record{Lease: l, TTL: time.Duration(ms) * time.Millisecond}
 			return res
@@ -172,9 +180,9 @@ func (w *world) execAcquire(now time.Time, id string, ttl time.Duration) execRes
 	}
 	l := leader.Lease{Term: term, ID: id}
 	st.term = term
-	st.val, st.exp = l.String(), srv+ms*int64(time.Millisecond)
+	st.val, st.exp, st.ttl = l.String(), srv+ms*int64(time.Millisecond), ms
 	w.replicate(now, repWrite{kind: wSetTerm, n: int64(term)})
-	at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp})
+	at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp, ttl: ms})
 	w.waitFor(opAcquire, now, at, &res)
 	res.outcome, res.rec = leader.Acquired, leader.Record{Lease: l, TTL: time.Duration(ms) * time.Millisecond}
 	w.minted(l)
@@ -222,7 +230,8 @@ func (w *world) execInspect(now time.Time) execResult {
 		return res
 	}
 	l, _ := parseLease(st.val)
-	res.rec = leader.Record{Lease: l, TTL: time.Duration((st.exp-srv)/int64(time.Millisecond)) * time.Millisecond}
+	res.rec = leader.Record{Lease: l, TTL: time.Duration((st.exp-srv)/int64(time.Millisecond)) * time.Millisecond,
+		Info: leader.LeaseInfo{TTL: time.Duration(st.ttl) * time.Millisecond}}
 	return res
 }
 

@@ -10,6 +10,7 @@ package leadertest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ const (
 	OpRequestResign Op = "request_resign"
 	OpCheckpoint    Op = "checkpoint"
 	OpLoad          Op = "load_checkpoint"
+	OpProclaim      Op = "proclaim"
+	OpWithdraw      Op = "withdraw"
 )
 
 // Hook runs around an operation. A Before hook's error aborts the operation
@@ -50,16 +53,21 @@ type Lock struct {
 	calls    map[Op]int
 	watchers map[*watch]struct{}
 	cps      map[string]int64
+	info     leader.LeaseInfo     // of the current lease
+	value    string               // proclaimed with the next lease
+	cands    map[string]time.Time // waiting candidates and when they drop out
 }
 
 var (
 	_ leader.Lock         = (*Lock)(nil)
 	_ leader.Checkpointer = (*Lock)(nil)
+	_ leader.Proclaimer   = (*Lock)(nil)
+	_ leader.Withdrawer   = (*Lock)(nil)
 )
 
 // New returns an empty Lock.
 func New() *Lock {
-	return &Lock{calls: map[Op]int{}, watchers: map[*watch]struct{}{}, cps: map[string]int64{}}
+	return &Lock{calls: map[Op]int{}, watchers: map[*watch]struct{}{}, cps: map[string]int64{}, cands: map[string]time.Time{}}
 }
 
 // SetBefore installs a hook run before every operation (nil removes it).
@@ -108,6 +116,7 @@ func (l *Lock) Steal(id string, ttl time.Duration) leader.Lease {
 	defer l.mu.Unlock()
 	l.term++
 	l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
+	l.info = leader.LeaseInfo{TTL: ttl, Since: time.Now()}
 	return l.lease
 }
 
@@ -128,12 +137,29 @@ func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leade
 		switch {
 		case l.held && l.lease.ID == id:
 			l.expires = time.Now().Add(ttl)
+			l.info.TTL = ttl
+			delete(l.cands, id)
 			out, rec = leader.Adopted, leader.Record{Lease: l.lease, TTL: ttl}
 		case l.held:
-			out, rec = leader.Held, leader.Record{Lease: l.lease, TTL: time.Until(l.expires)}
+			// Listed as RedisLock lists it: until the holder's time left
+			// plus two TTLs (RedisLock adds RetryInterval, unknown here).
+			left := time.Until(l.expires)
+			l.cands[id] = time.Now().Add(left + 2*ttl)
+			for len(l.cands) > leader.MaxCandidates { // bounded as RedisLock's: drop the soonest gone
+				var first string
+				for c, until := range l.cands {
+					if first == "" || until.Before(l.cands[first]) {
+						first = c
+					}
+				}
+				delete(l.cands, first)
+			}
+			out, rec = leader.Held, leader.Record{Lease: l.lease, TTL: left}
 		default:
 			l.term++
 			l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
+			l.info = leader.LeaseInfo{TTL: ttl, Value: l.value, Since: time.Now()}
+			delete(l.cands, id)
 			out, rec = leader.Acquired, leader.Record{Lease: l.lease, TTL: ttl}
 			l.publishLocked(leader.Event{Kind: leader.EventElected, Lease: l.lease})
 		}
@@ -168,6 +194,7 @@ func (l *Lock) Release(ctx context.Context, lease leader.Lease) error {
 			return
 		}
 		l.held = false
+		delete(l.cands, lease.ID)
 		l.publishLocked(leader.Event{Kind: leader.EventReleased, Lease: lease})
 	})
 	if err == nil && lost {
@@ -182,11 +209,18 @@ func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
 	none := false
 	err := l.do(ctx, OpInspect, func() {
 		l.expireLocked()
+		now := time.Now()
+		for id, until := range l.cands {
+			if now.Before(until) {
+				rec.Candidates = append(rec.Candidates, id)
+			}
+		}
+		slices.Sort(rec.Candidates)
 		if !l.held {
 			none = true
 			return
 		}
-		rec = leader.Record{Lease: l.lease, TTL: time.Until(l.expires)}
+		rec.Lease, rec.TTL, rec.Info = l.lease, time.Until(l.expires), l.info
 	})
 	if err == nil && none {
 		return rec, leader.ErrNoLeader
@@ -213,6 +247,33 @@ func (l *Lock) Watch(ctx context.Context) (leader.Watch, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// Proclaim implements leader.Proclaimer: value is kept for later leases
+// and, if lease is the current one, replaces its proclaimed value. Called
+// with a zero Lease it only sets the value the next lease proclaims (the
+// fake does not know Config.Value). The value kept is the Lock's, shared
+// by every candidate on it, where each RedisLock keeps its own.
+func (l *Lock) Proclaim(ctx context.Context, lease leader.Lease, value string) error {
+	lost := false
+	err := l.do(ctx, OpProclaim, func() {
+		l.expireLocked()
+		l.value = value
+		if !l.held || l.lease != lease {
+			lost = true
+			return
+		}
+		l.info.Value = value
+	})
+	if err == nil && lost && lease != (leader.Lease{}) {
+		return leader.ErrLeaseLost
+	}
+	return err
+}
+
+// Withdraw implements leader.Withdrawer.
+func (l *Lock) Withdraw(ctx context.Context, id string) error {
+	return l.do(ctx, OpWithdraw, func() { delete(l.cands, id) })
 }
 
 // Checkpoint implements leader.Checkpointer.
@@ -266,6 +327,12 @@ func (l *Lock) do(ctx context.Context, op Op, f func()) error {
 func (l *Lock) expireLocked() {
 	if l.held && !time.Now().Before(l.expires) {
 		l.held = false
+	}
+	now := time.Now()
+	for id, until := range l.cands {
+		if !now.Before(until) {
+			delete(l.cands, id)
+		}
 	}
 }
 

@@ -1,0 +1,39 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+var (
+	_ Proclaimer = (*RedisLock)(nil)
+	_ Withdrawer = (*RedisLock)(nil)
+)
+
+// Proclaim replaces the value this elector proclaims with its leadership
+// (Config.Value at first), as etcd's Election.Proclaim does: while it
+// leads, the stored value changes at once, in one round trip fenced by the
+// lease (it is written only if the lease is still exactly this term's),
+// and every later term starts with it. It returns ErrNotLeader when this
+// elector does not lead (the value is still kept for its later terms), a
+// *ConfigError for a bad value, and an error when the Lock cannot proclaim.
+func (e *Elector) Proclaim(ctx context.Context, value string) error {
+	if err := checkValue(value); err != nil {
+		return err
+	}
+	p, ok := e.lock.(Proclaimer)
+	if !ok {
+		return fmt.Errorf("leader: proclaim: %T does not implement Proclaimer", e.lock)
+	}
+	st := e.Status()
+	l := Lease{ID: e.cfg.ID}
+	if st.Leading {
+		l.Term = st.Term
+	}
+	_, err := callBounded(ctx, func() (struct{}, error) { return struct{}{}, p.Proclaim(ctx, l, value) })
+	if errors.Is(err, ErrLeaseLost) {
+		return ErrNotLeader
+	}
+	return err
+}
