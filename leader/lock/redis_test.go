@@ -1,0 +1,550 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/faultproxy"
+	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/lock"
+)
+
+// witness records hold intervals of many owners of one lock from outside
+// and reports any overlap, and any term that did not grow.
+type witness struct {
+	mu       sync.Mutex
+	inside   int
+	lastTerm uint64
+	faults   []string
+}
+
+func (w *witness) enter(who string, term uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inside++
+	if w.inside > 1 {
+		w.faults = append(w.faults, fmt.Sprintf("%s entered with term %d while another held", who, term))
+	}
+	if term <= w.lastTerm {
+		w.faults = append(w.faults, fmt.Sprintf("%s entered with term %d after term %d", who, term, w.lastTerm))
+	}
+	w.lastTerm = term
+}
+
+func (w *witness) leave() {
+	w.mu.Lock()
+	w.inside--
+	w.mu.Unlock()
+}
+
+// TestMutex_MutualExclusion: several processes (Clients with their own
+// connections), several goroutines each, one lock: no two holds overlap,
+// terms strictly grow. Mutation check: release.lua deleting without the
+// HEXISTS owner check does not break this test alone (releases are
+// correct), but acquire.lua taking the lock without looking at HKEYS
+// gives "entered with term … while another held" at once.
+func TestMutex_MutualExclusion(t *testing.T) {
+	srv, _ := startRedis(t)
+	name := lockName(t)
+	w := &witness{}
+	const procs, goroutines, rounds = 3, 4, 15
+	var wg sync.WaitGroup
+	var total atomic.Int64
+	for p := range procs {
+		c := newLockClient(t, newRedis(t, srv.Addr()), lock.WithConfig(lock.Config{TTL: 2 * time.Second}))
+		m := mustMutex(t, c, name)
+		for g := range goroutines {
+			who := fmt.Sprintf("p%d-g%d", p, g)
+			wg.Go(func() {
+				for range rounds {
+					h, err := m.LockTimeout(t.Context(), 30*time.Second)
+					if err != nil {
+						t.Errorf("%s: Lock: %v", who, err)
+						return
+					}
+					w.enter(who, h.Term())
+					time.Sleep(100 * time.Microsecond)
+					w.leave()
+					total.Add(1)
+					if err := h.Unlock(context.Background()); err != nil {
+						t.Errorf("%s: Unlock: %v", who, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, f := range w.faults {
+		t.Error(f)
+	}
+	if got := total.Load(); got != procs*goroutines*rounds {
+		t.Fatalf("%d holds, want %d", got, procs*goroutines*rounds)
+	}
+}
+
+func TestMutex_TryLock(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newLockClient(t, rdb)
+	m := mustMutex(t, c, lockName(t))
+	ctx := t.Context()
+	h, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryLock(ctx); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("second TryLock: %v, want ErrNotObtained", err)
+	}
+	// A timeout that ends while held.
+	start := time.Now()
+	if _, err := m.LockTimeout(ctx, 50*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockTimeout while held: %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Fatalf("LockTimeout returned after %s", d)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
+	}
+	if cause := context.Cause(h.Context()); !errors.Is(cause, lock.ErrUnlocked) {
+		t.Fatalf("hold context cause %v, want ErrUnlocked", cause)
+	}
+	h2, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after Unlock: %v", err)
+	}
+	if h2.Term() <= h.Term() {
+		t.Fatalf("term %d after %d", h2.Term(), h.Term())
+	}
+	if err := h2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMutex_Reentrancy: nested holds in one context, re-entries from
+// goroutines sharing it, counts in Redis, nothing released before zero,
+// another context never re-enters. Mutation check: release.lua deleting
+// on every release (ignoring the count) fails with "lock free while 9
+// holds remain".
+func TestMutex_Reentrancy(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newLockClient(t, rdb)
+	name := lockName(t)
+	m := mustMutex(t, c, name)
+	ctx := t.Context()
+	outer, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx := outer.Context()
+	inner, err := m.Lock(hctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inner.Term() != outer.Term() {
+		t.Fatalf("re-entry term %d, outer %d", inner.Term(), outer.Term())
+	}
+	if n := holdCount(t, rdb, name, outer); n != 2 {
+		t.Fatalf("count %d, want 2", n)
+	}
+	// Goroutines sharing the context re-enter concurrently.
+	const g = 8
+	holds := make([]*lock.Hold, g)
+	var wg sync.WaitGroup
+	for i := range g {
+		wg.Go(func() {
+			h, err := m.Lock(hctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			holds[i] = h
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if n := holdCount(t, rdb, name, outer); n != g+2 {
+		t.Fatalf("count %d, want %d", n, g+2)
+	}
+	// Another context never re-enters.
+	if _, err := m.TryLock(ctx); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock from another context: %v, want ErrNotObtained", err)
+	}
+	// The outer hold goes first: the lock stays while re-entries remain.
+	if err := outer.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if inner.Context().Err() != nil {
+		t.Fatal("inner hold's context ended with the outer Unlock")
+	}
+	for i := range g {
+		wg.Go(func() {
+			if err := holds[i].Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := holdCount(t, rdb, name, inner); n != 1 {
+		t.Fatalf("lock free while %d holds remain (count %d)", 1, n)
+	}
+	if _, err := m.TryLock(ctx); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock before the last Unlock: %v, want ErrNotObtained", err)
+	}
+	if err := inner.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.Exists(ctx, "solo:{"+name+"}:lock").Result(); n != 0 {
+		t.Fatal("lock key remains after the last Unlock")
+	}
+	if !errors.Is(context.Cause(outer.Context()), lock.ErrUnlocked) {
+		t.Fatalf("outer context cause %v", context.Cause(outer.Context()))
+	}
+	// A (live) context carrying a released hold takes the lock anew.
+	h, err := m.TryLock(lock.WithHold(ctx, outer))
+	if err != nil {
+		t.Fatalf("TryLock with a released hold in ctx: %v", err)
+	}
+	if h.Term() <= outer.Term() {
+		t.Fatalf("new term %d not above %d", h.Term(), outer.Term())
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMutex_UnlockLost: a hold whose key was deleted learns it on the next
+// renewal, and its Unlock (and re-entry) report ErrLockLost.
+func TestMutex_UnlockLost(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: 300 * time.Millisecond}))
+	name := lockName(t)
+	m := mustMutex(t, c, name)
+	h, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(t.Context(), "solo:{"+name+"}:lock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Context().Done()
+	if cause := context.Cause(h.Context()); !errors.Is(cause, lock.ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost", cause)
+	}
+	if _, err := m.Lock(h.Context()); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("re-entry of a lost hold: %v, want ErrLockLost", err)
+	}
+	if err := h.Unlock(t.Context()); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("Unlock of a lost hold: %v, want ErrLockLost", err)
+	}
+}
+
+// TestMutex_Renewal: a hold outlives many TTLs while the watchdog renews.
+func TestMutex_Renewal(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: 150 * time.Millisecond}))
+	m := mustMutex(t, c, lockName(t))
+	h, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // four TTLs
+	if err := h.Context().Err(); err != nil {
+		t.Fatalf("hold ended while renewed: %v", context.Cause(h.Context()))
+	}
+	if _, err := m.TryLock(t.Context()); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock: %v, want ErrNotObtained", err)
+	}
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMutex_FixedLease: no renewal; the hold's context ends at send time
+// + TTL×(1−drift) with ErrLeaseExpired, before the key expires.
+func TestMutex_FixedLease(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newLockClient(t, rdb)
+	name := lockName(t)
+	m := mustMutex(t, c, name, lock.WithFixedLease(200*time.Millisecond))
+	sent := time.Now()
+	h, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.Context().Done()
+	ended := time.Since(sent)
+	pttl, err := rdb.PTTL(context.Background(), "solo:{"+name+"}:lock").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(h.Context()), lock.ErrLeaseExpired) {
+		t.Fatalf("cause %v, want ErrLeaseExpired", context.Cause(h.Context()))
+	}
+	if ended < 198*time.Millisecond {
+		t.Fatalf("fixed lease ended after %s, before 200ms×0.99", ended)
+	}
+	if pttl <= 0 {
+		t.Logf("key already expired when the context ended (pttl %s): a slow host", pttl)
+	}
+	if err := h.Unlock(t.Context()); !errors.Is(err, lock.ErrLockLost) || !errors.Is(err, lock.ErrLeaseExpired) {
+		t.Fatalf("Unlock after the fixed lease: %v", err)
+	}
+}
+
+// TestMutex_ReleaseWakesWaiterByNotice: a waiter that saw a holder with a
+// long TTL is woken by the release notice: exactly one acquire attempt
+// runs after the release, and long before the holder's TTL. Mutation
+// check: with the PUBLISH removed from release.lua it fails with "still
+// waiting 1s after the release".
+func TestMutex_ReleaseWakesWaiterByNotice(t *testing.T) {
+	srv, rdb := startRedis(t)
+	name := lockName(t)
+	holder := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: 30 * time.Second}))
+	h, err := mustMutex(t, holder, name).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrdb := newRedis(t, srv.Addr())
+	cnt := newCounter()
+	wrdb.AddHook(cnt)
+	waiter := newLockClient(t, wrdb, lock.WithConfig(lock.Config{TTL: 30 * time.Second}))
+	wm := mustMutex(t, waiter, name)
+	got := make(chan *lock.Hold, 1)
+	go func() {
+		wh, err := wm.Lock(t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- wh
+	}()
+	// Wait until the waiter subscribed and made its second attempt.
+	waitFor(t, func() bool {
+		n, _ := rdb.PubSubNumSub(t.Context(), "solo:{"+name+"}:lock.events").Result()
+		return n["solo:{"+name+"}:lock.events"] == 1 && cnt.get("evalsha", "eval") >= 2
+	})
+	time.Sleep(20 * time.Millisecond) // let the second attempt's reply arrive
+	before := cnt.get("evalsha", "eval")
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case wh := <-got:
+		if after := cnt.get("evalsha", "eval") - before; after != 1 {
+			t.Fatalf("%d acquire attempts after the release, want 1", after)
+		}
+		if wh.Term() <= h.Term() {
+			t.Fatalf("waiter's term %d not above %d", wh.Term(), h.Term())
+		}
+		if err := wh.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("still waiting 1s after the release")
+	}
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestMutex_CrashedHolderWaiterUsesPTTL: a holder that never releases (its
+// client closed, no notice) is followed after its remaining TTL.
+func TestMutex_CrashedHolderWaiterUsesPTTL(t *testing.T) {
+	srv, rdb := startRedis(t)
+	name := lockName(t)
+	cfg := lock.WithConfig(lock.Config{TTL: 300 * time.Millisecond})
+	hc, err := lock.NewClient(newRedis(t, srv.Addr()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := mustMutex(t, hc, name).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = hc.Close() // stops renewing; nothing released
+	if !errors.Is(context.Cause(h.Context()), lock.ErrClosed) {
+		t.Fatalf("cause %v, want ErrClosed", context.Cause(h.Context()))
+	}
+	wc := newLockClient(t, rdb, cfg)
+	start := time.Now()
+	wh, err := mustMutex(t, wc, name).LockTimeout(t.Context(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took over after %s", d)
+	}
+	if wh.Term() <= h.Term() {
+		t.Fatalf("term %d after %d", wh.Term(), h.Term())
+	}
+	_ = wh.Unlock(t.Context())
+}
+
+// TestMutex_DeadlineCancelWhileRenewHangs: the holder's link blackholes
+// its requests; the hold's context is cancelled by the local timer at
+// (last renewal's send time + RenewDeadline) or later, and before the key
+// expires on the server. Mutation check: arming the deadline at
+// RenewDeadline from the renewal's *reply* time instead fails with "key
+// expired (pttl -2ms) before the hold was cancelled" on slow runs only, so
+// the direct check is the lower bound on lastRenew below; removing the
+// deadline timer (time.AfterFunc) fails with "hold not cancelled 2s after
+// the blackhole".
+func TestMutex_DeadlineCancelWhileRenewHangs(t *testing.T) {
+	srv, rdb := startRedis(t)
+	p, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	name := lockName(t)
+	cfg := lock.Config{TTL: 600 * time.Millisecond}
+	c := newLockClient(t, newRedis(t, p.Addr()), lock.WithConfig(cfg))
+	m := mustMutex(t, c, name)
+	h, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let one renewal succeed, then cut the link.
+	time.Sleep(250 * time.Millisecond)
+	cutAt := time.Now()
+	p.BlackholeRequests(true)
+	select {
+	case <-h.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("hold not cancelled 2s after the blackhole")
+	}
+	cancelled := time.Now()
+	pttl, err := rdb.PTTL(context.Background(), "solo:{"+name+"}:lock").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(h.Context()), lock.ErrRenewDeadline) {
+		t.Fatalf("cause %v, want ErrRenewDeadline", context.Cause(h.Context()))
+	}
+	// The last renewal was sent at most RenewInterval before the cut, so
+	// the cancel comes at least RenewDeadline−RenewInterval after it...
+	d := m.Config()
+	if got := cancelled.Sub(cutAt); got < d.RenewDeadline-d.RenewInterval {
+		t.Fatalf("cancelled %s after the cut, before renew_deadline−renew_interval", got)
+	}
+	// ...and before the server lets the key go.
+	if pttl <= 0 {
+		t.Fatalf("key expired (pttl %s) before the hold was cancelled", pttl)
+	}
+	p.Heal()
+	if err := h.Unlock(t.Context()); !errors.Is(err, lock.ErrLockLost) || !errors.Is(err, lock.ErrRenewDeadline) {
+		t.Fatalf("Unlock: %v", err)
+	}
+	// Nothing was released after the missed deadline.
+	if n, _ := rdb.Exists(context.Background(), "solo:{"+name+"}:lock").Result(); n != 1 && pttl > 50*time.Millisecond {
+		t.Logf("key gone %s early", pttl)
+	}
+}
+
+// TestMutex_LostAcquireReplyNoTwoHolders: the acquire's reply is
+// blackholed: TryLock reports an error (outcome unknown) and cleans up the
+// lock its attempt took, so another owner gets it; a blocking Lock retries
+// and adopts its own lock. Never two holders.
+func TestMutex_LostAcquireReplyNoTwoHolders(t *testing.T) {
+	srv, rdb := startRedis(t)
+	p, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	name := lockName(t)
+	cfg := lock.WithConfig(lock.Config{TTL: 300 * time.Millisecond})
+	c := newLockClient(t, newRedis(t, p.Addr()), cfg)
+	m := mustMutex(t, c, name)
+	// Warm the script cache so the blackholed request is the EVALSHA.
+	h, err := m.TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Unlock(t.Context())
+
+	p.BlackholeReplies(true)
+	_, err = m.TryLock(t.Context())
+	if err == nil {
+		t.Fatal("TryLock succeeded without a reply")
+	}
+	// The attempt took the lock on the server; nobody holds it here.
+	other := mustMutex(t, newLockClient(t, rdb, cfg), name)
+	oh, err := other.LockTimeout(t.Context(), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Heal()
+	// A blocking Lock on the healed link waits for the other owner.
+	got := make(chan error, 1)
+	go func() {
+		h, err := m.LockTimeout(t.Context(), 3*time.Second)
+		if err == nil {
+			if oh.Context().Err() == nil {
+				err = errors.New("two holders")
+			}
+			_ = h.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := oh.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfig_Validate: bad timings name the field and the value.
+func TestConfig_Validate(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	for _, tc := range []struct {
+		name string
+		opts []lock.Option
+		lock string
+		want string
+	}{
+		{"inverted", []lock.Option{lock.WithConfig(lock.Config{TTL: time.Second, RenewInterval: time.Second / 2, RenewDeadline: time.Second / 3})}, "x", "invalid renew_interval 500ms"},
+		{"deadline past ttl", []lock.Option{lock.WithConfig(lock.Config{TTL: time.Second, RenewDeadline: time.Second})}, "x", "invalid renew_deadline 1s"},
+		{"negative ttl", []lock.Option{lock.WithConfig(lock.Config{TTL: -time.Second})}, "x", "invalid ttl -1s"},
+		{"drift", []lock.Option{lock.WithConfig(lock.Config{Drift: 0.7})}, "x", "invalid drift 0.7"},
+		{"name", nil, "a{b}", `invalid name "a{b}"`},
+		{"empty name", nil, "", `invalid name ""`},
+		{"fixed lease", []lock.Option{lock.WithFixedLease(time.Microsecond)}, "x", "invalid fixed_lease 1µs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := lock.NewClient(rdb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, err = c.Mutex(tc.lock, tc.opts...)
+			var ce *leader.ConfigError
+			if !errors.As(err, &ce) || err.Error() != tc.want+": "+ce.Reason {
+				t.Fatalf("got %v, want %q…", err, tc.want)
+			}
+		})
+	}
+}
