@@ -540,9 +540,12 @@ func (l *lease) logLoss() {
 // newHold adds a hold to the lease; parent gives its context's values.
 func (l *lease) newHold(parent context.Context) *Hold {
 	h := &Hold{l: l}
-	ctx, cancel := context.WithCancelCause(context.WithValue(parent, l.m.key, h))
-	h.ctx, h.cancel = ctx, cancel
-	h.stopAfter = context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	// The hold's context takes its values from parent and its
+	// cancellation from the lease: a child of the lease's own cancel
+	// context (valueCtx hands it to the context package), so the deadline
+	// timer's cancel reaches every hold synchronously, with no goroutine
+	// in between.
+	h.ctx, h.cancel = context.WithCancelCause(valueCtx{Context: l.ctx, values: context.WithValue(parent, l.m.key, h)})
 	l.mu.Lock()
 	if l.refs == 0 {
 		l.refs = 1 // the first hold; a re-entry counted itself before its request
@@ -599,11 +602,24 @@ func (l *lease) finish(n int64, err error) {
 // Hold is one holding of a lock: the first Lock of a term or a re-entry.
 // Its methods are safe for concurrent use.
 type Hold struct {
-	l         *lease
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	stopAfter func() bool
-	unlocked  atomic.Bool
+	l        *lease
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	unlocked atomic.Bool
+}
+
+// valueCtx is the lease's context (Done, Err, Deadline, and the lease's
+// cancel context for the context package) with the values of another.
+type valueCtx struct {
+	context.Context // the lease's
+	values          context.Context
+}
+
+func (c valueCtx) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // Term returns the fencing token: it grows with every new holding of the
@@ -641,7 +657,6 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
 	}
-	h.stopAfter()
 	defer h.cancel(ErrUnlocked)
 	l := h.l
 	l.mu.Lock()

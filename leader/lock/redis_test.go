@@ -548,3 +548,40 @@ func TestConfig_Validate(t *testing.T) {
 		})
 	}
 }
+
+// TestHold_ContextCancelIsSynchronous: a hold's context is cancelled in
+// the same call that ends the lease (no goroutine hop that a loaded
+// scheduler could delay), values of the Lock context are kept, and the
+// Lock context's cancellation is not inherited.
+func TestHold_ContextCancelIsSynchronous(t *testing.T) {
+	_, rdb := startRedis(t)
+	c, err := lock.NewClient(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := mustMutex(t, c, lockName(t))
+	type key struct{}
+	lctx, cancel := context.WithCancel(context.WithValue(t.Context(), key{}, "v"))
+	h, err := m.Lock(lctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := m.Lock(h.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if h.Context().Err() != nil {
+		t.Fatal("hold context inherited the Lock context's cancellation")
+	}
+	if h.Context().Value(key{}) != "v" || inner.Context().Value(key{}) != "v" {
+		t.Fatal("hold context lost the Lock context's values")
+	}
+	_ = c.Close()
+	for _, hh := range []*lock.Hold{h, inner} {
+		if !errors.Is(context.Cause(hh.Context()), lock.ErrClosed) {
+			t.Fatalf("cause right after Close: %v, want ErrClosed", context.Cause(hh.Context()))
+		}
+	}
+}
