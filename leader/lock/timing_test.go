@@ -26,9 +26,9 @@ type fakeStore struct {
 	releases []string
 
 	replyDelay time.Duration // the acquire's reply comes this late (ignoring ctx)
-	renewHang    chan struct{} // non-nil: renewals block until closed, ignoring ctx
-	renewSent    []time.Time
-	renewReply   time.Duration // a successful renewal's reply comes this late
+	renewHang  chan struct{} // non-nil: renewals block until closed, ignoring ctx
+	renewSent  []time.Time
+	renewReply time.Duration // a successful renewal's reply comes this late
 }
 
 func (f *fakeStore) liveLocked() bool {
