@@ -584,7 +584,6 @@ func TestHold_ContextCancelIsSynchronous(t *testing.T) {
 	}
 }
 
-
 // TestMutex_FairOrder: with WithFair, waiters take the lock in the order
 // they started waiting, whatever order the release notice wakes them in;
 // a TryLock never jumps the queue; a waiter that gives up leaves it.
@@ -666,7 +665,7 @@ func TestMutex_FairDeadWaiterSlotExpires(t *testing.T) {
 	if err := rdb.RPush(ctx, q, "ghost").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.ZAdd(ctx, z, redis.Z{Score: float64(now.Add(300*time.Millisecond).UnixMilli()), Member: "ghost"}).Err(); err != nil {
+	if err := rdb.ZAdd(ctx, z, redis.Z{Score: float64(now.Add(300 * time.Millisecond).UnixMilli()), Member: "ghost"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.TryLock(ctx); !errors.Is(err, lock.ErrNotObtained) {
