@@ -92,6 +92,9 @@ func (f *fakeStore) renew(ctx context.Context, field string) (bool, error) {
 }
 
 func (f *fakeStore) release(ctx context.Context, field string, last bool) (int64, error) {
+	if f.onRelease != nil {
+		f.onRelease()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.releases = append(f.releases, field)
@@ -281,5 +284,44 @@ func TestTiming_AcquireReplyLost(t *testing.T) {
 			t.Fatalf("adopted hold cancelled at %s, retry sent at ~%s", got, retrySent)
 		}
 		close(f.renewHang)
+	})
+}
+
+// TestTiming_ContextEndsBeforeRelease: a hold's context (and, for the
+// last hold, every hold of the term) is cancelled before the release is
+// sent, so the work under it is told to stop before another owner can
+// get the lock. Mutation check: cancelling after the release (a deferred
+// cancel, as first written) fails with "release sent while the hold's
+// context was live" (and made TestMutex_LostAcquireReplyNoTwoHolders
+// flaky with "two holders").
+func TestTiming_ContextEndsBeforeRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{}
+		m, c := newFakeMutex(t, f)
+		defer c.Close()
+		outer, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := m.Lock(outer.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.onRelease = func() {
+			if inner.Context().Err() == nil {
+				t.Error("release sent while the hold's context was live")
+			}
+		}
+		if err := inner.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		f.onRelease = func() {
+			if outer.Context().Err() == nil {
+				t.Error("last release sent while the hold's context was live")
+			}
+		}
+		if err := outer.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
