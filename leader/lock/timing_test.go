@@ -29,6 +29,7 @@ type fakeStore struct {
 	renewHang  chan struct{} // non-nil: renewals block until closed, ignoring ctx
 	renewSent  []time.Time
 	renewReply time.Duration // a successful renewal's reply comes this late
+	onRelease  func()        // called as a release arrives
 }
 
 func (f *fakeStore) liveLocked() bool {
