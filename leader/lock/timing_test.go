@@ -326,3 +326,31 @@ func TestTiming_ContextEndsBeforeRelease(t *testing.T) {
 		}
 	})
 }
+
+// TestTiming_LateAcquireReplyReleased: with WithInlineCalls nothing but
+// the reply bounds the call, so a reply can come after the attempt's send
+// time + RenewDeadline: it must never make a hold (the lock may already
+// have passed on); the lock is released instead. Mutation check: without
+// the late check in held it fails with "TryLock held on a reply 2.5s
+// after its send time".
+func TestTiming_LateAcquireReplyReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
+		m, c := newFakeMutex(t, f, WithInlineCalls(), WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+		defer c.Close()
+		h, err := m.TryLock(t.Context())
+		if err == nil {
+			_ = h.Unlock(t.Context())
+			t.Fatal("TryLock held on a reply 2.5s after its send time")
+		}
+		if !errors.Is(err, errLate) {
+			t.Fatalf("TryLock: %v, want errLate", err)
+		}
+		f.mu.Lock()
+		held, releases := f.liveLocked(), len(f.releases)
+		f.mu.Unlock()
+		if held || releases != 1 {
+			t.Fatalf("after a late reply: held %v, %d releases; want the lock released", held, releases)
+		}
+	})
+}
