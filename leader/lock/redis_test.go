@@ -531,6 +531,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"name", nil, "a{b}", `invalid name "a{b}"`},
 		{"empty name", nil, "", `invalid name ""`},
 		{"fixed lease", []lock.Option{lock.WithFixedLease(time.Microsecond)}, "x", "invalid fixed_lease 1µs"},
+		{"fixed lease name", []lock.Option{lock.WithFixedLease(time.Second)}, "a b", `invalid name "a b"`},
+		{"prefix", []lock.Option{lock.WithConfig(lock.Config{KeyPrefix: "p{"})}, "x", `invalid key_prefix "p{"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := lock.NewClient(rdb)
