@@ -1,0 +1,405 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Client makes the Mutexes of one process over one Redis client and shares
+// ONE pub/sub connection among all their waiters: the release notices of
+// every lock name are multiplexed over it, subscribed while someone waits
+// for that name and unsubscribed when nobody does.
+//
+// A Client owns two goroutines (subscription changes, notice receiving),
+// started by the first waiter; Close stops and waits for them. Holds
+// outlive neither: close the Client after unlocking.
+type Client struct {
+	rdb  redis.UniversalClient
+	opts options
+	cfg  Config
+	log  *zap.Logger
+	base string // owner ID base: ID-RANDOM
+	seq  atomic.Uint64
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{} // size one: subscription changes wanted
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool
+	started  bool
+	ps       *redis.PubSub
+	channels map[string]*channelState
+	holds    map[*lease]struct{} // live leases, stopped by Close
+}
+
+// channelState is one notice channel's waiters and subscription.
+type channelState struct {
+	waiters map[*waiter]struct{}
+	// subscribed: the control goroutine sent SUBSCRIBE (and no
+	// UNSUBSCRIBE since). sent and acked count SUBSCRIBEs and their
+	// confirmations; the subscription is live when they match, as Redis
+	// answers in order.
+	subscribed  bool
+	sent, acked int
+	ready       chan struct{} // closed once live
+}
+
+// waiter is one Lock call waiting for a lock name.
+type waiter struct {
+	channel string
+	notify  chan struct{} // size one: a release notice (or a reconnect) came
+	ready   chan struct{} // the channel's ready when the waiter joined
+}
+
+// NewClient returns a Client over rdb (single node, Sentinel failover or
+// Cluster client: a lock's keys share the hash tag {NAME}). opts set the
+// defaults of its Mutexes. It validates the configuration and returns a
+// *leader.ConfigError naming the bad field and value. It does not contact
+// Redis.
+func NewClient(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
+	if rdb == nil {
+		return nil, errors.New("lock: nil redis client")
+	}
+	o := options{log: zap.NewNop()}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	cfg, err := o.resolve("client")
+	if err != nil {
+		return nil, err
+	}
+	base := o.id
+	if base == "" {
+		base = defaultBaseID()
+	} else if strings.IndexFunc(base, badIDRune) >= 0 {
+		return nil, fmt.Errorf("lock: invalid id %q: must not contain white space, control characters, '{' or '}'", base)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{
+		rdb:      rdb,
+		opts:     o,
+		cfg:      cfg,
+		log:      o.log.Named("lock"),
+		base:     base + "-" + randomToken(),
+		ctx:      ctx,
+		cancel:   cancel,
+		kick:     make(chan struct{}, 1),
+		channels: map[string]*channelState{},
+		holds:    map[*lease]struct{}{},
+	}, nil
+}
+
+// Mutex returns the lock named name. opts override the Client's for this
+// Mutex. Mutexes of one name (in this or another process) exclude one
+// another; a Mutex is safe for concurrent use and cheap to make.
+func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
+	o := c.opts
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	cfg, err := o.resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline, log: c.log.With(zap.String("lock", name))}
+	m.key = holdKey{cfg.KeyPrefix + ":{" + name + "}"}
+	rs := newRedisStore(c.rdb, cfg, name)
+	rs.fair = o.fair
+	m.fair = o.fair
+	m.channel = rs.channel
+	m.st = rs
+	if o.newStore != nil {
+		m.st = o.newStore(m)
+	}
+	return m, nil
+}
+
+// Close stops the Client's goroutines and cancels the context of every
+// hold still held (with ErrClosed), stopping their renewals; the locks are
+// left to expire. Waiters return ErrClosed. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.wg.Wait()
+		return nil
+	}
+	c.closed = true
+	ps := c.ps
+	holds := make([]*lease, 0, len(c.holds))
+	for l := range c.holds {
+		holds = append(holds, l)
+	}
+	c.mu.Unlock()
+	c.cancel()
+	if ps != nil {
+		_ = ps.Close() // unblocks a pending receive
+	}
+	for _, l := range holds {
+		l.expire(ErrClosed)
+		l.stopWatchdog()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// owner returns a new owner ID: unique per Lock call, so an acquire can
+// only adopt this very call's own earlier attempt.
+func (c *Client) owner() string {
+	return c.base + "-" + strconv.FormatUint(c.seq.Add(1), 10)
+}
+
+func (c *Client) track(l *lease) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.holds[l] = struct{}{}
+	return true
+}
+
+func (c *Client) untrack(l *lease) {
+	c.mu.Lock()
+	delete(c.holds, l)
+	c.mu.Unlock()
+}
+
+// subscribe registers a waiter for channel. The waiter's ready is closed
+// once the subscription is live; notify gets a token on every release
+// notice (and after a reconnect, when notices may have been missed).
+func (c *Client) subscribe(channel string) (*waiter, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if !c.started {
+		c.started = true
+		c.ps = c.rdb.Subscribe(c.ctx) // no channel: does not dial
+		c.wg.Add(2)
+		go c.control()
+		go c.receive(c.ps)
+	}
+	st := c.channels[channel]
+	if st == nil {
+		st = &channelState{waiters: map[*waiter]struct{}{}, ready: make(chan struct{})}
+		c.channels[channel] = st
+	}
+	w := &waiter{channel: channel, notify: make(chan struct{}, 1), ready: st.ready}
+	st.waiters[w] = struct{}{}
+	if !st.subscribed {
+		c.kickLocked()
+	}
+	return w, nil
+}
+
+// unsubscribe removes a waiter; the channel is unsubscribed when it was
+// the last.
+func (c *Client) unsubscribe(w *waiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.channels[w.channel]
+	if st == nil {
+		return
+	}
+	delete(st.waiters, w)
+	if len(st.waiters) == 0 {
+		c.kickLocked()
+	}
+}
+
+func (c *Client) kickLocked() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// control sends SUBSCRIBE and UNSUBSCRIBE as waiters come and go, one
+// batch at a time, so the commands for one channel never reorder.
+func (c *Client) control() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.kick:
+		}
+		var sub, unsub []string
+		c.mu.Lock()
+		for name, st := range c.channels {
+			switch {
+			case len(st.waiters) > 0 && !st.subscribed:
+				st.subscribed = true
+				st.sent++
+				sub = append(sub, name)
+			case len(st.waiters) == 0 && st.subscribed:
+				st.subscribed = false
+				st.ready = make(chan struct{})
+				unsub = append(unsub, name)
+			case len(st.waiters) == 0 && st.sent == st.acked:
+				delete(c.channels, name) // no confirmation pending
+			}
+		}
+		ps := c.ps
+		c.mu.Unlock()
+		// go-redis records the channels even when a write fails and
+		// subscribes them again on its next connection; the receive loop
+		// sees the confirmations either way.
+		if len(unsub) > 0 {
+			_ = ps.Unsubscribe(c.ctx, unsub...)
+		}
+		if len(sub) > 0 {
+			_ = ps.Subscribe(c.ctx, sub...)
+		}
+	}
+}
+
+// receive reads notices and confirmations. An idle connection is checked
+// with a PING every TTL; go-redis reconnects (and resubscribes) after an
+// error, when every waiter is woken to try again, as a notice may have
+// been missed.
+func (c *Client) receive(ps *redis.PubSub) {
+	defer c.wg.Done()
+	every := max(c.cfg.TTL, time.Second)
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(c.ctx, every)
+		if c.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			var ne interface{ Timeout() bool }
+			if errors.As(err, &ne) && ne.Timeout() && !pinged {
+				pinged = true
+				_ = ps.Ping(c.ctx)
+				continue
+			}
+			pinged = false
+			c.reconnected()
+			if !c.pause(min(every, 100*time.Millisecond)) {
+				return
+			}
+			continue
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				c.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			c.notify(m.Channel)
+		}
+	}
+}
+
+func (c *Client) confirmed(channel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.channels[channel]
+	if st == nil {
+		return
+	}
+	st.acked++
+	if !st.subscribed && len(st.waiters) == 0 && st.acked >= st.sent {
+		delete(c.channels, channel)
+		return
+	}
+	if st.subscribed && st.acked >= st.sent {
+		select {
+		case <-st.ready:
+		default:
+			close(st.ready)
+		}
+	}
+}
+
+func (c *Client) notify(channel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.channels[channel]
+	if st == nil {
+		return
+	}
+	for w := range st.waiters {
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// reconnected runs after a receive error: go-redis makes a new connection
+// and subscribes every channel once more, so one confirmation per
+// subscribed channel is due. Every waiter is woken: a notice may be lost.
+func (c *Client) reconnected() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.channels {
+		st.acked = 0
+		st.sent = 0
+		if st.subscribed {
+			st.sent = 1
+		}
+		for w := range st.waiters {
+			select {
+			case w.notify <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (c *Client) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// randomToken returns 48 random bits in hex: the per-Client part of owners.
+func randomToken() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux since Go 1.24
+	return hex.EncodeToString(b[:])
+}
+
+func badIDRune(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || r == '{' || r == '}'
+}
+
+// defaultBaseID returns HOST-PID.
+func defaultBaseID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	host = strings.Map(func(r rune) rune {
+		if badIDRune(r) {
+			return '_'
+		}
+		return r
+	}, host)
+	return host + "-" + strconv.Itoa(os.Getpid())
+}

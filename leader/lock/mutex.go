@@ -1,0 +1,705 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Mutex is one named lock. Make it with Client.Mutex; it is safe for
+// concurrent use.
+type Mutex struct {
+	c       *Client
+	name    string
+	cfg     Config
+	fixed   bool
+	inline  bool // WithInlineCalls
+	fair    bool // WithFair
+	key     holdKey
+	channel string
+	st      store
+	log     *zap.Logger
+}
+
+// holdKey is the context key of a hold: one per lock (prefix and name), so
+// a context can carry holds of several locks.
+type holdKey struct{ lock string }
+
+// Name returns the lock's name.
+func (m *Mutex) Name() string { return m.name }
+
+// Config returns the timings in use, defaults applied.
+func (m *Mutex) Config() Config { return m.cfg }
+
+// WithHold returns a copy of ctx that carries h, so that Lock and TryLock
+// with it re-enter h's lock instead of waiting for it. Hold.Context already
+// carries its hold.
+func WithHold(ctx context.Context, h *Hold) context.Context {
+	return context.WithValue(ctx, h.l.m.key, h)
+}
+
+// HoldFrom returns the hold of m's lock carried by ctx, if any.
+func (m *Mutex) HoldFrom(ctx context.Context) (*Hold, bool) {
+	h, ok := ctx.Value(m.key).(*Hold)
+	return h, ok
+}
+
+// Lock blocks until it holds the lock or ctx ends, and returns the hold.
+//
+// If ctx carries a hold of this lock (Hold.Context, WithHold) that is
+// still held, Lock re-enters it: the hold count in Redis grows by one and
+// the new Hold shares the term; the lock is released only when every hold
+// of the term was unlocked. A context that does not carry the hold never
+// re-enters: it waits like any other owner. If the carried hold was lost,
+// Lock returns an error wrapping ErrLockLost.
+//
+// While another owner holds the lock, Lock waits for the release notice or
+// the holder's remaining TTL, whichever comes first; it never polls at a
+// fixed interval. ctx bounds only the wait: the hold's context does not
+// inherit its cancellation. Lock returns ctx's error (joined with the
+// last Redis error, if any) when ctx ends first, and ErrClosed after the
+// Client was closed. Redis errors are retried. Every Redis call is bounded
+// by RenewDeadline whatever the client's timeouts; an acquire confirmed
+// after its send time + RenewDeadline is released, never held.
+func (m *Mutex) Lock(ctx context.Context) (*Hold, error) { return m.lock(ctx, true) }
+
+// TryLock makes one attempt: it returns the hold, or ErrNotObtained when
+// another owner holds the lock, or another error (Redis, ctx) with nothing
+// held. With a context carrying a hold of this lock it re-enters, as Lock.
+func (m *Mutex) TryLock(ctx context.Context) (*Hold, error) { return m.lock(ctx, false) }
+
+// LockTimeout is Lock that gives up after d (or when ctx ends).
+func (m *Mutex) LockTimeout(ctx context.Context, d time.Duration) (*Hold, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return m.lock(ctx, true)
+}
+
+func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
+	if h, ok := m.HoldFrom(ctx); ok {
+		held, err := m.reenter(ctx, h)
+		if held != nil || err != nil {
+			return held, err
+		}
+		// The carried hold's term was released: take the lock anew.
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	owner := m.c.owner()
+	var (
+		w       *waiter
+		unknown bool // an attempt's outcome is unknown: it may have taken the lock
+		queued  bool // fair: this call has a slot in the queue
+		lastErr error
+		rng     *rand.Rand
+	)
+	defer func() {
+		if w != nil {
+			m.c.unsubscribe(w)
+		}
+	}()
+	giveUp := func(err error) (*Hold, error) {
+		if unknown || queued {
+			m.abandon(ctx, owner) // fair: also leaves the queue
+		}
+		return nil, err
+	}
+	for {
+		// The send time is taken before the request: the server sets the
+		// expiry later still, so a deadline measured from here is safe.
+		sent := time.Now()
+		rep, err := m.acquire(ctx, owner, wait)
+		if err != nil {
+			unknown = true
+			if ctx.Err() != nil {
+				return giveUp(errors.Join(ctx.Err(), lastErr))
+			}
+			if !wait {
+				return giveUp(err)
+			}
+			if lastErr == nil {
+				m.log.Warn("acquire failed; retrying", zap.Error(err))
+			}
+			lastErr = err
+			if rng == nil {
+				rng = newRand()
+			}
+			if !m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)) {
+				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
+			}
+			continue
+		}
+		if rep.code == codeAcquired || rep.code == codeAdopted {
+			unknown = false
+			h, err := m.held(ctx, owner, rep.term, sent)
+			if err == nil {
+				return h, nil
+			}
+			if !wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+				return nil, err
+			}
+			continue // confirmed too late: released; try again
+		}
+		if rep.code != codeHeld {
+			return giveUp(fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.code))
+		}
+		if !wait {
+			if rep.holder == "" {
+				return giveUp(fmt.Errorf("%w: %s: waiters are queued (fair)", ErrNotObtained, m.name))
+			}
+			return giveUp(fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
+		}
+		queued = m.fair
+		if w == nil {
+			// First wait: subscribe, and try once more when the
+			// subscription is live, so no release notice can fall between
+			// the attempt and the wait.
+			if w, err = m.c.subscribe(m.channel); err != nil {
+				return giveUp(err)
+			}
+			if !m.waitReady(ctx, w, rep.pttl) {
+				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
+			}
+			continue
+		}
+		if rng == nil {
+			rng = newRand()
+		}
+		// Sleep until a notice, or until the holder's lease runs out (a
+		// crashed holder never sends one), plus a little jitter so that
+		// waiters do not all hit Redis in the same millisecond.
+		d := rep.pttl + time.Millisecond + randDuration(rng, min(m.cfg.TTL/100, 20*time.Millisecond))
+		if rep.pttl <= 0 {
+			d = m.cfg.RetryInterval
+		}
+		if !m.sleep(ctx, w, d) {
+			return giveUp(errors.Join(m.waitErr(ctx), lastErr))
+		}
+	}
+}
+
+// waitErr is ctx's error, or ErrClosed once the Client is closed.
+func (m *Mutex) waitErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// waitReady waits until w's subscription is live, at most bound (the
+// holder's time left, capped by RetryInterval): a subscription that is
+// slow to come only costs that wait.
+func (m *Mutex) waitReady(ctx context.Context, w *waiter, bound time.Duration) bool {
+	if bound <= 0 || bound > m.cfg.RetryInterval {
+		bound = m.cfg.RetryInterval
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return true
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-m.c.ctx.Done():
+		return false
+	}
+}
+
+// sleep waits d, or until a release notice when w is set. It returns false
+// when ctx ends or the Client closes.
+func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var notify chan struct{}
+	if w != nil {
+		notify = w.notify
+	}
+	select {
+	case <-t.C:
+		return true
+	case <-notify:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-m.c.ctx.Done():
+		return false
+	}
+}
+
+// call runs f in a goroutine of its own, bounded by a local timer of
+// RenewDeadline and by ctx, whatever the Redis client's timeouts: the
+// goroutine reports into a one-slot channel, so it never blocks and ends
+// when the client returns, even after call gave up on it.
+func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Context) (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	cctx, cancel := context.WithTimeout(ctx, bound)
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f(cctx)
+		cancel()
+		ch <- result{v, err}
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-t.C:
+		cancel()
+		var zero T
+		return zero, errCallBound
+	case <-ctx.Done():
+		cancel()
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// callOp runs a Lock/TryLock/Unlock call: bounded on a goroutine of its
+// own, or inline with WithInlineCalls.
+func callOp[T any](m *Mutex, ctx context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	if m.inline {
+		return f(ctx)
+	}
+	return call(ctx, m.cfg.RenewDeadline, f)
+}
+
+func (m *Mutex) acquire(ctx context.Context, owner string, wait bool) (acquireReply, error) {
+	return callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
+		return m.st.acquire(ctx, owner, "", wait)
+	})
+}
+
+// held turns a confirmed acquire into a hold, unless its reply came too
+// late (or ctx ended meanwhile): then the lock is handed back.
+func (m *Mutex) held(ctx context.Context, owner string, term uint64, sent time.Time) (*Hold, error) {
+	field := strconv.FormatUint(term, 10) + " " + owner
+	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
+		// The lock may already have expired and passed to another owner.
+		// Never hold on it; the release compares the exact field, so it
+		// cannot hit another owner's hold.
+		m.log.Warn("acquire confirmed after its renew deadline; not holding it",
+			zap.Uint64("term", term), zap.Duration("late_by", late))
+		m.releaseField(ctx, field)
+		return nil, errLate
+	}
+	if err := ctx.Err(); err != nil {
+		m.releaseField(ctx, field)
+		return nil, err
+	}
+	l := newLease(m, term, field, sent)
+	if !m.c.track(l) {
+		l.cancel(ErrClosed)
+		m.releaseField(ctx, field)
+		return nil, ErrClosed
+	}
+	h := l.newHold(context.WithoutCancel(ctx))
+	l.start(sent)
+	m.log.Debug("acquired", zap.Uint64("term", term))
+	return h, nil
+}
+
+// releaseField hands back a lock this process will not hold, within
+// RenewDeadline.
+func (m *Mutex) releaseField(ctx context.Context, field string) {
+	_, err := call(context.WithoutCancel(ctx), m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {
+		return m.st.release(ctx, field, true)
+	})
+	if err != nil {
+		m.log.Debug("release of a lock not held on", zap.Error(err))
+	}
+}
+
+// abandon deletes a lock that an acquire of owner, whose reply never
+// came, may have taken: otherwise it would hold the others off for a TTL.
+func (m *Mutex) abandon(ctx context.Context, owner string) {
+	_, err := call(context.WithoutCancel(ctx), m.cfg.RenewDeadline, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.st.abandon(ctx, owner)
+	})
+	if err != nil {
+		m.log.Debug("abandon after an unconfirmed acquire", zap.Error(err))
+	}
+}
+
+// reenter adds one hold to the term of h. It returns (nil, nil) when that
+// term was released: the caller takes the lock anew.
+func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
+	l := h.l
+	l.mu.Lock()
+	switch {
+	case l.lostCause != nil:
+		cause := l.lostCause
+		l.mu.Unlock()
+		return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, cause)
+	case l.released:
+		l.mu.Unlock()
+		return nil, nil
+	}
+	l.refs++ // counted before the request, so no Unlock thinks it is the last
+	l.mu.Unlock()
+	rep, err := callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
+		return m.st.acquire(ctx, "", l.field, false)
+	})
+	if err == nil && rep.code == codeReentered {
+		if cause := l.lost(); cause != nil {
+			// Answered after the hold was lost: the term is over.
+			l.unref(ctx)
+			return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, cause)
+		}
+		return l.newHold(context.WithoutCancel(ctx)), nil
+	}
+	// Not re-entered (or unknown: a count Redis may have added is dropped
+	// by the last Unlock, which deletes whatever the count).
+	l.unref(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: re-enter: %w", m.name, err)
+	}
+	if rep.code == codeGone {
+		l.expire(ErrLockLost)
+		return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, ErrLockLost)
+	}
+	return nil, fmt.Errorf("lock %s: unexpected re-enter outcome %d", m.name, rep.code)
+}
+
+func newRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
+
+// jitter returns d plus up to 20%.
+func jitter(r *rand.Rand, d time.Duration) time.Duration { return d + randDuration(r, d/5) }
+
+func randDuration(r *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(r.Int64N(int64(d)))
+}
+
+// lease is one term's holding of a lock, shared by the term's holds (the
+// first and its re-entries). It owns its watchdog: two timers, one that
+// renews every RenewInterval from the last successful renewal's send time
+// and one that ends the lease at that send time + RenewDeadline. Neither
+// holds a goroutine between firings, so an uncontended hold costs no
+// goroutine start and no join; a renewal runs on its timer's goroutine
+// and is awaited by stopWatchdog. The watchdog stops when the last hold
+// is unlocked, when the lease is lost, or when the Client closes.
+type lease struct {
+	m     *Mutex
+	term  uint64
+	field string // "TERM OWNER": the hash field in Redis
+	ctx   context.Context
+	// cancel ends every hold of the term. The deadline timer calls it from
+	// a goroutine of its own, so nothing can delay it.
+	cancel context.CancelCauseFunc
+
+	deadline *time.Timer // at last successful renewal's send time + RenewDeadline
+	expired  atomic.Bool // set by the deadline timer before it cancels
+	stopCtx  context.Context
+	stopNow  context.CancelFunc // cancels a renewal in flight on stop
+
+	wmu      sync.Mutex // guards the watchdog fields below
+	stopped  bool
+	renewAt  *time.Timer // nil for a fixed lease
+	lastOK   time.Time   // send time of the last successful renewal (or the acquire)
+	failing  bool
+	inflight sync.WaitGroup
+
+	mu        sync.Mutex // guards the fields below
+	refs      int        // holds not unlocked, plus re-entries in flight
+	released  bool       // the last Unlock deleted the lock
+	lostCause error      // non-nil once the lease is lost
+}
+
+func newLease(m *Mutex, term uint64, field string, sent time.Time) *lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stopCtx, stopNow := context.WithCancel(context.Background())
+	return &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel,
+		stopCtx: stopCtx, stopNow: stopNow, lastOK: sent}
+}
+
+// start arms the deadline and the renewals.
+func (l *lease) start(sent time.Time) {
+	cause := ErrRenewDeadline
+	if l.m.fixed {
+		cause = ErrLeaseExpired
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.deadline = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewDeadline)), func() {
+		l.expired.Store(true)
+		l.expire(cause)
+		l.logLoss() // after the cancel: a slow log sink cannot delay it
+	})
+	if !l.m.fixed {
+		l.renewAt = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewInterval)), l.renew)
+	}
+}
+
+// expire marks the lease lost with cause and cancels every hold's context.
+func (l *lease) expire(cause error) {
+	l.mu.Lock()
+	if l.lostCause == nil && !l.released {
+		l.lostCause = cause
+	}
+	l.mu.Unlock()
+	l.cancel(cause)
+}
+
+// lost returns the loss cause, or nil while the lease may still be held.
+func (l *lease) lost() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostCause
+}
+
+// stopWatchdog stops the timers, cancels a renewal in flight and waits
+// for it.
+func (l *lease) stopWatchdog() {
+	l.wmu.Lock()
+	l.stopped = true
+	if l.deadline != nil {
+		l.deadline.Stop()
+	}
+	if l.renewAt != nil {
+		l.renewAt.Stop()
+	}
+	l.wmu.Unlock()
+	l.stopNow()
+	l.inflight.Wait()
+}
+
+// renew runs on the renewal timer's goroutine: one renewal, bounded by
+// the time left to the deadline; then it arms the next one (after
+// RenewInterval from this send time on success, a quarter of it after a
+// failure, until the deadline timer ends the lease).
+func (l *lease) renew() {
+	cfg := l.m.cfg
+	l.wmu.Lock()
+	if l.stopped || l.ctx.Err() != nil {
+		l.wmu.Unlock()
+		return
+	}
+	l.inflight.Add(1) // under wmu, before stopped is read as false: Wait sees it
+	lastOK := l.lastOK
+	l.wmu.Unlock()
+	defer l.inflight.Done()
+
+	now := time.Now()
+	left := lastOK.Add(cfg.RenewDeadline).Sub(now)
+	if left <= 0 {
+		return // the deadline timer is ending the lease
+	}
+	ctx, cancel := context.WithCancel(l.stopCtx)
+	stop := context.AfterFunc(l.ctx, cancel)
+	ok, err := call(ctx, left, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
+	stop()
+	cancel()
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.stopped || l.ctx.Err() != nil {
+		return // stopped, or answered after the deadline ended the lease
+	}
+	switch {
+	case err == nil && ok && !l.expired.Load():
+		if l.failing {
+			l.failing = false
+			l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term))
+		}
+		l.lastOK = now
+		l.deadline.Reset(time.Until(now.Add(cfg.RenewDeadline)))
+		l.renewAt.Reset(time.Until(now.Add(cfg.RenewInterval)))
+	case err == nil && !ok:
+		l.expire(ErrLockLost)
+		l.logLoss()
+	case err != nil:
+		if !l.failing {
+			l.failing = true
+			l.m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
+		}
+		l.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
+	}
+}
+
+func (l *lease) logLoss() {
+	cause := context.Cause(l.ctx)
+	if errors.Is(cause, ErrUnlocked) || errors.Is(cause, ErrClosed) || errors.Is(cause, ErrLeaseExpired) {
+		return
+	}
+	l.m.log.Error("lock lost", zap.Uint64("term", l.term), zap.NamedError("cause", cause))
+}
+
+// newHold adds a hold to the lease; parent gives its context's values.
+func (l *lease) newHold(parent context.Context) *Hold {
+	h := &Hold{l: l}
+	// The hold's context takes its values from parent and its
+	// cancellation from the lease: a child of the lease's own cancel
+	// context (valueCtx hands it to the context package), so the deadline
+	// timer's cancel reaches every hold synchronously, with no goroutine
+	// in between.
+	h.ctx, h.cancel = context.WithCancelCause(valueCtx{Context: l.ctx, values: context.WithValue(parent, l.m.key, h)})
+	l.mu.Lock()
+	if l.refs == 0 {
+		l.refs = 1 // the first hold; a re-entry counted itself before its request
+	}
+	l.mu.Unlock()
+	return h
+}
+
+// unref drops one reference without a release of its own (a re-entry that
+// did not happen). If it was the last, the lease is released as by Unlock.
+func (l *lease) unref(ctx context.Context) {
+	l.mu.Lock()
+	l.refs--
+	last := l.refs == 0 && !l.released && l.lostCause == nil
+	l.mu.Unlock()
+	if last {
+		_, _ = l.releaseLast(ctx)
+	}
+}
+
+// releaseLast deletes the lock for the term's last hold and stops the
+// watchdog.
+func (l *lease) releaseLast(ctx context.Context) (int64, error) {
+	l.cancel(ErrUnlocked) // every hold of the term ends before the lock can pass on
+	n, err := callOp(l.m, context.WithoutCancel(ctx), func(ctx context.Context) (int64, error) {
+		return l.m.st.release(ctx, l.field, true)
+	})
+	l.finish(n, err)
+	return n, err
+}
+
+// finish records a release's answer: the term is over once its last hold
+// went (whatever Redis said: an unconfirmed release leaves the key to
+// expire) or Redis deleted the lock.
+func (l *lease) finish(n int64, err error) {
+	if err == nil && n < 0 {
+		l.expire(ErrLockLost)
+	}
+	l.mu.Lock()
+	end := l.refs == 0 || (err == nil && n <= 0)
+	if end && l.lostCause == nil {
+		l.released = true
+	}
+	l.mu.Unlock()
+	if end {
+		l.cancel(ErrUnlocked)
+		l.stopWatchdog()
+		l.m.c.untrack(l)
+		if err == nil && n == 0 {
+			l.m.log.Debug("released", zap.Uint64("term", l.term))
+		}
+	}
+}
+
+// Hold is one holding of a lock: the first Lock of a term or a re-entry.
+// Its methods are safe for concurrent use.
+type Hold struct {
+	l        *lease
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	unlocked atomic.Bool
+}
+
+// valueCtx is the lease's context (Done, Err, Deadline, and the lease's
+// cancel context for the context package) with the values of another.
+type valueCtx struct {
+	context.Context // the lease's
+	values          context.Context
+}
+
+func (c valueCtx) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}
+
+// Term returns the fencing token: it grows with every new holding of the
+// lock (re-entries share their term) and is never reused, even when Redis
+// lost its data (the term's floor is the Redis server's clock).
+func (h *Hold) Term() uint64 { return h.l.term }
+
+// Owner returns the owner ID of the term: unique per Lock call, the holder
+// to give a fence guard beside the term.
+func (h *Hold) Owner() string { return h.l.field[len(strconv.FormatUint(h.l.term, 10))+1:] }
+
+// Name returns the lock's name.
+func (h *Hold) Name() string { return h.l.m.name }
+
+// Context returns a context that carries the hold (so that Lock with it
+// re-enters) and the values of the context Lock was given, and that is
+// cancelled when the hold ends: with ErrUnlocked by Unlock, with
+// ErrRenewDeadline when no renewal succeeded within RenewDeadline of the
+// last one's send time, with ErrLockLost when a renewal found the lock
+// gone, with ErrLeaseExpired at the end of a fixed lease, with ErrClosed
+// by Client.Close. context.Cause tells which. It is cancelled before the
+// lock can pass to another owner, at least TTL − RenewDeadline (the stop
+// budget) before.
+func (h *Hold) Context() context.Context { return h.ctx }
+
+// Unlock gives up this hold. The lock is released (deleted, and waiters
+// notified) when it was its term's last hold; before that only the count
+// in Redis goes down. It returns ErrNotHeld when the hold was already
+// unlocked, and an error wrapping ErrLockLost (and the cause, such as
+// ErrRenewDeadline) when the hold was lost: nothing is then released, as
+// another owner may hold the lock already. ctx bounds the call (as does
+// RenewDeadline); the hold counts as unlocked either way, and a lock whose
+// release did not go through expires after its TTL.
+func (h *Hold) Unlock(ctx context.Context) error {
+	if !h.unlocked.CompareAndSwap(false, true) {
+		return ErrNotHeld
+	}
+	// The hold's context ends before the release is sent: the work under
+	// it is told to stop before the lock can pass to another owner.
+	h.cancel(ErrUnlocked)
+	l := h.l
+	l.mu.Lock()
+	l.refs--
+	last := l.refs == 0
+	cause := l.lostCause
+	l.mu.Unlock()
+	if cause != nil {
+		if last {
+			l.finish(-2, nil)
+		}
+		return lostError(l.m.name, cause)
+	}
+	var (
+		n   int64
+		err error
+	)
+	if last {
+		n, err = l.releaseLast(ctx)
+	} else {
+		n, err = callOp(l.m, ctx, func(ctx context.Context) (int64, error) {
+			return l.m.st.release(ctx, l.field, false)
+		})
+		l.finish(n, err)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("unlock %s: %w", l.m.name, err)
+	case n < 0:
+		return lostError(l.m.name, ErrLockLost)
+	}
+	return nil
+}
+
+func lostError(name string, cause error) error {
+	if errors.Is(cause, ErrLockLost) {
+		return fmt.Errorf("unlock %s: %w", name, cause)
+	}
+	return fmt.Errorf("unlock %s: %w (%w)", name, ErrLockLost, cause)
+}

@@ -1,0 +1,356 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// fakeStore is an in-memory store for timing tests under synctest: time is
+// the bubble's fake clock, so deadlines are checked to the nanosecond.
+type fakeStore struct {
+	ttl time.Duration
+
+	mu       sync.Mutex
+	field    string
+	count    int64
+	expires  time.Time
+	term     uint64
+	releases []string
+
+	replyDelay time.Duration // the acquire's reply comes this late (ignoring ctx)
+	renewHang  chan struct{} // non-nil: renewals block until closed, ignoring ctx
+	renewSent  []time.Time
+	renewReply time.Duration // a successful renewal's reply comes this late
+	onRelease  func()        // called as a release arrives
+}
+
+func (f *fakeStore) liveLocked() bool {
+	return f.field != "" && time.Now().Before(f.expires)
+}
+
+func (f *fakeStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
+	f.mu.Lock()
+	delay := f.replyDelay
+	r, err := f.acquireLocked(owner, reenter)
+	f.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	return r, err
+}
+
+func (f *fakeStore) acquireLocked(owner, reenter string) (acquireReply, error) {
+	if reenter != "" {
+		if f.liveLocked() && f.field == reenter {
+			f.count++
+			return acquireReply{code: codeReentered, count: f.count}, nil
+		}
+		return acquireReply{code: codeGone}, nil
+	}
+	if f.liveLocked() {
+		if strings.HasSuffix(f.field, " "+owner) {
+			f.expires = time.Now().Add(f.ttl)
+			return acquireReply{code: codeAdopted, term: f.term}, nil
+		}
+		return acquireReply{code: codeHeld, holder: f.field, pttl: time.Until(f.expires)}, nil
+	}
+	f.term++
+	f.field = strconv.FormatUint(f.term, 10) + " " + owner
+	f.count = 1
+	f.expires = time.Now().Add(f.ttl)
+	return acquireReply{code: codeAcquired, term: f.term}, nil
+}
+
+func (f *fakeStore) renew(ctx context.Context, field string) (bool, error) {
+	f.mu.Lock()
+	f.renewSent = append(f.renewSent, time.Now())
+	hang := f.renewHang
+	f.mu.Unlock()
+	if hang != nil {
+		<-hang
+		return false, errors.New("link down")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.liveLocked() || f.field != field {
+		return false, nil
+	}
+	f.expires = time.Now().Add(f.ttl)
+	if d := f.renewReply; d > 0 {
+		f.mu.Unlock()
+		time.Sleep(d)
+		f.mu.Lock()
+	}
+	return true, nil
+}
+
+func (f *fakeStore) release(ctx context.Context, field string, last bool) (int64, error) {
+	if f.onRelease != nil {
+		f.onRelease()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releases = append(f.releases, field)
+	if !f.liveLocked() || f.field != field {
+		return -1, nil
+	}
+	if !last {
+		f.count--
+		if f.count > 0 {
+			return f.count, nil
+		}
+	}
+	f.field = ""
+	return 0, nil
+}
+
+func (f *fakeStore) abandon(ctx context.Context, owner string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.liveLocked() && strings.HasSuffix(f.field, " "+owner) {
+		f.field = ""
+	}
+	return nil
+}
+
+// newFakeMutex returns a Mutex on f, in the calling synctest bubble.
+func newFakeMutex(t *testing.T, f *fakeStore, opts ...Option) (*Mutex, *Client) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: the store is fake
+	t.Cleanup(func() { _ = rdb.Close() })
+	opts = append(opts, optionFunc(func(o *options) { o.newStore = func(*Mutex) store { return f } }))
+	c, err := NewClient(rdb, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Mutex("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ttl = m.cfg.TTL
+	return m, c
+}
+
+// TestTiming_DeadlineCancelWhileRenewHangs: renewals hang (the client
+// ignores its context); the hold's context is cancelled exactly at the
+// last successful renewal's send time + RenewDeadline, while the lease on
+// the store lasts until that send time + TTL: the stop budget.
+// Mutation check: arming the deadline from the renewal's reply time, with
+// the fake answering renewals 100ms late, fails with "cancelled at
+// 3.1s, want 3s".
+func TestTiming_DeadlineCancelWhileRenewHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{renewReply: 100 * time.Millisecond}
+		m, c := newFakeMutex(t, f, WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+		defer c.Close()
+		t0 := time.Now()
+		h, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the first renewal, at t0+1s, succeeds
+		synctest.Wait()
+		hang := make(chan struct{})
+		f.mu.Lock()
+		f.renewHang = hang
+		f.mu.Unlock()
+		<-h.Context().Done()
+		if got := time.Since(t0); got != 3*time.Second {
+			t.Fatalf("cancelled at %s, want 3s (last renewal sent at 1s + renew deadline 2s)", got)
+		}
+		if !errors.Is(context.Cause(h.Context()), ErrRenewDeadline) {
+			t.Fatalf("cause %v", context.Cause(h.Context()))
+		}
+		f.mu.Lock()
+		left := time.Until(f.expires)
+		f.mu.Unlock()
+		if left != time.Second {
+			t.Fatalf("lease left on the store at the cancel: %s, want the stop budget 1s", left)
+		}
+		if err := h.Unlock(t.Context()); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("Unlock: %v", err)
+		}
+		if len(f.releases) != 0 {
+			t.Fatalf("released %v after a missed deadline", f.releases)
+		}
+		close(hang)
+	})
+}
+
+// TestTiming_RenewAnsweredAfterDeadline: a renewal that succeeds on the
+// store but is answered after the deadline does not revive the hold.
+func TestTiming_RenewAnsweredAfterDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{}
+		m, c := newFakeMutex(t, f, WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+		defer c.Close()
+		hang := make(chan struct{})
+		f.renewHang = hang
+		h, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-h.Context().Done()
+		f.mu.Lock()
+		f.renewHang = nil
+		f.mu.Unlock()
+		close(hang) // the hung renewal now answers (with an error here)
+		time.Sleep(5 * time.Second)
+		if !errors.Is(context.Cause(h.Context()), ErrRenewDeadline) {
+			t.Fatalf("cause %v", context.Cause(h.Context()))
+		}
+		_ = h.Unlock(t.Context())
+	})
+}
+
+// TestTiming_FixedLease: the context ends at send time + TTL×(1−Drift).
+func TestTiming_FixedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{}
+		m, c := newFakeMutex(t, f, WithFixedLease(10*time.Second))
+		defer c.Close()
+		t0 := time.Now()
+		h, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-h.Context().Done()
+		if got := time.Since(t0); got != 9900*time.Millisecond {
+			t.Fatalf("fixed lease ended at %s, want 9.9s", got)
+		}
+		if len(f.renewSent) != 0 {
+			t.Fatalf("fixed lease renewed %d times", len(f.renewSent))
+		}
+	})
+}
+
+// TestTiming_AcquireReplyLost: an acquire that takes effect but whose reply
+// comes only after its bound gives no hold to TryLock, and the
+// lock its attempt took is abandoned. Lock retries and adopts its own
+// lock, with the deadline counted from the adopting attempt's send time.
+// Mutation check: without the abandon in giveUp, it fails with "lock left
+// held by the failed TryLock".
+func TestTiming_AcquireReplyLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
+		m, c := newFakeMutex(t, f, WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+		defer c.Close()
+		if _, err := m.TryLock(t.Context()); !errors.Is(err, errCallBound) {
+			t.Fatalf("TryLock: %v, want errCallBound", err)
+		}
+		f.mu.Lock() // at 2s: the lock (taken at 0s) lasts until 3s unless abandoned
+		held := f.liveLocked()
+		f.mu.Unlock()
+		if held {
+			t.Fatal("lock left held by the failed TryLock")
+		}
+		time.Sleep(time.Second) // the late reply goroutine ends
+
+		// Lock: the first attempt lands after its bound; the retry adopts.
+		f.replyDelay = 2500 * time.Millisecond
+		t0 := time.Now()
+		done := make(chan *Hold, 1)
+		go func() {
+			h, err := m.Lock(t.Context())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- h
+		}()
+		time.Sleep(2 * time.Second) // the first attempt's bound
+		f.mu.Lock()
+		f.replyDelay = 0
+		f.mu.Unlock()
+		h := <-done
+		if h == nil {
+			return
+		}
+		retrySent := time.Since(t0)
+		if h.Term() != f.term {
+			t.Fatalf("hold term %d, store term %d", h.Term(), f.term)
+		}
+		f.mu.Lock()
+		f.renewHang = make(chan struct{})
+		f.mu.Unlock()
+		<-h.Context().Done()
+		if got := time.Since(t0); got > retrySent+2*time.Second || got < 2*time.Second {
+			t.Fatalf("adopted hold cancelled at %s, retry sent at ~%s", got, retrySent)
+		}
+		close(f.renewHang)
+	})
+}
+
+// TestTiming_ContextEndsBeforeRelease: a hold's context (and, for the
+// last hold, every hold of the term) is cancelled before the release is
+// sent, so the work under it is told to stop before another owner can
+// get the lock. Mutation check: cancelling after the release (a deferred
+// cancel, as first written) fails with "release sent while the hold's
+// context was live" (and made TestMutex_LostAcquireReplyNoTwoHolders
+// flaky with "two holders").
+func TestTiming_ContextEndsBeforeRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{}
+		m, c := newFakeMutex(t, f)
+		defer c.Close()
+		outer, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := m.Lock(outer.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.onRelease = func() {
+			if inner.Context().Err() == nil {
+				t.Error("release sent while the hold's context was live")
+			}
+		}
+		if err := inner.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		f.onRelease = func() {
+			if outer.Context().Err() == nil {
+				t.Error("last release sent while the hold's context was live")
+			}
+		}
+		if err := outer.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestTiming_LateAcquireReplyReleased: with WithInlineCalls nothing but
+// the reply bounds the call, so a reply can come after the attempt's send
+// time + RenewDeadline: it must never make a hold (the lock may already
+// have passed on); the lock is released instead. Mutation check: without
+// the late check in held it fails with "TryLock held on a reply 2.5s
+// after its send time".
+func TestTiming_LateAcquireReplyReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
+		m, c := newFakeMutex(t, f, WithInlineCalls(), WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+		defer c.Close()
+		h, err := m.TryLock(t.Context())
+		if err == nil {
+			_ = h.Unlock(t.Context())
+			t.Fatal("TryLock held on a reply 2.5s after its send time")
+		}
+		if !errors.Is(err, errLate) {
+			t.Fatalf("TryLock: %v, want errLate", err)
+		}
+		f.mu.Lock()
+		held, releases := f.liveLocked(), len(f.releases)
+		f.mu.Unlock()
+		if held || releases != 1 {
+			t.Fatalf("after a late reply: held %v, %d releases; want the lock released", held, releases)
+		}
+	})
+}
