@@ -28,6 +28,7 @@ var ErrRunning = errors.New("worker: already running")
 type Worker struct {
 	elector  *leader.Elector
 	log      *zap.Logger
+	logSet   bool // WithLogger was given
 	metrics  *Metrics
 	policy   Policy
 	mode     Mode
@@ -71,11 +72,13 @@ type optionFunc func(*Worker)
 func (f optionFunc) apply(w *Worker) { f(w) }
 
 // WithLogger sets the logger; the worker logs under the name "worker".
+// The elector logs through it too (under "leader") unless it was given a
+// logger of its own (leader.WithLogger): one logger is enough for both.
 // Default: no logging.
 func WithLogger(log *zap.Logger) Option {
 	return optionFunc(func(w *Worker) {
 		if log != nil {
-			w.log = log
+			w.log, w.logSet = log, true
 		}
 	})
 }
@@ -174,6 +177,9 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	}
 	if w.policy.RestartBackoff > w.policy.RestartBackoffMax {
 		return nil, fmt.Errorf("worker: restart_backoff %s above restart_backoff_max %s", w.policy.RestartBackoff, w.policy.RestartBackoffMax)
+	}
+	if w.logSet {
+		e.UseLogger(w.log) // no-op when the elector has a logger already
 	}
 	cfg := e.Config()
 	w.log = w.log.Named("worker").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID))
