@@ -32,16 +32,42 @@ func CheckSchedule(spec string) error {
 
 // parseSchedule parses spec and refuses schedules without a tick, such as
 // "0 0 30 2 *". Dates are checked in UTC: the zone shifts a tick by hours,
-// never makes an impossible date possible.
+// never makes an impossible date possible. "@every D" becomes an
+// everySchedule: its ticks are fixed multiples of D, not D after whenever
+// a scheduler started.
 func parseSchedule(spec string) (cron.Schedule, error) {
 	s, err := cronParser.Parse(spec)
 	if err != nil {
 		return nil, err
 	}
+	if d, ok := s.(cron.ConstantDelaySchedule); ok {
+		s = everySchedule{every: d.Delay}
+	}
 	if s.Next(time.Now().UTC()).IsZero() {
 		return nil, ErrNeverFires
 	}
 	return s, nil
+}
+
+// everySchedule is "@every D" anchored at the Unix epoch: it ticks at every
+// multiple of D since 1970-01-01T00:00:00Z, whatever the time zone. robfig/cron's
+// ConstantDelaySchedule ticks D after the time it is asked from, so
+// a scheduler started each term (as the worker's is) would restart the
+// cadence at every term: with terms shorter than D the job would never run,
+// and each failover would shift it. Anchored, every instance and every term
+// agree on the ticks, and the tick checkpoint (cp:cron:JOB) keeps a tick
+// from running twice. D is at least a second, as robfig/cron rounds it.
+type everySchedule struct{ every time.Duration }
+
+// Next returns the first multiple of every after t, in t's location.
+func (s everySchedule) Next(t time.Time) time.Time {
+	d := s.every
+	n := t.UnixNano()
+	next := (n/int64(d) + 1) * int64(d)
+	if n < 0 && n%int64(d) != 0 {
+		next -= int64(d) // before 1970 division truncates towards zero
+	}
+	return time.Unix(0, next).In(t.Location())
 }
 
 // maxCatchUp bounds the count of missed ticks examined after a gap.
@@ -193,8 +219,7 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	}
 	first := j.schedule.Next(time.UnixMilli(last).In(w.loc))
 	if first.IsZero() || first.After(now) {
-		// No gap; continue the cadence from the last tick (matters for
-		// @every schedules, which are relative).
+		// No gap: the next tick after the last one.
 		return first
 	}
 	latest, missed := first, 1

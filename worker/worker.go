@@ -146,7 +146,13 @@ func WithOnLeaderChange(fn func(leader.Change)) Option {
 	return optionFunc(func(w *Worker) { w.onChange = fn })
 }
 
-// WithLocation sets the time zone of cron schedules. Default: time.Local.
+// WithLocation sets the time zone of cron schedules without a CRON_TZ=
+// (or TZ=) prefix; a prefix wins. Default: UTC, not the host's zone
+// (time.Local): the leader fires the ticks, and leadership moves between
+// hosts that may be set to different zones, so "0 2 * * *" would fire at a
+// different instant after every failover (and a tick could run twice, or
+// not at all, across it). Pass time.Local only when every instance has
+// the same zone.
 func WithLocation(loc *time.Location) Option {
 	return optionFunc(func(w *Worker) {
 		if loc != nil {
@@ -165,7 +171,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 		log:     zap.NewNop(),
 		policy:  DefaultPolicy(),
 		mode:    ModeElect,
-		loc:     time.Local,
+		loc:     time.UTC,
 	}
 	for _, o := range opts {
 		o.apply(w)

@@ -126,6 +126,20 @@ type JobConfig struct {
 	// Restart is when a pull job that returned is started again; pull jobs
 	// only. Empty means worker.RestartAlways (Load and Parse fill it in).
 	Restart worker.Restart `yaml:"restart"`
+
+	// TimeZone is the IANA time zone of the schedule, such as
+	// "Europe/Paris"; cron jobs only. Default "": UTC, whatever the host's
+	// zone, so that every instance fires the same instant (a CRON_TZ=
+	// prefix in the schedule works too, but not both).
+	TimeZone string `yaml:"time_zone"`
+}
+
+// Spec is the job's schedule with its time zone as a CRON_TZ= prefix.
+func (j JobConfig) Spec() string {
+	if j.TimeZone == "" || j.Schedule == "" {
+		return j.Schedule
+	}
+	return "CRON_TZ=" + j.TimeZone + " " + j.Schedule
 }
 
 // ConfigError reports one bad configuration value, or a key the loader
@@ -370,6 +384,20 @@ func (j JobConfig) validate(key string) error {
 		}
 		if err != nil {
 			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule), Reason: oneLine(err.Error())}
+		}
+	}
+	if j.TimeZone != "" {
+		tz := &ConfigError{Key: key + ".time_zone", Value: strconv.Quote(j.TimeZone)}
+		switch _, err := time.LoadLocation(j.TimeZone); {
+		case j.Schedule == "":
+			tz.Reason = "only for jobs with a schedule"
+		case strings.HasPrefix(j.Schedule, "CRON_TZ=") || strings.HasPrefix(j.Schedule, "TZ="):
+			tz.Reason = "the schedule has a CRON_TZ= prefix already: keep one of them"
+		case err != nil:
+			tz.Reason = "unknown time zone: want an IANA name such as Europe/Paris, or UTC"
+		}
+		if tz.Reason != "" {
+			return tz
 		}
 	}
 	switch j.Misfire {

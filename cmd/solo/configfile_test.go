@@ -84,6 +84,10 @@ func TestParse_Errors(t *testing.T) {
 		{name: "bad misfire", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    misfire: catch-up\n", want: `config.yaml:6: jobs[0].misfire "catch-up": must be one of skip, run-once`},
 		{name: "restart on cron job", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    restart: always\n", want: `config.yaml:6: jobs[0].restart "always": only for jobs without a schedule (pull jobs)`},
 		{name: "bad restart", yaml: minimal + "jobs:\n  - name: a\n    restart: sometimes\n", want: `config.yaml:5: jobs[0].restart "sometimes": must be one of always, on-failure, never`},
+		// Issue 14, point 11: the time zone of a cron job.
+		{name: "unknown time zone", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"0 2 * * *\"\n    time_zone: Mars/Olympus\n", want: `config.yaml:6: jobs[0].time_zone "Mars/Olympus": unknown time zone: want an IANA name such as Europe/Paris, or UTC`},
+		{name: "time zone on a pull job", yaml: minimal + "jobs:\n  - name: a\n    time_zone: UTC\n", want: `config.yaml:5: jobs[0].time_zone "UTC": only for jobs with a schedule`},
+		{name: "time zone and CRON_TZ", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"CRON_TZ=UTC 0 2 * * *\"\n    time_zone: Europe/Paris\n", want: `config.yaml:6: jobs[0].time_zone "Europe/Paris": the schedule has a CRON_TZ= prefix already: keep one of them`},
 
 		// The environment.
 		{name: "env negative duration", yaml: minimal, env: []string{"SOLO_ELECTION_TTL=-1s"}, want: `SOLO_ELECTION_TTL="-1s": must be positive`},
@@ -338,7 +342,7 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 		Fence:  FenceConfig{DSN: "postgres://solo:secret@127.0.0.1:5432/app", Table: "app_fence"},
 		Log:    LogConfig{Level: "debug", Dev: true},
 		Jobs: []JobConfig{
-			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce},
+			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce, TimeZone: "Europe/Paris"},
 			{Name: "sync", Command: []string{"/usr/local/bin/sync", "--once"}, Restart: worker.RestartOnFailure},
 		},
 	}

@@ -286,7 +286,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		p.argv = j.Command
 		p.log = base.log.With(zap.String("job", j.Name))
 		if j.Schedule != "" {
-			err = w.Cron(j.Name, j.Schedule, p.run, worker.WithMisfire(j.Misfire))
+			err = w.Cron(j.Name, j.Spec(), p.run, worker.WithMisfire(j.Misfire))
 		} else {
 			err = w.Pull(j.Name, p.run, worker.WithRestart(j.Restart))
 		}
