@@ -241,6 +241,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	if dashes {
 		p := base
 		p.argv = argv
+		p.job = filepath.Base(argv[0])
 		job := p.run
 		if *once {
 			// One term at most: however the program's run ends, solo exits
@@ -274,7 +275,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 				return err
 			}
 		}
-		if err := w.Pull(filepath.Base(argv[0]), job, worker.WithRestart(r)); err != nil {
+		if err := w.Pull(p.job, job, worker.WithRestart(r)); err != nil {
 			return usageErr("%w", err)
 		}
 	}
@@ -284,6 +285,12 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}
 		p := base
 		p.argv = j.Command
+		p.job = j.Name
+		if len(cfg.Jobs) > 1 {
+			// Several jobs share solo's stdout and stderr: prefix each
+			// line with its job. One job's output is passed untouched.
+			p.prefix = "[" + j.Name + "] "
+		}
 		p.log = base.log.With(zap.String("job", j.Name))
 		if j.Schedule != "" {
 			err = w.Cron(j.Name, j.Spec(), p.run, worker.WithMisfire(j.Misfire))
