@@ -96,7 +96,7 @@ type cronEntry struct {
 // last fired tick of each job lives in Redis (leader.Elector.Checkpoint),
 // so the next leader neither repeats a tick nor loses the ones that fell
 // into the failover gap silently.
-func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc) {
+func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	election := w.elector.Config().Name
@@ -115,7 +115,7 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 				h(e.job.name)
 			}
 			for _, tick := range ticks {
-				w.fireCron(ctx, e.log, e.job, tick, runs, cp)
+				w.fireCron(ctx, e.log, e.job, tick, runs, cp, healthy)
 			}
 		})
 	}
@@ -315,9 +315,9 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 // monotonic). At most once, the tick runs only if that succeeded, so no
 // tick ever runs twice across terms. At least once, a tick fired before
 // (by a term that did not complete it) runs again unless its completion is
-// recorded; see runUntilDone. A panic is logged with its stack and counted
+// recorded; see runUntilDone. A successful run signals healthy. A panic is logged with its stack and counted
 // as a failed run.
-func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) {
+func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -351,21 +351,25 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 		}
 	}
 	if atLeastOnce {
-		w.runUntilDone(ctx, log, j, tick, runs, cp)
+		if w.runUntilDone(ctx, log, j, tick, runs, cp) {
+			signal(healthy)
+		}
 		return
 	}
 	if err := w.runTick(ctx, log, j, tick, runs); err != nil {
 		log.Warn("cron job failed", zap.Error(err))
 		return
 	}
+	signal(healthy)
 	log.Debug("cron job done")
 }
 
 // runUntilDone runs an at-least-once tick until its run succeeded and its
 // completion is recorded, or the term ends: after a failure it runs it
 // again with back-off. Before every run it reads the completed tick, so a
-// tick whose completion is recorded (by any term) never runs again.
-func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) {
+// tick whose completion is recorded (by any term) never runs again. It
+// reports whether the tick ran to success.
+func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) (ran bool) {
 	backoff := w.policy.RestartBackoff
 	for attempt := 1; ; attempt++ {
 		done, ok, err := w.elector.LoadCheckpoint(ctx, cronDoneKey(j.name))
@@ -374,21 +378,21 @@ func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick
 			err = fmt.Errorf("read the completed tick: %w", err)
 		case ok && done >= tick.UnixMilli():
 			log.Info("tick already completed; not run again", zap.Time("completed", time.UnixMilli(done).In(w.loc)))
-			return
+			return false
 		default:
 			if err = w.runTick(ctx, log, j, tick, runs); err == nil {
 				w.recordDone(ctx, log, j, tick, cp)
-				return
+				return true
 			}
 		}
 		if ctx.Err() != nil {
 			log.Info("the term ended before the tick completed; the next leader runs it again", zap.Error(err))
-			return
+			return false
 		}
 		log.Warn("tick not completed; running it again", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
 		if !sleep(ctx, backoff) {
 			log.Info("the term ended before the tick completed; the next leader runs it again")
-			return
+			return false
 		}
 		backoff = min(backoff*2, w.policy.RestartBackoffMax)
 	}

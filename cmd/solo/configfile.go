@@ -369,6 +369,9 @@ func validatePolicy(p worker.Policy) error {
 		return &ConfigError{Key: "worker.restart_backoff", Value: p.RestartBackoff.String(),
 			Reason: fmt.Sprintf("must not exceed worker.restart_backoff_max (%s)", p.RestartBackoffMax)}
 	}
+	if p.MaxFailedTerms < 0 {
+		return &ConfigError{Key: "worker.max_failed_terms", Value: strconv.Itoa(p.MaxFailedTerms), Reason: "must not be negative (0: never give up)"}
+	}
 	return nil
 }
 

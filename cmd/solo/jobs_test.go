@@ -61,3 +61,28 @@ func TestRun_ConfigJobsPrefixTheirOutputAndGetSOLO_JOB(t *testing.T) {
 		})
 	}
 }
+
+// A program that always fails stops both instances after
+// worker.max_failed_terms failed terms in a row, and with
+// --exit-on-give-up solo exits 5 (issue 14, point 6). Mutation: with
+// exitGaveUp's return replaced by the plain error, this fails with "exit
+// 1, want 5".
+func TestRun_ExitOnGiveUpAfterMaxFailedTerms(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	name := electionName(t)
+	env := func(id string) []string {
+		return append(testEnv(url, name, id), "SOLO_WORKER_MAX_FAILURES=1", "SOLO_WORKER_RESTART_BACKOFF=10ms",
+			"SOLO_WORKER_RESTART_BACKOFF_MAX=10s", "SOLO_WORKER_MAX_FAILED_TERMS=2", "SOLO_ELECTION_RESIGN_COOLDOWN=200ms")
+	}
+	a := startSolo(t, env("a"), "run", "--exit-on-give-up", "--", "sh", "-c", "exit 3")
+	b := startSolo(t, env("b"), "run", "--exit-on-give-up", "--", "sh", "-c", "exit 3")
+	for _, p := range []*proc{a, b} {
+		if code := p.wait(30 * time.Second); code != exitGaveUp {
+			t.Fatalf("exit %d, want %d", code, exitGaveUp)
+		}
+		if out := p.output(); !strings.Contains(out, "failed terms in a row across the election (worker.max_failed_terms 2); this instance stops campaigning") {
+			t.Fatalf("no give-up line:\n%s", out)
+		}
+	}
+}

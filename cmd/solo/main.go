@@ -38,6 +38,9 @@ const (
 	// exitSameLeader: solo resign saw the resigner come back after its
 	// cooldown, with no other instance taking over.
 	exitSameLeader = 4
+	// exitGaveUp: solo run --exit-on-give-up stopped campaigning after
+	// worker.max_failed_terms failed terms in a row.
+	exitGaveUp = 5
 )
 
 // version may be set at build time with -ldflags "-X main.version=...";
