@@ -124,6 +124,8 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 		err = statusCommand(args[1:], stdout, stderr, env)
 	case "resign":
 		err = resignCommand(args[1:], stdout, stderr, env)
+	case "forget":
+		err = forgetCommand(args[1:], stdout, stderr, env)
 	case "demo":
 		err = demoCommand(args[1:], stdout, stderr, env)
 	case "version", "--version", "-version":
