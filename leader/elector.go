@@ -24,6 +24,7 @@ type Elector struct {
 	lock    Lock
 	cfg     Config
 	log     *zap.Logger
+	logSet  bool // a logger was given (WithLogger, UseLogger)
 	metrics Metrics
 
 	running  atomic.Bool
@@ -118,6 +119,7 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 		lock:     lock,
 		cfg:      cfg,
 		log:      o.log.Named("leader").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID)),
+		logSet:   o.logSet,
 		metrics:  o.metrics,
 		resignCh: make(chan *resignRequest),
 		baseID:   base,

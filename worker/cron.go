@@ -32,16 +32,42 @@ func CheckSchedule(spec string) error {
 
 // parseSchedule parses spec and refuses schedules without a tick, such as
 // "0 0 30 2 *". Dates are checked in UTC: the zone shifts a tick by hours,
-// never makes an impossible date possible.
+// never makes an impossible date possible. "@every D" becomes an
+// everySchedule: its ticks are fixed multiples of D, not D after whenever
+// a scheduler started.
 func parseSchedule(spec string) (cron.Schedule, error) {
 	s, err := cronParser.Parse(spec)
 	if err != nil {
 		return nil, err
 	}
+	if d, ok := s.(cron.ConstantDelaySchedule); ok {
+		s = everySchedule{every: d.Delay}
+	}
 	if s.Next(time.Now().UTC()).IsZero() {
 		return nil, ErrNeverFires
 	}
 	return s, nil
+}
+
+// everySchedule is "@every D" anchored at the Unix epoch: it ticks at every
+// multiple of D since 1970-01-01T00:00:00Z, whatever the time zone. robfig/cron's
+// ConstantDelaySchedule ticks D after the time it is asked from, so
+// a scheduler started each term (as the worker's is) would restart the
+// cadence at every term: with terms shorter than D the job would never run,
+// and each failover would shift it. Anchored, every instance and every term
+// agree on the ticks, and the tick checkpoint (cp:cron:JOB) keeps a tick
+// from running twice. D is at least a second, as robfig/cron rounds it.
+type everySchedule struct{ every time.Duration }
+
+// Next returns the first multiple of every after t, in t's location.
+func (s everySchedule) Next(t time.Time) time.Time {
+	d := s.every
+	n := t.UnixNano()
+	next := (n/int64(d) + 1) * int64(d)
+	if n < 0 && n%int64(d) != 0 {
+		next -= int64(d) // before 1970 division truncates towards zero
+	}
+	return time.Unix(0, next).In(t.Location())
 }
 
 // maxCatchUp bounds the count of missed ticks examined after a gap.
@@ -70,7 +96,7 @@ type cronEntry struct {
 // last fired tick of each job lives in Redis (leader.Elector.Checkpoint),
 // so the next leader neither repeats a tick nor loses the ones that fell
 // into the failover gap silently.
-func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc) {
+func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	election := w.elector.Config().Name
@@ -89,7 +115,7 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 				h(e.job.name)
 			}
 			for _, tick := range ticks {
-				w.fireCron(ctx, e.log, e.job, tick, runs, cp)
+				w.fireCron(ctx, e.log, e.job, tick, runs, cp, healthy)
 			}
 		})
 	}
@@ -193,8 +219,7 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	}
 	first := j.schedule.Next(time.UnixMilli(last).In(w.loc))
 	if first.IsZero() || first.After(now) {
-		// No gap; continue the cadence from the last tick (matters for
-		// @every schedules, which are relative).
+		// No gap: the next tick after the last one.
 		return first
 	}
 	latest, missed := first, 1
@@ -290,9 +315,9 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 // monotonic). At most once, the tick runs only if that succeeded, so no
 // tick ever runs twice across terms. At least once, a tick fired before
 // (by a term that did not complete it) runs again unless its completion is
-// recorded; see runUntilDone. A panic is logged with its stack and counted
+// recorded; see runUntilDone. A successful run signals healthy. A panic is logged with its stack and counted
 // as a failed run.
-func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) {
+func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -326,21 +351,25 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 		}
 	}
 	if atLeastOnce {
-		w.runUntilDone(ctx, log, j, tick, runs, cp)
+		if w.runUntilDone(ctx, log, j, tick, runs, cp) {
+			signal(healthy)
+		}
 		return
 	}
 	if err := w.runTick(ctx, log, j, tick, runs); err != nil {
 		log.Warn("cron job failed", zap.Error(err))
 		return
 	}
+	signal(healthy)
 	log.Debug("cron job done")
 }
 
 // runUntilDone runs an at-least-once tick until its run succeeded and its
 // completion is recorded, or the term ends: after a failure it runs it
 // again with back-off. Before every run it reads the completed tick, so a
-// tick whose completion is recorded (by any term) never runs again.
-func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) {
+// tick whose completion is recorded (by any term) never runs again. It
+// reports whether the tick ran to success.
+func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) (ran bool) {
 	backoff := w.policy.RestartBackoff
 	for attempt := 1; ; attempt++ {
 		done, ok, err := w.elector.LoadCheckpoint(ctx, cronDoneKey(j.name))
@@ -349,21 +378,21 @@ func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick
 			err = fmt.Errorf("read the completed tick: %w", err)
 		case ok && done >= tick.UnixMilli():
 			log.Info("tick already completed; not run again", zap.Time("completed", time.UnixMilli(done).In(w.loc)))
-			return
+			return false
 		default:
 			if err = w.runTick(ctx, log, j, tick, runs); err == nil {
 				w.recordDone(ctx, log, j, tick, cp)
-				return
+				return true
 			}
 		}
 		if ctx.Err() != nil {
 			log.Info("the term ended before the tick completed; the next leader runs it again", zap.Error(err))
-			return
+			return false
 		}
 		log.Warn("tick not completed; running it again", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
 		if !sleep(ctx, backoff) {
 			log.Info("the term ended before the tick completed; the next leader runs it again")
-			return
+			return false
 		}
 		backoff = min(backoff*2, w.policy.RestartBackoffMax)
 	}

@@ -131,7 +131,19 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 		}
 		ok(rw, r)
 	})
-	mux.HandleFunc("GET /readyz", ok)
+	// /readyz fails (503, with the reason) once the worker gave up after
+	// Policy.MaxFailedTerms failed terms in a row (ErrGaveUp): the process
+	// lives on, campaigning no more, until someone fixes the job and
+	// restarts it.
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		if err := w.GaveUp(); err != nil {
+			rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = rw.Write([]byte(err.Error() + "\n"))
+			return
+		}
+		ok(rw, r)
+	})
 	mux.HandleFunc("GET /leader", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

@@ -25,6 +25,8 @@ import (
 //	solo_job_overruns_total{election,job}       jobs still running past the stop budget
 //	solo_job_skipped_ticks_total{election,job}  cron ticks not run: missed in a failover gap or a late scheduler (misfire skip), or the previous run still going
 //	solo_fence_claim_failures_total{election}   failed claims of a new term in the fence (WithFence)
+//	solo_worker_failed_terms{election}          the election's failed terms in a row, as last read or written here (Policy.MaxFailedTerms)
+//	solo_worker_gave_up{election}               1 once this instance stopped campaigning after MaxFailedTerms failed terms
 type Metrics struct {
 	leading        *prometheus.GaugeVec
 	term           *prometheus.GaugeVec
@@ -38,6 +40,8 @@ type Metrics struct {
 	jobOverruns    *prometheus.CounterVec
 	jobSkipped     *prometheus.CounterVec
 	fenceClaims    *prometheus.CounterVec
+	failedTermsN   *prometheus.GaugeVec
+	gaveUp         *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. Called again
@@ -64,6 +68,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		jobLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_last_success_timestamp_seconds", Help: "Unix time of the job's last successful run."}, job),
 		jobOverruns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_overruns_total", Help: "Jobs still running past the stop budget after cancellation."}, job),
 		fenceClaims:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_fence_claim_failures_total", Help: "Claims of a new term in the fence (worker.WithFence) that failed or were refused; no job runs until one succeeds."}, el),
+		failedTermsN:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_failed_terms", Help: "The election's failed terms in a row (resigned after worker.max_failures job failures), as last read or written by this instance."}, el),
+		gaveUp:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_gave_up", Help: "1 once this instance stopped campaigning after worker.max_failed_terms failed terms in a row."}, el),
 		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
 	err := errors.Join(
@@ -71,6 +77,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		register(reg, &m.renew), register(reg, &m.overruns), register(reg, &m.jobRuns),
 		register(reg, &m.jobFailures), register(reg, &m.jobRestarts), register(reg, &m.jobLastSuccess),
 		register(reg, &m.jobOverruns), register(reg, &m.jobSkipped), register(reg, &m.fenceClaims),
+		register(reg, &m.failedTermsN), register(reg, &m.gaveUp),
 	)
 	if err != nil {
 		return nil, err
@@ -163,5 +170,17 @@ func (m *Metrics) ticksSkipped(election, job string, n int) {
 func (m *Metrics) fenceClaimFailed(election string) {
 	if m != nil {
 		m.fenceClaims.WithLabelValues(election).Inc()
+	}
+}
+
+func (m *Metrics) failedTerms(election string, n int64) {
+	if m != nil {
+		m.failedTermsN.WithLabelValues(election).Set(float64(n))
+	}
+}
+
+func (m *Metrics) gaveUpNow(election string) {
+	if m != nil {
+		m.gaveUp.WithLabelValues(election).Set(1)
 	}
 }

@@ -213,6 +213,10 @@ func (r *runner) start(ctx context.Context) error {
 		if err == nil {
 			return
 		}
+		if errors.Is(err, ErrGaveUp) {
+			// Logged by the worker; the app lives on, /readyz failing.
+			return
+		}
 		r.log.Error("worker stopped", zap.Error(err))
 		if runCtx.Err() == nil { // stopped on its own: ask fx to shut down
 			_ = r.shutdown.Shutdown(fx.ExitCode(1))

@@ -64,6 +64,17 @@ type Policy struct {
 	// RestartBackoffMax caps the restart delay. Default 30s; not below
 	// RestartBackoff.
 	RestartBackoffMax time.Duration `yaml:"restart_backoff_max"`
+
+	// MaxFailedTerms is the number of failed terms in a row, counted
+	// across every instance of the election, after which every instance
+	// stops campaigning (ErrGaveUp). A term has failed when the worker
+	// resigned it because a pull job failed MaxFailures times in a row or
+	// the fence claim did; a run of a job that succeeds (a pull job that
+	// returns nil or runs for RestartBackoffMax, a cron run without error)
+	// resets the count. The count lives beside the lease
+	// (PREFIX:{NAME}:cp:failed-terms). Default 0: never give up (a job
+	// that always fails moves from instance to instance for ever).
+	MaxFailedTerms int `yaml:"max_failed_terms"`
 }
 
 // DefaultPolicy returns the defaults: 5 failures, back-off from 1s to 30s.

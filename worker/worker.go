@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -20,6 +21,15 @@ import (
 // the worker runs.
 var ErrRunning = errors.New("worker: already running")
 
+// ErrGaveUp is returned by Run (wrapped, with the count) when the election
+// had Policy.MaxFailedTerms failed terms in a row: this instance stopped
+// campaigning. GaveUp reports it too, and /readyz fails.
+var ErrGaveUp = errors.New("worker: gave up")
+
+// errTermFailed marks a term the worker resigned because a job, or the
+// fence claim, failed MaxFailures times in a row: a failed term.
+var errTermFailed = errors.New("failed term")
+
 // Worker runs registered jobs during every term its elector wins: pull jobs
 // are started when the term starts and restarted with capped exponential
 // back-off while it lasts; cron jobs fire on the leader only. When the term
@@ -28,6 +38,7 @@ var ErrRunning = errors.New("worker: already running")
 type Worker struct {
 	elector  *leader.Elector
 	log      *zap.Logger
+	logSet   bool // WithLogger was given
 	metrics  *Metrics
 	policy   Policy
 	mode     Mode
@@ -38,6 +49,10 @@ type Worker struct {
 	mu      sync.Mutex
 	jobs    []*job
 	running bool
+	// gaveUp is set once the worker stopped campaigning (ErrGaveUp).
+	gaveUp atomic.Pointer[error]
+	// ownFailed counts this process's own failed terms (see electTerm).
+	ownFailed int
 }
 
 // job is a registered job.
@@ -71,11 +86,13 @@ type optionFunc func(*Worker)
 func (f optionFunc) apply(w *Worker) { f(w) }
 
 // WithLogger sets the logger; the worker logs under the name "worker".
+// The elector logs through it too (under "leader") unless it was given a
+// logger of its own (leader.WithLogger): one logger is enough for both.
 // Default: no logging.
 func WithLogger(log *zap.Logger) Option {
 	return optionFunc(func(w *Worker) {
 		if log != nil {
-			w.log = log
+			w.log, w.logSet = log, true
 		}
 	})
 }
@@ -98,6 +115,9 @@ func WithPolicy(p Policy) Option {
 		}
 		if p.RestartBackoffMax > 0 {
 			w.policy.RestartBackoffMax = p.RestartBackoffMax
+		}
+		if p.MaxFailedTerms > 0 {
+			w.policy.MaxFailedTerms = p.MaxFailedTerms
 		}
 	})
 }
@@ -143,7 +163,13 @@ func WithOnLeaderChange(fn func(leader.Change)) Option {
 	return optionFunc(func(w *Worker) { w.onChange = fn })
 }
 
-// WithLocation sets the time zone of cron schedules. Default: time.Local.
+// WithLocation sets the time zone of cron schedules without a CRON_TZ=
+// (or TZ=) prefix; a prefix wins. Default: UTC, not the host's zone
+// (time.Local): the leader fires the ticks, and leadership moves between
+// hosts that may be set to different zones, so "0 2 * * *" would fire at a
+// different instant after every failover (and a tick could run twice, or
+// not at all, across it). Pass time.Local only when every instance has
+// the same zone.
 func WithLocation(loc *time.Location) Option {
 	return optionFunc(func(w *Worker) {
 		if loc != nil {
@@ -162,7 +188,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 		log:     zap.NewNop(),
 		policy:  DefaultPolicy(),
 		mode:    ModeElect,
-		loc:     time.Local,
+		loc:     time.UTC,
 	}
 	for _, o := range opts {
 		o.apply(w)
@@ -174,6 +200,9 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	}
 	if w.policy.RestartBackoff > w.policy.RestartBackoffMax {
 		return nil, fmt.Errorf("worker: restart_backoff %s above restart_backoff_max %s", w.policy.RestartBackoff, w.policy.RestartBackoffMax)
+	}
+	if w.logSet {
+		e.UseLogger(w.log) // no-op when the elector has a logger already
 	}
 	cfg := e.Config()
 	w.log = w.log.Named("worker").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID))
@@ -298,16 +327,125 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Warn("mode always: no term, so nothing is claimed in the fence")
 		}
 		w.log.Error("mode always: running jobs WITHOUT an election; every instance in this mode runs them at once, and writes carry no fencing term (unsafe, for migrating off fetch=true only)")
-		err := w.term(ctx, jobs, nil)
+		err := w.term(ctx, jobs, nil, nil)
 		if errors.Is(err, leader.ErrResigned) {
 			w.log.Error("jobs gave up in mode always; nothing runs until restart", zap.Error(err))
 		}
 		return nil
 	default:
-		return w.elector.Run(ctx, func(ctx context.Context) error {
-			return w.term(ctx, jobs, w.elector.Checkpoint)
+		if w.policy.MaxFailedTerms <= 0 {
+			return w.elector.Run(ctx, func(ctx context.Context) error {
+				return w.term(ctx, jobs, w.elector.Checkpoint, nil)
+			})
+		}
+		// Giving up cancels rctx: the elector releases the lease and Run
+		// returns, campaigning no more.
+		rctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		err := w.elector.Run(rctx, func(tctx context.Context) error {
+			return w.electTerm(tctx, jobs, stop)
+		})
+		if gave := w.gaveUp.Load(); gave != nil && ctx.Err() == nil {
+			return errors.Join(*gave, err)
+		}
+		return err
+	}
+}
+
+// GaveUp returns nil, or the error wrapping ErrGaveUp once the worker
+// stopped campaigning after Policy.MaxFailedTerms failed terms in a row.
+func (w *Worker) GaveUp() error {
+	if e := w.gaveUp.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// failedTermsKey is the checkpoint that counts the election's failed
+// terms in a row. A checkpoint only grows, so it holds
+// base×failedTermsBase + n: n failed terms in a row since the successful
+// term base (0 before any). A failed term adds 1; a success writes
+// term×failedTermsBase, above every earlier value because terms grow.
+const (
+	failedTermsKey  = "failed-terms"
+	failedTermsBase = 1000
+)
+
+// electTerm is term with the group-wide count of failed terms: it gives up
+// at the start of a term when the count reached MaxFailedTerms and this
+// process had a failed term of its own (a newly started instance gets one
+// try: a fix deployed by restarting every instance is not refused), and
+// after a failed term that brings the count there.
+func (w *Worker) electTerm(ctx context.Context, jobs []*job, stop context.CancelCauseFunc) error {
+	term, _ := leader.TermFrom(ctx)
+	election := w.elector.Config().Name
+	v, _, err := w.elector.LoadCheckpoint(ctx, failedTermsKey)
+	if err != nil {
+		w.log.Warn("cannot read the count of failed terms; running the term", zap.Error(err), zap.Uint64("term", term))
+	}
+	n := v % failedTermsBase
+	w.metrics.failedTerms(election, n)
+	if int(n) >= w.policy.MaxFailedTerms && w.ownFailed > 0 {
+		w.giveUp(n, stop)
+		return nil // releases the lease: the next candidate finds the count too
+	}
+	healthy := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	hctx, hstop := context.WithCancel(ctx)
+	reset := false // written by the goroutine below before wg.Done
+	if n > 0 {
+		// Reset the count at the term's first sign of health.
+		wg.Go(func() {
+			select {
+			case <-hctx.Done():
+				return
+			case <-healthy:
+			}
+			if err := w.elector.Checkpoint(hctx, failedTermsKey, int64(term)*failedTermsBase); err != nil && hctx.Err() == nil {
+				w.log.Warn("cannot reset the count of failed terms", zap.Error(err), zap.Uint64("term", term))
+				return
+			}
+			reset = true
+			w.metrics.failedTerms(election, 0)
 		})
 	}
+	err = w.term(ctx, jobs, w.elector.Checkpoint, healthy)
+	hstop()
+	wg.Wait()
+	if !errors.Is(err, errTermFailed) || ctx.Err() != nil {
+		return err
+	}
+	w.ownFailed++
+	next := v + 1
+	switch {
+	case reset:
+		next = int64(term)*failedTermsBase + 1 // healthy first, then failed
+	case n >= failedTermsBase-1:
+		next = v // saturated: keep counting as the maximum
+	}
+	// The lease is still held (the term resigns after this): fenced by it.
+	if cerr := w.elector.Checkpoint(ctx, failedTermsKey, next); cerr != nil {
+		w.log.Warn("cannot record the failed term", zap.Error(cerr), zap.Uint64("term", term))
+		return err
+	}
+	n = next % failedTermsBase
+	w.metrics.failedTerms(election, n)
+	if int(n) >= w.policy.MaxFailedTerms {
+		w.giveUp(n, stop)
+	}
+	return err
+}
+
+// giveUp stops campaigning for good, logged once.
+func (w *Worker) giveUp(n int64, stop context.CancelCauseFunc) {
+	err := fmt.Errorf("%w: %d failed terms in a row across the election (worker.max_failed_terms %d); this instance stops campaigning",
+		ErrGaveUp, n, w.policy.MaxFailedTerms)
+	if w.gaveUp.CompareAndSwap(nil, &err) {
+		w.log.Error("giving up: the election's jobs keep failing on every instance", zap.Int64("failed_terms", n),
+			zap.Int("max_failed_terms", w.policy.MaxFailedTerms))
+		w.metrics.gaveUpNow(w.elector.Config().Name)
+	}
+	stop(err)
 }
 
 // standby observes the election without taking part.
@@ -347,7 +485,11 @@ type checkpointFunc func(ctx context.Context, key string, n int64) error
 // failed MaxFailures times in a row, after cancelling and draining every
 // job, with an error wrapping leader.ErrResigned so the elector releases
 // the lease and sits out one election.
-func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc) error {
+//
+// healthy, when not nil, gets a value (never blocking) at each sign that
+// the jobs work: a pull job that returned nil or ran for
+// RestartBackoffMax, a cron run without error.
+func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healthy chan<- struct{}) error {
 	term, _ := leader.TermFrom(ctx)
 	log := w.log.With(zap.Uint64("term", term))
 	if w.fence != nil && cp != nil {
@@ -367,10 +509,10 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc) error
 			crons = append(crons, j)
 			continue
 		}
-		wg.Go(func() { w.supervise(jctx, log, j, runs, giveUp) })
+		wg.Go(func() { w.supervise(jctx, log, j, runs, giveUp, healthy) })
 	}
 	if len(crons) > 0 {
-		wg.Go(func() { w.runCron(jctx, log, crons, runs, cp) })
+		wg.Go(func() { w.runCron(jctx, log, crons, runs, cp, healthy) })
 	}
 	log.Info("jobs started", zap.Int("pull", len(jobs)-len(crons)), zap.Int("cron", len(crons)))
 
@@ -411,7 +553,7 @@ func (w *Worker) claimFence(ctx context.Context, log *zap.Logger, term uint64) e
 		if failures >= p.MaxFailures {
 			log.Error("fence claim failed repeatedly; resigning so another instance tries",
 				zap.Error(err), zap.Int("failures", failures))
-			return fmt.Errorf("fence claim of term %d failed %d times in a row: %w: %w", term, failures, err, leader.ErrResigned)
+			return fmt.Errorf("fence claim of term %d failed %d times in a row: %w: %w: %w", term, failures, err, errTermFailed, leader.ErrResigned)
 		}
 		log.Warn("fence claim failed; no job runs until it succeeds", zap.Error(err),
 			zap.Int("failures", failures), zap.Duration("backoff", backoff))
@@ -449,7 +591,7 @@ func (w *Worker) drain(log *zap.Logger, wg *sync.WaitGroup, runs *runningSet) {
 }
 
 // supervise runs a pull job until ctx ends, restarting it by its policy.
-func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *runningSet, giveUp chan<- error) {
+func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *runningSet, giveUp chan<- error, healthy chan<- struct{}) {
 	log = log.With(zap.String("job", j.name))
 	election := w.elector.Config().Name
 	p := w.policy
@@ -458,7 +600,14 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 	for {
 		started := time.Now()
 		runs.add(j.name)
+		var longRun *time.Timer
+		if healthy != nil {
+			longRun = time.AfterFunc(p.RestartBackoffMax, func() { signal(healthy) })
+		}
 		err := callJob(ctx, j.run)
+		if longRun != nil {
+			longRun.Stop()
+		}
 		runs.remove(j.name)
 		if ctx.Err() != nil {
 			return
@@ -470,6 +619,7 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 		}
 		delay := p.RestartBackoff
 		if err == nil {
+			signal(healthy)
 			failures, backoff = 0, p.RestartBackoff
 			if j.restart != RestartAlways {
 				log.Info("job finished")
@@ -495,7 +645,7 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 				log.Error("job failed repeatedly; resigning so another instance tries",
 					zap.Error(err), zap.Int("failures", failures))
 				select {
-				case giveUp <- fmt.Errorf("job %q failed %d times in a row: %w", j.name, failures, err):
+				case giveUp <- fmt.Errorf("job %q failed %d times in a row: %w: %w", j.name, failures, err, errTermFailed):
 				default:
 				}
 				return
@@ -519,6 +669,17 @@ func callJob(ctx context.Context, fn func(context.Context) error) (err error) {
 		}
 	}()
 	return fn(ctx)
+}
+
+// signal sends on ch without blocking; a nil ch is ignored.
+func signal(ch chan<- struct{}) {
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

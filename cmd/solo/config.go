@@ -243,14 +243,23 @@ func redisConfigError(err error) string {
 	return ""
 }
 
-// parseFlags parses args, turning flag errors into a quiet usage error
-// (the flag package has printed them).
+// parseFlags parses args, turning flag errors into a usage error.
+//
+// A bad flag is one line (the flag package would add every flag's
+// defaults); -h prints the defaults, which is how help lists the flags
+// (flagDefaults).
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return &codeError{code: exitOK, err: errQuiet}
-		}
-		return &codeError{code: exitUsage, err: errQuiet}
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return &codeError{code: exitOK, err: errQuiet}
+	case err != nil:
+		return usageErr("%v (see %s --help)", err, fs.Name())
 	}
 	return nil
 }

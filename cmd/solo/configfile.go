@@ -126,6 +126,20 @@ type JobConfig struct {
 	// Restart is when a pull job that returned is started again; pull jobs
 	// only. Empty means worker.RestartAlways (Load and Parse fill it in).
 	Restart worker.Restart `yaml:"restart"`
+
+	// TimeZone is the IANA time zone of the schedule, such as
+	// "Europe/Paris"; cron jobs only. Default "": UTC, whatever the host's
+	// zone, so that every instance fires the same instant (a CRON_TZ=
+	// prefix in the schedule works too, but not both).
+	TimeZone string `yaml:"time_zone"`
+}
+
+// Spec is the job's schedule with its time zone as a CRON_TZ= prefix.
+func (j JobConfig) Spec() string {
+	if j.TimeZone == "" || j.Schedule == "" {
+		return j.Schedule
+	}
+	return "CRON_TZ=" + j.TimeZone + " " + j.Schedule
 }
 
 // ConfigError reports one bad configuration value, or a key the loader
@@ -355,6 +369,9 @@ func validatePolicy(p worker.Policy) error {
 		return &ConfigError{Key: "worker.restart_backoff", Value: p.RestartBackoff.String(),
 			Reason: fmt.Sprintf("must not exceed worker.restart_backoff_max (%s)", p.RestartBackoffMax)}
 	}
+	if p.MaxFailedTerms < 0 {
+		return &ConfigError{Key: "worker.max_failed_terms", Value: strconv.Itoa(p.MaxFailedTerms), Reason: "must not be negative (0: never give up)"}
+	}
 	return nil
 }
 
@@ -370,6 +387,20 @@ func (j JobConfig) validate(key string) error {
 		}
 		if err != nil {
 			return &ConfigError{Key: key + ".schedule", Value: strconv.Quote(j.Schedule), Reason: oneLine(err.Error())}
+		}
+	}
+	if j.TimeZone != "" {
+		tz := &ConfigError{Key: key + ".time_zone", Value: strconv.Quote(j.TimeZone)}
+		switch _, err := time.LoadLocation(j.TimeZone); {
+		case j.Schedule == "":
+			tz.Reason = "only for jobs with a schedule"
+		case strings.HasPrefix(j.Schedule, "CRON_TZ=") || strings.HasPrefix(j.Schedule, "TZ="):
+			tz.Reason = "the schedule has a CRON_TZ= prefix already: keep one of them"
+		case err != nil:
+			tz.Reason = "unknown time zone: want an IANA name such as Europe/Paris, or UTC"
+		}
+		if tz.Reason != "" {
+			return tz
 		}
 	}
 	switch j.Misfire {
@@ -438,6 +469,23 @@ func parse(file string, data []byte, env []string) (Config, error) {
 // omitted key from a zero one, and parse durations strictly. (yaml.v3's
 // KnownFields reports only the Go type of an unknown key, and decodes a
 // null or empty duration as an explicit zero.)
+//
+// Issue 13 asked to lean on Decoder.KnownFields(true) instead. Decided:
+// the walk stays, because every message the table of bad inputs checks
+// (configfile_test.go) would be lost. What KnownFields returns, measured
+// with go.yaml.in/yaml/v3 on this repository's types:
+//
+//	election: {tll: 1s}      yaml: unmarshal errors:\n  line 2: field tll not found in type struct { TTL time.Duration "yaml:\"ttl\"" … }
+//	jobs: [{name: a, cmd: x}] yaml: unmarshal errors:\n  line 3: field cmd not found in type main.JobConfig
+//	election: {ttl: -1}      yaml: unmarshal errors:\n  line 2: cannot unmarshal !!int `-1` into time.Duration
+//
+// against the table's "config.yaml:2: unknown key election.tll",
+// "config.yaml:5: unknown key jobs[0].cmd" and a message naming the key
+// and the value: two lines, no file, no key path (Go type names instead),
+// and no line at all for values Validate refuses later. The walk is also
+// what gives applyEnv and EnvVars the list of keys (configLeaves), which
+// KnownFields would not. Duplicate keys are refused by yaml.v3 itself
+// either way ("mapping key already defined").
 type yamlDecoder struct {
 	file  string
 	lines map[string]int // key path → line of the key

@@ -69,6 +69,7 @@ func TestParse_Errors(t *testing.T) {
 		{name: "bad mode", yaml: minimal + "  mode: leader\n", want: `config.yaml:3: election.mode "leader": must be one of elect, standby, always`},
 		{name: "empty mode", yaml: minimal + "  mode: \"\"\n", want: `config.yaml:3: election.mode "": must be one of elect, standby, always`},
 		{name: "zero max failures", yaml: minimal + "worker:\n  max_failures: 0\n", want: `config.yaml:4: worker.max_failures 0: must be at least 1`},
+		{name: "negative max failed terms", yaml: minimal + "worker:\n  max_failed_terms: -1\n", want: `config.yaml:4: worker.max_failed_terms -1: must not be negative (0: never give up)`},
 		{name: "backoff above max", yaml: minimal + "worker:\n  restart_backoff: 1m\n", want: `config.yaml:4: worker.restart_backoff 1m0s: must not exceed worker.restart_backoff_max (30s)`},
 		{name: "bad log level", yaml: minimal + "log:\n  level: verbose\n", want: `config.yaml:4: log.level "verbose": must be one of debug, info, warn, error`},
 		{name: "bad http addr", yaml: minimal + "http:\n  addr: \"8080\"\n", want: `config.yaml:4: http.addr "8080": want host:port, such as "127.0.0.1:8080" or ":8080"`},
@@ -84,6 +85,10 @@ func TestParse_Errors(t *testing.T) {
 		{name: "bad misfire", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    misfire: catch-up\n", want: `config.yaml:6: jobs[0].misfire "catch-up": must be one of skip, run-once`},
 		{name: "restart on cron job", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    restart: always\n", want: `config.yaml:6: jobs[0].restart "always": only for jobs without a schedule (pull jobs)`},
 		{name: "bad restart", yaml: minimal + "jobs:\n  - name: a\n    restart: sometimes\n", want: `config.yaml:5: jobs[0].restart "sometimes": must be one of always, on-failure, never`},
+		// Issue 14, point 11: the time zone of a cron job.
+		{name: "unknown time zone", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"0 2 * * *\"\n    time_zone: Mars/Olympus\n", want: `config.yaml:6: jobs[0].time_zone "Mars/Olympus": unknown time zone: want an IANA name such as Europe/Paris, or UTC`},
+		{name: "time zone on a pull job", yaml: minimal + "jobs:\n  - name: a\n    time_zone: UTC\n", want: `config.yaml:5: jobs[0].time_zone "UTC": only for jobs with a schedule`},
+		{name: "time zone and CRON_TZ", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"CRON_TZ=UTC 0 2 * * *\"\n    time_zone: Europe/Paris\n", want: `config.yaml:6: jobs[0].time_zone "Europe/Paris": the schedule has a CRON_TZ= prefix already: keep one of them`},
 
 		// The environment.
 		{name: "env negative duration", yaml: minimal, env: []string{"SOLO_ELECTION_TTL=-1s"}, want: `SOLO_ELECTION_TTL="-1s": must be positive`},
@@ -309,7 +314,7 @@ func TestEnvVars(t *testing.T) {
 		"SOLO_ELECTION_RENEW_INTERVAL", "SOLO_ELECTION_RENEW_DEADLINE", "SOLO_ELECTION_RETRY_INTERVAL",
 		"SOLO_ELECTION_RESIGN_COOLDOWN", "SOLO_ELECTION_SHUTDOWN_TIMEOUT", "SOLO_ELECTION_DRIFT",
 		"SOLO_ELECTION_MIN_REPLICAS", "SOLO_ELECTION_REPLICA_TIMEOUT", "SOLO_ELECTION_VALUE", "SOLO_ELECTION_MODE",
-		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX",
+		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX", "SOLO_WORKER_MAX_FAILED_TERMS",
 		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
 	}
 	if got := EnvVars(); !slices.Equal(got, want) {
@@ -333,12 +338,12 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 			},
 			Mode: worker.ModeStandby,
 		},
-		Worker: worker.Policy{MaxFailures: 3, RestartBackoff: 2 * time.Second, RestartBackoffMax: time.Minute},
+		Worker: worker.Policy{MaxFailures: 3, RestartBackoff: 2 * time.Second, RestartBackoffMax: time.Minute, MaxFailedTerms: 4},
 		HTTP:   HTTPConfig{Addr: "127.0.0.1:8080"},
 		Fence:  FenceConfig{DSN: "postgres://solo:secret@127.0.0.1:5432/app", Table: "app_fence"},
 		Log:    LogConfig{Level: "debug", Dev: true},
 		Jobs: []JobConfig{
-			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce},
+			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce, TimeZone: "Europe/Paris"},
 			{Name: "sync", Command: []string{"/usr/local/bin/sync", "--once"}, Restart: worker.RestartOnFailure},
 		},
 	}

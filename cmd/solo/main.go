@@ -5,15 +5,20 @@
 //	solo run [-c config.yaml]                 (the jobs listed in config.yaml)
 //	solo status [-c config.yaml] [--name NAME] [--json | --watch] [NAME...]
 //	solo resign [-c config.yaml] [--name NAME] [--wait 30s] [NAME]
+//	solo forget [-c config.yaml] NAME
 //	solo demo
 //	solo version
 //
-// run, status and resign take the same configuration flags.
+// run, status, resign and forget take the same configuration flags;
+// `solo --help` and `solo COMMAND --help` document every flag (help.go).
 //
-// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error,
-// 3 no leader (status, resign), 4 the instance that resigned leads again
-// and no other took over (resign). solo run whose program ended and is not
-// restarted exits with the program's code.
+// Exit codes (exitCodes in help.go): 0 success, 1 runtime error, 2 usage
+// or configuration error, 3 no leader (status, resign), 4 the instance
+// that resigned leads again and no other took over (resign), 5 gave up
+// after worker.max_failed_terms failed terms (run --exit-on-give-up), 6 a
+// lease is held (forget), 126/127 the program is not executable / not
+// found (run). solo run whose program ended and is not restarted exits
+// with the program's code.
 package main
 
 import (
@@ -38,6 +43,9 @@ const (
 	// exitSameLeader: solo resign saw the resigner come back after its
 	// cooldown, with no other instance taking over.
 	exitSameLeader = 4
+	// exitGaveUp: solo run --exit-on-give-up stopped campaigning after
+	// worker.max_failed_terms failed terms in a row.
+	exitGaveUp = 5
 )
 
 // version may be set at build time with -ldflags "-X main.version=...";
@@ -57,23 +65,8 @@ func soloVersion() string {
 	return "(devel)"
 }
 
-const usage = `usage:
-  solo run [FLAGS] [--restart always|on-failure|never] [--child-exit-code=false] [--once] [--try DURATION] -- PROGRAM [ARGS...]
-  solo run [FLAGS]                     run the jobs listed in config.yaml
-  solo status [FLAGS] [--json | --watch] [NAME...]
-  solo resign [FLAGS] [--wait 30s] [NAME]
-  solo demo [--redis URL]              a guided failover demo on an embedded Redis
-  solo version
-
-FLAGS, the same on run, status and resign (each overrides the key and its SOLO_* variable):
-  -c FILE (config.yaml)  --redis URL  --name NAME  --ttl DURATION  --value VALUE (proclaimed while leading)
-  --fence-dsn DSN  --fence-table TABLE  --dev  --log-format auto|console|json
-
-exit codes: 0 ok, 1 runtime error, 2 usage or configuration error, 3 no leader
-(status, resign), 4 only the resigner came back (resign); run passes on the
-exit code of a program that ended and is not restarted (--once: exit 0 when
-another instance holds the lease; --try: exit 1 when not acquired in time)
-`
+// usage is the short reminder printed after a wrong command.
+const usage = "usage: solo run|status|resign|forget|demo|version [FLAGS] ...; solo --help for more\n"
 
 func main() {
 	// go-redis logs dial failures through a package-level logger of its own;
@@ -110,24 +103,25 @@ func usageErr(format string, args ...any) error {
 // run is main without the exit: it returns the exit code.
 func run(args []string, stdout, stderr io.Writer, env []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, overview(env))
 		return exitUsage
 	}
-	var err error
-	switch args[0] {
-	case "run":
-		err = runCommand(args[1:], stdout, stderr, env)
-	case "status":
-		err = statusCommand(args[1:], stdout, stderr, env)
-	case "resign":
-		err = resignCommand(args[1:], stdout, stderr, env)
-	case "demo":
-		err = demoCommand(args[1:], stdout, stderr, env)
-	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "solo", soloVersion())
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-	default:
+	switch {
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help":
+		name := ""
+		if args[0] == "help" && len(args) > 1 {
+			name = args[1]
+		}
+		if !printHelp(stdout, name, env) {
+			fmt.Fprintf(stderr, "solo: unknown command %q\n%s", name, usage)
+			return exitUsage
+		}
+		return exitOK
+	case wantsHelp(args[1:]) && printHelp(stdout, args[0], env):
+		return exitOK
+	}
+	err := dispatch(args[0], args[1:], stdout, stderr, env)
+	if errors.Is(err, errUnknownCommand) {
 		fmt.Fprintf(stderr, "solo: unknown command %q\n%s", args[0], usage)
 		return exitUsage
 	}
@@ -143,6 +137,29 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 		fmt.Fprintln(stderr, "solo:", err)
 	}
 	return code
+}
+
+// errUnknownCommand is dispatch's error for a name that is no command.
+var errUnknownCommand = errors.New("unknown command")
+
+// dispatch runs subcommand name.
+func dispatch(name string, args []string, stdout, stderr io.Writer, env []string) error {
+	switch name {
+	case "run":
+		return runCommand(args, stdout, stderr, env)
+	case "status":
+		return statusCommand(args, stdout, stderr, env)
+	case "resign":
+		return resignCommand(args, stdout, stderr, env)
+	case "forget":
+		return forgetCommand(args, stdout, stderr, env)
+	case "demo":
+		return demoCommand(args, stdout, stderr, env)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "solo", soloVersion())
+		return nil
+	}
+	return errUnknownCommand
 }
 
 // errQuiet marks an error already reported (flag parsing prints its own).

@@ -23,10 +23,13 @@ import (
 // program runs an external command as a job, under a keeper process (see
 // keeper.go): with the term in its environment, and never past the lease.
 type program struct {
-	argv     []string
-	env      []string // the program's environment, without the SOLO_* variables
-	election string
-	id       string
+	argv []string
+	// job is the job's name, given to the program as SOLO_JOB; prefix,
+	// when set, is written before every line of its output.
+	job, prefix string
+	env         []string // the program's environment, without the SOLO_* variables
+	election    string
+	id          string
 	// fenceTable, when set, is the fence table the term was claimed in
 	// (fence.dsn): the program gets it as SOLO_FENCE_TABLE.
 	fenceTable string
@@ -77,11 +80,22 @@ func (p *program) run(ctx context.Context) error {
 		"SOLO_TERM="+strconv.FormatUint(term, 10),
 		"SOLO_ELECTION="+p.election,
 		"SOLO_ID="+p.id,
+		"SOLO_JOB="+p.job,
 	)
 	if p.fenceTable != "" {
 		env = append(env, "SOLO_FENCE_TABLE="+p.fenceTable)
 	}
-	k, err := p.sup.start(path, p.argv, env, p.killAfter, deadline(), p.stdout, p.stderr)
+	stdout, stderr := p.stdout, p.stderr
+	if p.prefix != "" {
+		pp, err := newPrefixed(p.prefix, p.stdout, p.stderr)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", p.argv[0], err)
+		}
+		defer pp.wait()
+		defer pp.closeWriters() // the keeper has its own copies once started
+		stdout, stderr = pp.stdout, pp.stderr
+	}
+	k, err := p.sup.start(path, p.argv, env, p.killAfter, deadline(), stdout, stderr)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", p.argv[0], err)
 	}

@@ -88,6 +88,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	restart := fs.String("restart", string(worker.RestartAlways), "when PROGRAM exits on its own: always, on-failure or never; when it is not restarted, solo releases the lease and exits")
 	childExit := fs.Bool("child-exit-code", true, "when PROGRAM ended and is not restarted, exit with its exit code (128+N for signal N); false: exit 0")
 	once := fs.Bool("once", false, "run PROGRAM at most once: if the lease is free, run it and exit with its code; if another instance holds it, exit 0 at once (with --try: wait that long for it)")
+	exitOnGiveUp := fs.Bool("exit-on-give-up", false, "exit 5 once the election had worker.max_failed_terms failed terms in a row (default: stay up, not campaigning, with /readyz failing)")
 	try := fs.Duration("try", 0, "give up acquiring the lease after this `duration` and exit 1 (default: wait for ever)")
 	var passEnv listFlag
 	fs.Var(&passEnv, "pass-env", "`NAMES` of SOLO_* variables to pass to the program (comma-separated, repeatable); by default none is")
@@ -241,6 +242,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	if dashes {
 		p := base
 		p.argv = argv
+		p.job = filepath.Base(argv[0])
 		job := p.run
 		if *once {
 			// One term at most: however the program's run ends, solo exits
@@ -274,7 +276,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 				return err
 			}
 		}
-		if err := w.Pull(filepath.Base(argv[0]), job, worker.WithRestart(r)); err != nil {
+		if err := w.Pull(p.job, job, worker.WithRestart(r)); err != nil {
 			return usageErr("%w", err)
 		}
 	}
@@ -284,9 +286,15 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}
 		p := base
 		p.argv = j.Command
+		p.job = j.Name
+		if len(cfg.Jobs) > 1 {
+			// Several jobs share solo's stdout and stderr: prefix each
+			// line with its job. One job's output is passed untouched.
+			p.prefix = "[" + j.Name + "] "
+		}
 		p.log = base.log.With(zap.String("job", j.Name))
 		if j.Schedule != "" {
-			err = w.Cron(j.Name, j.Schedule, p.run, worker.WithMisfire(j.Misfire))
+			err = w.Cron(j.Name, j.Spec(), p.run, worker.WithMisfire(j.Misfire))
 		} else {
 			err = w.Pull(j.Name, p.run, worker.WithRestart(j.Restart))
 		}
@@ -339,6 +347,17 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	// Never exit while a program tree lives, whatever Run returned (after
 	// ErrStopTimeout the keeper is still killing it, on its own deadline).
 	sup.wait()
+	if errors.Is(err, worker.ErrGaveUp) {
+		// Logged by the worker. Exit if asked; else stay up, campaigning
+		// no more, so that /readyz and the metric tell (a supervisor
+		// restarting solo would only start the ping-pong again).
+		if *exitOnGiveUp {
+			return &codeError{code: exitGaveUp, err: err}
+		}
+		log.Info("not campaigning any more; waiting for a signal to exit")
+		<-ctx.Done()
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -24,3 +24,13 @@ func TestREADME_QuickStartIsTheBasicExampleVerbatim(t *testing.T) {
 		t.Fatal("README.md does not contain examples/basic/main.go verbatim in a ```go block")
 	}
 }
+
+// The worker snippet is a program that compiles (go vet ./... builds it).
+// Mutation: deleting its import block from README.md fails this with the
+// message below.
+func TestREADME_WorkerSnippetIsTheQuickstartVerbatim(t *testing.T) {
+	readme, src := read(t, "README.md"), read(t, "internal/docs/workerquickstart/main.go")
+	if !strings.Contains(readme, "```go\n"+src+"```") {
+		t.Fatal("README.md does not contain internal/docs/workerquickstart/main.go verbatim in a ```go block")
+	}
+}

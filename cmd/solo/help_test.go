@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// helpOf runs solo with args and returns its exit code and stdout.
+func helpOf(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb, []string{"SOLO_CONFIG=/dev/null"}); code != 0 || errb.Len() > 0 {
+		t.Fatalf("solo %q = %d, stderr %q", args, code, errb.String())
+	}
+	return out.String()
+}
+
+// Every flag a command registers is in its --help, in `solo --help` and
+// in README's command reference (issue 14, point 8). Mutation: a flag
+// added to runCommand and not to README fails with `README's command
+// reference lacks run's flag --exit-on-give-up` (checked by removing it).
+func TestHelp_ListsEveryFlag(t *testing.T) {
+	overview := helpOf(t, "--help")
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := string(readme)
+	start := strings.Index(ref, "### Command reference")
+	if start < 0 {
+		t.Fatal("README.md has no \"### Command reference\"")
+	}
+	ref = ref[start:]
+	ref = ref[:strings.Index(ref, "\n## ")]
+	for _, d := range commands {
+		help := helpOf(t, d.name, "--help")
+		if help != helpOf(t, "help", d.name) {
+			t.Errorf("solo %s --help and solo help %s differ", d.name, d.name)
+		}
+		if !strings.Contains(overview, "  "+d.name+" ") || !strings.Contains(ref, "`solo "+d.name) {
+			t.Errorf("command %s missing from solo --help or README", d.name)
+		}
+		for _, want := range []string{"usage:", "exit codes:", "examples:"} {
+			if !strings.Contains(help, want) {
+				t.Errorf("solo %s --help lacks %q", d.name, want)
+			}
+		}
+		names := flagNames(flagDefaults(d.name, nil))
+		if d.name == "run" && len(names) < 15 {
+			t.Fatalf("run registers %d flags? %q", len(names), names)
+		}
+		for _, n := range names {
+			dashed := "--" + n
+			if len(n) == 1 {
+				dashed = "-" + n
+			}
+			if !strings.Contains(help, "  -"+n+"\n") && !strings.Contains(help, "  -"+n+" ") {
+				t.Errorf("solo %s --help lacks its flag -%s", d.name, n)
+			}
+			if !strings.Contains(overview, "-"+n) {
+				t.Errorf("solo --help lacks %s's flag -%s", d.name, n)
+			}
+			if !strings.Contains(ref, "`"+dashed) {
+				t.Errorf("README's command reference lacks %s's flag %s", d.name, dashed)
+			}
+		}
+		if d.config && !strings.Contains(help, "SOLO_ELECTION_TTL") || d.name == "run" && !strings.Contains(help, "SOLO_JOB") {
+			t.Errorf("solo %s --help lacks the environment", d.name)
+		}
+	}
+	// After "--" the arguments are the program's.
+	if wantsHelp([]string{"--", "prog", "--help"}) || !wantsHelp([]string{"NAME", "-h"}) {
+		t.Error("wantsHelp looks past --, or misses -h after a name")
+	}
+}
+
+// The exit codes documented are exactly the exit* constants of the
+// command, and README lists each. Mutation: a new constant exitFoo = 7
+// fails with "exit codes in the code [0 1 2 3 4 5 6 7 126 127], in the
+// help [0 1 2 3 4 5 6 126 127]".
+func TestHelp_ExitCodesAreTheConstants(t *testing.T) {
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inCode []int
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok || len(vs.Values) != len(vs.Names) {
+				return true
+			}
+			for i, name := range vs.Names {
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if strings.HasPrefix(name.Name, "exit") && ok && lit.Kind == token.INT {
+					v, _ := strconv.Atoi(lit.Value)
+					inCode = append(inCode, v)
+				}
+			}
+			return true
+		})
+	}
+	var inHelp []int
+	for _, e := range exitCodes {
+		inHelp = append(inHelp, e.code)
+	}
+	slices.Sort(inCode)
+	inCode = slices.Compact(inCode)
+	if !slices.Equal(inCode, inHelp) {
+		t.Fatalf("exit codes in the code %v, in the help %v", inCode, inHelp)
+	}
+	readme, _ := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	overview := helpOf(t, "--help")
+	for _, c := range inHelp {
+		s := strconv.Itoa(c)
+		if !strings.Contains(string(readme), "| "+s+" |") && !strings.Contains(string(readme), " "+s+", ") && !strings.Contains(string(readme), ", "+s+" |") {
+			t.Errorf("README lacks exit code %d", c)
+		}
+		if !strings.Contains(overview, "  "+s+"  ") {
+			t.Errorf("solo --help lacks exit code %d", c)
+		}
+	}
+}
