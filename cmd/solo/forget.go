@@ -90,17 +90,29 @@ func forgetCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	return nil
 }
 
-// electionKeys lists the election's keys but the lease: PREFIX:{NAME}:*,
-// on every primary of a Cluster (the hash tag puts them all on one).
+// electionKeys lists the election's keys but the lease: the term, info,
+// candidates and cp:* keys under PREFIX:{NAME}:, on every primary of a
+// Cluster (the hash tag puts them all on one). Other keys under the same
+// tag are not the election's: a lock of the same name (package
+// leader/lock: PREFIX:{NAME}:lock…) may be held right now, and forgetting
+// its term key would be forgetting a lock someone holds.
 func electionKeys(ctx context.Context, client redis.UniversalClient, lc leader.Config) ([]string, error) {
-	pattern := globEscape(lc.Key("")) + "*"
-	lease := lc.LeaseKey()
+	prefix := lc.Key("")
+	pattern := globEscape(prefix) + "*"
+	mine := func(k string) bool {
+		switch suffix := strings.TrimPrefix(k, prefix); suffix {
+		case "term", "info", "candidates":
+			return true
+		default:
+			return strings.HasPrefix(suffix, "cp:")
+		}
+	}
 	var mu sync.Mutex
 	var keys []string
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		for it.Next(ctx) {
-			if k := it.Val(); k != lease {
+			if k := it.Val(); mine(k) {
 				mu.Lock()
 				keys = append(keys, k)
 				mu.Unlock()
