@@ -372,3 +372,8 @@ func length(ws []Window) int64 {
 	}
 	return n
 }
+
+// Outside returns how long [from, to] lasts outside the windows.
+func Outside(from, to int64, windows []Window) int64 {
+	return length(subtract([]Window{{from, to}}, windows))
+}
