@@ -137,6 +137,22 @@ type unit struct {
 	since    time.Time
 }
 
+// ModeSpread is the configuration mode (solo's election.mode) that runs the
+// jobs under a Spread instead of one election. A Worker does not take it:
+// build a Spread (NewSpread, SpreadModule).
+const ModeSpread Mode = "spread"
+
+// electorKey is the context key of a spread job's elector.
+type electorKey struct{}
+
+// ElectorFrom returns the elector of the job whose term ctx belongs to,
+// under a Spread (every job has its own); ok is false elsewhere. A job
+// reads its election's name, its holder ID and its status from it.
+func ElectorFrom(ctx context.Context) (e *leader.Elector, ok bool) {
+	e, ok = ctx.Value(electorKey{}).(*leader.Elector)
+	return e, ok
+}
+
 // errOverShare hands a term back: this instance already runs its share.
 var errOverShare = errors.New("worker: over this instance's share")
 
@@ -545,7 +561,7 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 		default:
 		}
 	}()
-	return u.w.term(ctx, u.w.jobs, u.e.Checkpoint)
+	return u.w.term(context.WithValue(ctx, electorKey{}, u.e), u.w.jobs, u.e.Checkpoint)
 }
 
 //go:embed spread.lua
