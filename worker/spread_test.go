@@ -2,12 +2,16 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
@@ -204,5 +208,63 @@ func TestSpread_BadInput(t *testing.T) {
 	}
 	if _, err := worker.Sharded("x", 0, func(context.Context, int) error { return nil }); err == nil {
 		t.Error("0 shards accepted")
+	}
+}
+
+// TestSpreadModule_RunsShardsPerElection: the fx module runs the group's
+// jobs (here the shards of one sharded job, given as one []Job flattened
+// into the group), each under its own election GROUP.JOB with its own term,
+// serves the assignment on /leader, and releases every lease on stop.
+func TestSpreadModule_RunsShardsPerElection(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	cfg := leader.Config{Name: "fxg", TTL: time.Second}
+	terms := make(chan uint64, 3)
+	shards := func() ([]worker.Job, error) {
+		return worker.Sharded("s", 3, func(ctx context.Context, _ int) error {
+			if e, ok := worker.ElectorFrom(ctx); !ok || !strings.HasPrefix(e.Config().Name, "fxg.s/") {
+				t.Errorf("ElectorFrom = %v, %v", e, ok)
+			}
+			term, _ := leader.TermFrom(ctx)
+			terms <- term
+			<-ctx.Done()
+			return nil
+		})
+	}
+	var s *worker.Spread
+	app := fxtest.New(t,
+		fx.NopLogger,
+		fx.Provide(func() redis.UniversalClient { return client }),
+		worker.SpreadModule(cfg, worker.SpreadConfig{}),
+		fx.Provide(fx.Annotate(shards, fx.ResultTags(`group:"`+worker.JobGroup+`,flatten"`))),
+		fx.Populate(&s),
+	)
+	app.RequireStart()
+	seen := map[uint64]bool{}
+	for range 3 {
+		select {
+		case term := <-terms:
+			seen[term] = true
+		case <-time.After(10 * time.Second):
+			t.Fatal("not every shard started")
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("terms %v: want three distinct terms, one per election", seen)
+	}
+	info := s.Info(context.Background())
+	for _, a := range info.Jobs {
+		if !a.Self || a.Instance != s.Member() || a.Holder == nil {
+			t.Errorf("assignment %+v: want held here", a)
+		}
+	}
+	app.RequireStop()
+	for i := range 3 {
+		c := cfg
+		c.Name = fmt.Sprintf("fxg.s/%d", i)
+		if _, err := leader.Lookup(context.Background(), client, c); !errors.Is(err, leader.ErrNoLeader) {
+			t.Errorf("%s after stop: %v, want ErrNoLeader (released)", c.Name, err)
+		}
 	}
 }
