@@ -41,6 +41,9 @@ type SpreadConfig struct {
 
 // withDefaults fills zero fields from the group's election config.
 func (c SpreadConfig) withDefaults(e leader.Config) SpreadConfig {
+	if e.TTL == 0 {
+		e.TTL = leader.DefaultTTL
+	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = e.TTL / 3
 	}
@@ -53,23 +56,24 @@ func (c SpreadConfig) withDefaults(e leader.Config) SpreadConfig {
 	return c
 }
 
-// Validate checks c with the defaults of the election config e applied; the
-// error names the field and its value (spread.FIELD).
+// Validate checks c with the defaults of the election config e applied. It
+// returns a *leader.ConfigError naming the field (heartbeat, member_ttl,
+// min_hold) and its value.
 func (c SpreadConfig) Validate(e leader.Config) error {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
 	}{{"heartbeat", c.Heartbeat}, {"member_ttl", c.MemberTTL}, {"min_hold", c.MinHold}} {
 		if f.v < 0 {
-			return fmt.Errorf("worker: spread.%s %s: must not be negative", f.name, f.v)
+			return &leader.ConfigError{Field: f.name, Value: f.v, Reason: "must not be negative"}
 		}
 	}
 	d := c.withDefaults(e)
 	if d.Heartbeat < time.Millisecond {
-		return fmt.Errorf("worker: spread.heartbeat %s: must be at least 1ms", d.Heartbeat)
+		return &leader.ConfigError{Field: "heartbeat", Value: d.Heartbeat, Reason: "must be at least 1ms"}
 	}
 	if d.MemberTTL <= d.Heartbeat {
-		return fmt.Errorf("worker: spread.member_ttl %s: must be above spread.heartbeat %s", d.MemberTTL, d.Heartbeat)
+		return &leader.ConfigError{Field: "member_ttl", Value: d.MemberTTL, Reason: "must be above heartbeat " + d.Heartbeat.String()}
 	}
 	return nil
 }
@@ -202,7 +206,7 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	}
 	cfg = probe.Config() // defaults applied; ID now has its random part
 	if err := sc.Validate(cfg); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("worker: spread: %w", err)
 	}
 	tmpl, err := New(probe, opts...)
 	if err != nil {

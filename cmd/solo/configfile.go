@@ -55,6 +55,11 @@ type Config struct {
 	// Log is the zap logger's setup.
 	Log LogConfig `yaml:"log"`
 
+	// Spread tunes election.mode spread: each job an election of its own
+	// (GROUP.JOB, the group being election.name), spread over the live
+	// instances (worker.Spread).
+	Spread worker.SpreadConfig `yaml:"spread"`
+
 	// Jobs are the commands `solo run` runs under leadership when it is
 	// given none on its command line. Not overridable from the environment.
 	Jobs []JobConfig `yaml:"jobs"`
@@ -264,9 +269,15 @@ func (c Config) Validate() error {
 		return err
 	}
 	switch c.Election.Mode {
-	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways:
+	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways, worker.ModeSpread:
 	default:
-		return &ConfigError{Key: "election.mode", Value: strconv.Quote(string(c.Election.Mode)), Reason: "must be one of elect, standby, always"}
+		return &ConfigError{Key: "election.mode", Value: strconv.Quote(string(c.Election.Mode)), Reason: "must be one of elect, standby, always, spread"}
+	}
+	if err := c.Spread.Validate(c.LeaderConfig()); err != nil {
+		if le, ok := errors.AsType[*leader.ConfigError](err); ok {
+			return &ConfigError{Key: "spread." + le.Field, Value: formatValue(le.Value), Reason: le.Reason}
+		}
+		return &ConfigError{Key: "spread", Reason: err.Error()}
 	}
 	if err := validatePolicy(c.Worker); err != nil {
 		return err
