@@ -194,7 +194,7 @@ func Sharded(name string, n int, fn func(ctx context.Context, shard int) error, 
 // ID is cfg.ID (default HOST-PID) plus a random part, and every holder ID
 // of its jobs is MEMBER-RANDOM. opts are the Worker options every job's
 // worker gets (WithLogger, WithMetrics, WithPolicy, WithFence,
-// WithLocation); modes other than ModeElect are refused. It validates cfg
+// WithLocation); WithMode other than ModeSpread or ModeElect is refused. It validates cfg
 // and sc and does not contact Redis.
 func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig, opts ...Option) (*Spread, error) {
 	if client == nil {
@@ -208,15 +208,22 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	if err := sc.Validate(cfg); err != nil {
 		return nil, fmt.Errorf("worker: spread: %w", err)
 	}
+	var probeW Worker
+	for _, o := range opts {
+		o.apply(&probeW)
+	}
+	switch probeW.mode {
+	case "", ModeElect, ModeSpread:
+		opts = append(slices.Clone(opts), WithMode(ModeElect)) // each job: one election
+	default:
+		return nil, fmt.Errorf("worker: mode %q: spreading jobs needs mode spread (or elect)", probeW.mode)
+	}
+	if probeW.onChange != nil {
+		return nil, errors.New("worker: WithOnLeaderChange: not supported when spreading jobs")
+	}
 	tmpl, err := New(probe, opts...)
 	if err != nil {
 		return nil, err
-	}
-	if tmpl.mode != ModeElect {
-		return nil, fmt.Errorf("worker: mode %q: spreading jobs needs mode elect", tmpl.mode)
-	}
-	if tmpl.onChange != nil {
-		return nil, errors.New("worker: WithOnLeaderChange: not supported when spreading jobs")
 	}
 	s := &Spread{
 		client: client,
@@ -228,12 +235,8 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 		kick:   make(chan struct{}, 1),
 	}
 	s.base = zap.NewNop()
-	for _, o := range opts {
-		var w Worker
-		o.apply(&w)
-		if w.log != nil {
-			s.base = w.log
-		}
+	if probeW.log != nil {
+		s.base = probeW.log
 	}
 	s.log = s.base.Named("spread").With(zap.String("group", cfg.Name), zap.String("member", s.member))
 	return s, nil
