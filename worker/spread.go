@@ -341,6 +341,24 @@ func (s *Spread) Run(ctx context.Context) error {
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
+	// The group's notices (spread.lua publishes one when a member joins,
+	// leaves or is pruned) make every member rebalance at once; they come
+	// over the hub's one pub/sub connection. Without them (Redis down) the
+	// heartbeat still rebalances, a heartbeat later.
+	closeWatch := func() {}
+	if gl, err := hub.NewRedisLock(s.cfg); err == nil {
+		if gw, err := gl.Watch(ctx); err == nil {
+			wg.Go(func() {
+				for range gw.Events() { // closed by gw.Close
+					select {
+					case s.kick <- struct{}{}:
+					default:
+					}
+				}
+			})
+			closeWatch = func() { _ = gw.Close() }
+		}
+	}
 	errs := make(chan error, len(units))
 	c := &control{s: s, units: units, wg: &wg, errs: errs, ctx: ctx}
 	t := time.NewTimer(0)
@@ -376,6 +394,7 @@ func (s *Spread) Run(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	closeWatch()
 	wg.Wait()
 	close(errs)
 	var err error
@@ -492,7 +511,9 @@ func (c *control) step() {
 	if c.wantSince.IsZero() {
 		c.wantSince = now
 	}
-	if share > 0 && now.Sub(c.wantSince) < s.sc.Heartbeat*time.Duration(load)/time.Duration(share) {
+	// The least loaded campaign at once, the others up to a heartbeat
+	// later, in proportion to how far above the least loaded they are.
+	if delay := s.sc.Heartbeat * time.Duration(load-minLoad) / time.Duration(max(1, share-minLoad)); now.Sub(c.wantSince) < delay {
 		return
 	}
 	for _, u := range c.units {
@@ -589,7 +610,7 @@ func (s *Spread) heartbeat(ctx context.Context, load int, leave bool) ([]Member,
 	}
 	idle := max(10*s.sc.MemberTTL, time.Minute).Milliseconds()
 	res, err := heartbeatScript.Run(ctx, s.client, []string{s.membersKey(), s.loadsKey()},
-		s.member, ttl, load, idle).StringSlice()
+		s.member, ttl, load, idle, s.cfg.EventsChannel()).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
 	}

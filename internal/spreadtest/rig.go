@@ -383,3 +383,20 @@ func length(ws []Window) int64 {
 func Outside(from, to int64, windows []Window) int64 {
 	return length(subtract([]Window{{from, to}}, windows))
 }
+
+// Gaps returns the spans of [from, to] outside the windows during which
+// job ran nowhere.
+func Gaps(evs []Event, job int, from, to int64, windows []Window) []Window {
+	var runs []Window
+	for _, r := range Runs(evs) {
+		if r.Job != job {
+			continue
+		}
+		end := r.End
+		if end == 0 {
+			end = to
+		}
+		runs = append(runs, Window{r.Start, end})
+	}
+	return subtract(subtract([]Window{{from, to}}, windows), runs)
+}

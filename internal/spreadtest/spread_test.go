@@ -187,6 +187,12 @@ func TestSpread_Churn(t *testing.T) {
 		worst, 100*cov, ms(outside), 100*all, ms(end-start), moves, minMoves, ms(settled-windows[len(windows)-1].From))
 	if cov < 0.99 {
 		t.Errorf("job %d ran %.3f%% of the time outside failover windows, want ≥ 99%%", worst, 100*cov)
+		for _, g := range spreadtest.Gaps(evs, worst, start, end, windows) {
+			t.Logf("job %d idle from +%s for %s", worst, ms(g.From-start), ms(g.To-g.From))
+		}
+		for i, w := range windows {
+			t.Logf("event %d (%s) at +%s", i, log[i], ms(w.From-start))
+		}
 	}
 	if moves > 2*minMoves {
 		t.Errorf("%d moves, want at most twice the minimum %d", moves, minMoves)
