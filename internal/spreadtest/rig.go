@@ -104,10 +104,10 @@ func (r *Rig) Spawn() string {
 		}
 		// EOF: the process exited; after Wait none of its code runs.
 		_ = cmd.Wait()
-		r.add(Event{Kind: "reaped", Inst: id, Mono: Mono()})
 		r.mu.Lock()
-		delete(r.procs, id)
+		delete(r.procs, id) // before the event: who waits for it sees it gone
 		r.mu.Unlock()
+		r.add(Event{Kind: "reaped", Inst: id, Mono: Mono()})
 	})
 	return id
 }
