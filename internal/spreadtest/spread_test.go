@@ -186,6 +186,9 @@ func TestSpread_Churn(t *testing.T) {
 	outside := spreadtest.Outside(start, end, windows)
 	moves := spreadtest.Moves(evs, start)
 	t.Logf("events: %s", strings.Join(log, ", "))
+	if worst < 0 {
+		t.Logf("4. every job ran all the time outside the failover windows")
+	}
 	t.Logf("4. worst job (%d) ran %.3f%% of the %s outside failover windows (%.3f%% of all %s); moves %d, minimum %d; settled %s after the last event",
 		worst, 100*cov, ms(outside), 100*all, ms(end-start), moves, minMoves, ms(settled-windows[len(windows)-1].From))
 	if cov < 0.99 {
