@@ -117,7 +117,6 @@ type Spread struct {
 	units    []*unit // name order; set by Run
 	limit    int     // the share: the most jobs a term may start with
 	members  []Member
-	shedding int
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -265,12 +264,12 @@ func (s *Spread) Add(jobs ...Job) error {
 			return fmt.Errorf("worker: job %q: %w", j.Name(), err)
 		}
 		s.mu.Lock()
-		running := s.running
-		s.mu.Unlock()
-		if running {
-			return ErrRunning
+		err := ErrRunning
+		if !s.running {
+			err = s.tmpl.Add(j)
 		}
-		if err := s.tmpl.Add(j); err != nil {
+		s.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
@@ -309,7 +308,9 @@ func (s *Spread) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	s.running = true
+	s.tmpl.mu.Lock()
 	jobs := slices.Clone(s.tmpl.jobs)
+	s.tmpl.mu.Unlock()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -337,7 +338,7 @@ func (s *Spread) Run(ctx context.Context) error {
 		units = append(units, &unit{name: j.name, e: e, w: w})
 	}
 	s.mu.Lock()
-	s.units, s.members, s.limit, s.shedding = units, nil, 0, 0
+	s.units, s.members, s.limit = units, nil, 0
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -359,7 +360,7 @@ func (s *Spread) Run(ctx context.Context) error {
 			closeWatch = func() { _ = gw.Close() }
 		}
 	}
-	errs := make(chan error, len(units))
+	errs := make(chan error, 1)
 	c := &control{s: s, units: units, wg: &wg, errs: errs, ctx: ctx}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -397,13 +398,7 @@ func (s *Spread) Run(ctx context.Context) error {
 	closeWatch()
 	wg.Wait()
 	close(errs)
-	var err error
-	for e := range errs {
-		if err == nil {
-			err = e
-		}
-	}
-	return err
+	return <-errs // nil when closed empty
 }
 
 // control is Run's balancing state, used by Run's goroutine only.
@@ -535,7 +530,10 @@ func (c *control) start(u *unit) {
 		u.running, u.cancel = false, nil
 		s.mu.Unlock()
 		if err != nil {
-			c.errs <- fmt.Errorf("job %q: %w", u.name, err)
+			select { // the first error is the one Run returns
+			case c.errs <- fmt.Errorf("job %q: %w", u.name, err):
+			default:
+			}
 		}
 	})
 }
@@ -544,7 +542,6 @@ func (c *control) start(u *unit) {
 func (c *control) shed(u *unit) {
 	s := c.s
 	u.shedding = true
-	s.shedding++
 	cancel := u.cancel
 	s.log.Info("shedding job to rebalance", zap.String("job", u.name), zap.Uint64("term", u.term))
 	c.wg.Go(func() {
@@ -579,9 +576,6 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		if u.shedding {
-			s.shedding--
-		}
 		u.held, u.shedding, u.term = false, false, 0
 		s.mu.Unlock()
 		select { // recount at once: a lost job may be someone's to take

@@ -58,9 +58,11 @@ func (s *Spread) Info(ctx context.Context) SpreadInfo {
 	s.mu.Unlock()
 	var names []string
 	if units == nil { // not running yet: the registered jobs
+		s.tmpl.mu.Lock()
 		for _, j := range s.tmpl.jobs {
 			names = append(names, j.name)
 		}
+		s.tmpl.mu.Unlock()
 		sort.Strings(names)
 	} else {
 		for _, u := range units {
