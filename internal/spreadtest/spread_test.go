@@ -33,10 +33,10 @@ func checkNoOverlap(t *testing.T, r *spreadtest.Rig) {
 // at once (outside witness: CLOCK_MONOTONIC reports of every run).
 //
 // Mutation checks: (a) runTerm's share check removed (every term won runs):
-// the kill's 10 jobs are raced for and the loser sheds later — "after the
-// kill: 2 moves over the minimum 10" style failures or loads [16 14]; seen:
-// "loads not 15/15 within 3s". (b) control.step never sheds: "not
-// 10/10/10 within 10s of the restart".
+// the survivors race for the killed instance's jobs and the winner sheds
+// the excess later: "12 moves after the kill, want the 10 jobs of the
+// killed instance". (b) control.step never sheds: "not 10/10/10 within 10s:
+// map[i00:5 i01:15 i02:10]".
 func TestSpread_ThreeInstances(t *testing.T) {
 	r := spreadtest.NewRig(t, 30, ttl)
 	t0 := spreadtest.Mono()
