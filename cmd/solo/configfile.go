@@ -629,6 +629,7 @@ var OtherEnvVars = []string{
 	"SOLO_REQUIRE_*",               // SOLO_REQUIRE_REDIS, SOLO_REQUIRE_POSTGRES
 	"SOLO_FAULTS", "SOLO_FAULTS_*", // internal/faults
 	"SOLO_SIM", "SOLO_SIM_*", // internal/sim
+	"SOLO_SPREADTEST", "SOLO_SPREADTEST_*", // internal/spreadtest
 	"SOLO_SUPERVISION_TABLE",               // cmd/solo's measured table
 	"SOLO_LEADER_CHILD", "SOLO_REDIS_ADDR", // leader's child candidates
 	"SOLO_BENCH_CHILD", // bench

@@ -209,7 +209,7 @@ func (r *Rig) WaitLoads(timeout time.Duration, want ...int) (int64, bool) {
 }
 
 func (r *Rig) dumpLogs() {
-	if dir := os.Getenv("SOLO_SPREAD_LOGS"); dir != "" {
+	if dir := os.Getenv("SOLO_SPREADTEST_LOGS"); dir != "" {
 		// Keep every instance's whole log for a post-mortem.
 		if err := os.CopyFS(filepath.Join(dir, filepath.Base(r.logDir)), os.DirFS(r.logDir)); err != nil {
 			r.T.Logf("keep logs: %v", err)

@@ -90,7 +90,7 @@ func TestSpread_ThreeInstances(t *testing.T) {
 }
 
 // TestSpread_Churn is point 4 of issue 12: 100 jobs, 5 instances, 20
-// seeded random joins, graceful leaves and kills (SOLO_SPREAD_SEED replays
+// seeded random joins, graceful leaves and kills (SOLO_SPREADTEST_SEED replays
 // a run; the seed is printed). No job ever runs twice at once; every job
 // runs at least 99% of the time outside the failover windows (a kill:
 // TTL + 2 s; a join or a graceful leave: TTL); moves stay within twice the minimum
@@ -98,18 +98,18 @@ func TestSpread_ThreeInstances(t *testing.T) {
 // floor(jobs/members) to the newcomer).
 func TestSpread_Churn(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SOLO_SPREAD_SEED"); s != "" {
+	if s := os.Getenv("SOLO_SPREADTEST_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			t.Fatalf("SOLO_SPREAD_SEED=%q: %v", s, err)
+			t.Fatalf("SOLO_SPREADTEST_SEED=%q: %v", s, err)
 		}
 		seed = v
 	}
 	events, jobs := 20, 100
-	if os.Getenv("SOLO_SPREAD") == "long" {
+	if os.Getenv("SOLO_SPREADTEST") == "long" {
 		events = 60
 	}
-	t.Logf("seed %d (replay with SOLO_SPREAD_SEED=%d)", seed, seed)
+	t.Logf("seed %d (replay with SOLO_SPREADTEST_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 12))
 	// A longer TTL than the other tests: seven race-instrumented processes
 	// with a hundred elections each on two shared cores are starved for
