@@ -112,11 +112,11 @@ type Spread struct {
 	member string
 	kick   chan struct{}
 
-	mu       sync.Mutex
-	running  bool
-	units    []*unit // name order; set by Run
-	limit    int     // the share: the most jobs a term may start with
-	members  []Member
+	mu      sync.Mutex
+	running bool
+	units   []*unit // name order; set by Run
+	limit   int     // the share: the most jobs a term may start with
+	members []Member
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -456,12 +456,22 @@ func (c *control) step() {
 	}
 	now := time.Now()
 
+	// Log lines wait until s.mu is released: a slow log sink must not hold
+	// up a term that starts or ends (runTerm takes s.mu).
+	var logs []func()
+	defer func() {
+		for _, l := range logs {
+			l()
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prevM := len(s.members)
 	s.members, s.limit = members, share
 	if prevM != m {
-		s.log.Info("group changed", zap.Int("members", m), zap.Int("share", share), zap.Int("load", load))
+		logs = append(logs, func() {
+			s.log.Info("group changed", zap.Int("members", m), zap.Int("share", share), zap.Int("load", load))
+		})
 	}
 
 	// 1. Shed the excess: above the share, or at it while another member
@@ -487,6 +497,10 @@ func (c *control) step() {
 		sort.Slice(can, func(i, j int) bool { return score(can[i].name, s.member) < score(can[j].name, s.member) })
 		for _, u := range can[:min(over, len(can))] {
 			c.shed(u)
+			job, term := u.name, u.term
+			logs = append(logs, func() {
+				s.log.Info("shedding job to rebalance", zap.String("job", job), zap.Uint64("term", term))
+			})
 		}
 	}
 
@@ -543,7 +557,6 @@ func (c *control) shed(u *unit) {
 	s := c.s
 	u.shedding = true
 	cancel := u.cancel
-	s.log.Info("shedding job to rebalance", zap.String("job", u.name), zap.Uint64("term", u.term))
 	c.wg.Go(func() {
 		rctx, done := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout+s.cfg.TTL)
 		err := u.e.Resign(rctx)
