@@ -408,7 +408,7 @@ type control struct {
 	wg        *sync.WaitGroup
 	errs      chan error
 	ctx       context.Context
-	beats     int       // successful heartbeats
+	first     time.Time // the first successful heartbeat
 	overSince time.Time // since when this instance is over its share
 	wantSince time.Time // since when this instance wants to campaign
 	failing   bool      // the last heartbeat failed (logged once)
@@ -439,7 +439,9 @@ func (c *control) step() {
 		s.log.Info("heartbeat works again")
 		c.failing = false
 	}
-	c.beats++
+	if c.first.IsZero() {
+		c.first = time.Now()
+	}
 	n, m := len(c.units), len(members)
 	share, floor := (n+m-1)/m, n/m
 	sum, minLoad, maxLoad := 0, n, 0
@@ -506,7 +508,10 @@ func (c *control) step() {
 
 	// 2. Campaign while below the share (or the floor once every job is
 	// held), the least loaded first; otherwise stop campaigning.
-	want := c.beats >= 2 && (load < floor || (sum < n && load < share))
+	// A member campaigns from its second heartbeat on (half a heartbeat
+	// after its first, so not on the notice of its own joining): instances
+	// started together see each other first.
+	want := now.Sub(c.first) >= s.sc.Heartbeat/2 && (load < floor || (sum < n && load < share))
 	if !want {
 		c.wantSince = time.Time{}
 		for _, u := range c.units {

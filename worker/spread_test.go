@@ -2,8 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +183,13 @@ func TestSpread_Sharded(t *testing.T) {
 		t.Error("not every shard started")
 	}
 	info := s.Info(context.Background())
+	rec := httptest.NewRecorder()
+	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
+	var served worker.SpreadInfo
+	if err := json.Unmarshal(rec.Body.Bytes(), &served); err != nil || rec.Code != 200 || len(served.Jobs) != 4 ||
+		served.Members[0].ID != s.Member() || served.Share != 4 || served.Jobs[3].Holder == nil {
+		t.Errorf("/leader: %d %v %s", rec.Code, err, rec.Body)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
