@@ -42,6 +42,14 @@
 // (default), ModeStandby (never leads) and ModeAlways (no election;
 // unsafe, logged as such).
 //
+// Spread (NewSpread, SpreadModule, mode spread in solo's config) runs every
+// job — every shard of a Sharded job — as an election of its own under one
+// leader.Hub, and spreads the jobs over the live instances of a group:
+// members heartbeat in Redis, an instance runs at most ceil(jobs/members)
+// jobs, sheds the excess gracefully (Resign: drain, release, notice) and
+// campaigns while below its share. Each job keeps everything above: its
+// own term, fence claim, checkpoints and metrics.
+//
 // Module wires one election and its jobs for go.uber.org/fx: the
 // application passes the election's leader.Config and options, provides a
 // redis.UniversalClient, and adds jobs to the module's value group

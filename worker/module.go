@@ -43,6 +43,9 @@ const JobGroup = "solo.jobs"
 // for the jobs to drain and the lease to be released, bounded by the stop
 // context: set fx.StopTimeout above cfg.ShutdownTimeout (default TTL) plus
 // a second.
+//
+// To spread the jobs over the instances instead, each job an election of
+// its own, use SpreadModule (same job group, same options).
 func Module(cfg leader.Config, opts ...ModuleOption) fx.Option {
 	var mo moduleOptions
 	for _, o := range opts {

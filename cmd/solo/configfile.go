@@ -55,6 +55,11 @@ type Config struct {
 	// Log is the zap logger's setup.
 	Log LogConfig `yaml:"log"`
 
+	// Spread tunes election.mode spread: each job an election of its own
+	// (GROUP.JOB, the group being election.name), spread over the live
+	// instances (worker.Spread).
+	Spread worker.SpreadConfig `yaml:"spread"`
+
 	// Jobs are the commands `solo run` runs under leadership when it is
 	// given none on its command line. Not overridable from the environment.
 	Jobs []JobConfig `yaml:"jobs"`
@@ -278,9 +283,15 @@ func (c Config) Validate() error {
 		return err
 	}
 	switch c.Election.Mode {
-	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways:
+	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways, worker.ModeSpread:
 	default:
-		return &ConfigError{Key: "election.mode", Value: strconv.Quote(string(c.Election.Mode)), Reason: "must be one of elect, standby, always"}
+		return &ConfigError{Key: "election.mode", Value: strconv.Quote(string(c.Election.Mode)), Reason: "must be one of elect, standby, always, spread"}
+	}
+	if err := c.Spread.Validate(c.LeaderConfig()); err != nil {
+		if le, ok := errors.AsType[*leader.ConfigError](err); ok {
+			return &ConfigError{Key: "spread." + le.Field, Value: formatValue(le.Value), Reason: le.Reason}
+		}
+		return &ConfigError{Key: "spread", Reason: err.Error()}
 	}
 	if err := validatePolicy(c.Worker); err != nil {
 		return err
@@ -666,6 +677,7 @@ var OtherEnvVars = []string{
 	"SOLO_REQUIRE_*",               // SOLO_REQUIRE_REDIS, SOLO_REQUIRE_POSTGRES
 	"SOLO_FAULTS", "SOLO_FAULTS_*", // internal/faults
 	"SOLO_SIM", "SOLO_SIM_*", // internal/sim
+	"SOLO_SPREADTEST", "SOLO_SPREADTEST_*", // internal/spreadtest
 	"SOLO_SUPERVISION_TABLE",               // cmd/solo's measured table
 	"SOLO_LEADER_CHILD", "SOLO_REDIS_ADDR", // leader's child candidates
 	"SOLO_BENCH_CHILD", // bench

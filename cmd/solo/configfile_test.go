@@ -66,8 +66,8 @@ func TestParse_Errors(t *testing.T) {
 		{name: "derived deadline has no line", yaml: minimal + "  ttl: 3s\n  renew_deadline: 2s\n  renew_interval: 2s\n", want: `config.yaml:5: election.renew_interval 2s: must be less than renew_deadline (2s)`},
 		{name: "drift out of range", yaml: minimal + "  drift: 0.5\n", want: `config.yaml:3: election.drift 0.5: must be in [0, 0.5)`},
 		{name: "negative min replicas", yaml: minimal + "  min_replicas: -1\n", want: `config.yaml:3: election.min_replicas -1: must not be negative`},
-		{name: "bad mode", yaml: minimal + "  mode: leader\n", want: `config.yaml:3: election.mode "leader": must be one of elect, standby, always`},
-		{name: "empty mode", yaml: minimal + "  mode: \"\"\n", want: `config.yaml:3: election.mode "": must be one of elect, standby, always`},
+		{name: "bad mode", yaml: minimal + "  mode: leader\n", want: `config.yaml:3: election.mode "leader": must be one of elect, standby, always, spread`},
+		{name: "empty mode", yaml: minimal + "  mode: \"\"\n", want: `config.yaml:3: election.mode "": must be one of elect, standby, always, spread`},
 		{name: "zero max failures", yaml: minimal + "worker:\n  max_failures: 0\n", want: `config.yaml:4: worker.max_failures 0: must be at least 1`},
 		{name: "negative max failed terms", yaml: minimal + "worker:\n  max_failed_terms: -1\n", want: `config.yaml:4: worker.max_failed_terms -1: must not be negative (0: never give up)`},
 		{name: "backoff above max", yaml: minimal + "worker:\n  restart_backoff: 1m\n", want: `config.yaml:4: worker.restart_backoff 1m0s: must not exceed worker.restart_backoff_max (30s)`},
@@ -97,7 +97,7 @@ func TestParse_Errors(t *testing.T) {
 		{name: "env bad integer", yaml: minimal, env: []string{"SOLO_WORKER_MAX_FAILURES=x"}, want: `SOLO_WORKER_MAX_FAILURES="x": want an integer`},
 		{name: "env bad bool", yaml: minimal, env: []string{"SOLO_LOG_DEV=maybe"}, want: `SOLO_LOG_DEV="maybe": want true or false`},
 		{name: "env invalid integer", yaml: minimal, env: []string{"SOLO_WORKER_MAX_FAILURES=0"}, want: `SOLO_WORKER_MAX_FAILURES="0": must be at least 1`},
-		{name: "env bad mode", yaml: minimal, env: []string{"SOLO_ELECTION_MODE=leader"}, want: `SOLO_ELECTION_MODE="leader": must be one of elect, standby, always`},
+		{name: "env bad mode", yaml: minimal, env: []string{"SOLO_ELECTION_MODE=leader"}, want: `SOLO_ELECTION_MODE="leader": must be one of elect, standby, always, spread`},
 		{name: "env bad level", yaml: minimal, env: []string{"SOLO_LOG_LEVEL=loud"}, want: `SOLO_LOG_LEVEL="loud": must be one of debug, info, warn, error`},
 		{name: "env interval not below deadline", yaml: minimal, env: []string{"SOLO_ELECTION_RENEW_INTERVAL=8s"}, want: `SOLO_ELECTION_RENEW_INTERVAL="8s": must be less than renew_deadline (6.666666666s)`},
 		{name: "env redis url redacted", yaml: minimal, env: []string{"SOLO_REDIS_URL=redis://u:pw@h/x"}, want: `SOLO_REDIS_URL="redis://u:xxxxx@h/x": bad database number "x"`},
@@ -145,7 +145,7 @@ func TestConfigError_Fields(t *testing.T) {
 
 	_, err = Parse([]byte(minimal), []string{"SOLO_ELECTION_MODE=x"})
 	ce, _ = errors.AsType[*ConfigError](err)
-	want = ConfigError{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always", Env: "SOLO_ELECTION_MODE"}
+	want = ConfigError{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always, spread", Env: "SOLO_ELECTION_MODE"}
 	if ce == nil || *ce != want {
 		t.Fatalf("ConfigError = %+v, want %+v", ce, want)
 	}
@@ -316,6 +316,7 @@ func TestEnvVars(t *testing.T) {
 		"SOLO_ELECTION_MIN_REPLICAS", "SOLO_ELECTION_REPLICA_TIMEOUT", "SOLO_ELECTION_VALUE", "SOLO_ELECTION_MODE",
 		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX", "SOLO_WORKER_MAX_FAILED_TERMS",
 		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
+		"SOLO_SPREAD_HEARTBEAT", "SOLO_SPREAD_MEMBER_TTL", "SOLO_SPREAD_MIN_HOLD",
 	}
 	if got := EnvVars(); !slices.Equal(got, want) {
 		t.Fatalf("EnvVars() =\n%q\nwant\n%q", got, want)
@@ -342,6 +343,7 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 		HTTP:   HTTPConfig{Addr: "127.0.0.1:8080"},
 		Fence:  FenceConfig{DSN: "postgres://solo:secret@127.0.0.1:5432/app", Table: "app_fence"},
 		Log:    LogConfig{Level: "debug", Dev: true},
+		Spread: worker.SpreadConfig{Heartbeat: 4 * time.Second, MemberTTL: 15 * time.Second, MinHold: 20 * time.Second},
 		Jobs: []JobConfig{
 			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce, TimeZone: "Europe/Paris"},
 			{Name: "sync", Command: []string{"/usr/local/bin/sync", "--once"}, Restart: worker.RestartOnFailure},
@@ -422,7 +424,7 @@ func TestConfig_Validate(t *testing.T) {
 
 	var zero Config
 	zero.Election.Name = "x"
-	if err := zero.Validate(); err == nil || err.Error() != `election.mode "": must be one of elect, standby, always` {
+	if err := zero.Validate(); err == nil || err.Error() != `election.mode "": must be one of elect, standby, always, spread` {
 		t.Fatalf("Validate(zero Config) = %v", err)
 	}
 }

@@ -217,6 +217,10 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		wopts = append(wopts, worker.WithFence(guard))
 		fenceTable = guard.Table()
 	}
+	if cfg.Election.Mode == worker.ModeSpread { // spread_run.go
+		return runSpread(ctx, cfg, client, reg, log, wopts, program{env: programEnv(env, passEnv), fenceTable: fenceTable,
+			killAfter: killAfter, stdout: stdout, stderr: stderr, sup: sup, log: log.Named("program")}, dashes)
+	}
 	w, err := worker.New(e, wopts...)
 	if err != nil {
 		return usageErr("%w", err)

@@ -520,7 +520,7 @@ func TestBadInput(t *testing.T) {
 		{name: "unknown SOLO_ variable", cfg: base, env: []string{"SOLO_ELECTION_TLL=1s", "SOLO_TERM=3", "SOLO_REQUIRE_REDIS=1"}, args: []string{"status"}, code: 2,
 			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
-			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always`},
+			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always, spread`},
 		// Issue 16, findings 4 and 10. Old code: "exit 1, stderr: solo: redis
 		// redis://127.0.0.1:1 unreachable after 5s: …" — both configurations
 		// were accepted (and, against a real Redis, left the program running

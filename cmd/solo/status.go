@@ -60,6 +60,9 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		return err
 	}
 	defer client.Close()
+	if ok, err := spreadStatus(ctx, client, cfg, stdout, *asJSON, *watch); ok { // status_assign.go
+		return err
+	}
 	if *watch {
 		return watchStatus(client, cfg, names, stdout)
 	}

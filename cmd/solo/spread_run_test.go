@@ -1,0 +1,79 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/solo-run/solo/internal/redistest"
+)
+
+// TestRun_SpreadModeSpreadsConfiguredJobs: two `solo run` processes in
+// election.mode spread share four configured jobs 2/2, each job's program
+// gets its own election (NAME.JOB) and term, `solo status` shows the
+// assignment, and SIGTERM stops both cleanly.
+func TestRun_SpreadModeSpreadsConfiguredJobs(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.log")
+	cfgPath := filepath.Join(dir, "config.yaml")
+	yaml := "election:\n  mode: spread\njobs:\n"
+	for _, j := range []string{"a", "b", "c", "d"} {
+		yaml += "  - name: " + j + "\n    command: [\"sh\", \"-c\", \"echo \\\"$SOLO_ELECTION $SOLO_TERM $SOLO_ID\\\" >> \\\"$OUT\\\"; exec sleep 600\"]\n"
+	}
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(id string) []string {
+		e := slices.DeleteFunc(testEnv("redis://"+srv.Addr(), "grp", id), func(kv string) bool {
+			return strings.HasPrefix(kv, "SOLO_CONFIG=")
+		})
+		return append(e, "SOLO_CONFIG="+cfgPath, "OUT="+out)
+	}
+	a := startSolo(t, env("ia"), "run")
+	b := startSolo(t, env("ib"), "run")
+	var lines []string
+	waitFor(t, 15*time.Second, "every job to start", func() bool {
+		data, _ := os.ReadFile(out)
+		lines = strings.Split(strings.TrimSpace(string(data)), "\n")
+		return len(lines) >= 4 && spreadElections(lines) == 4
+	})
+	statusOut := ""
+	waitFor(t, 15*time.Second, "status to show 2/2", func() bool {
+		cmd := exec.Command(soloBin, "status")
+		cmd.Env = env("status")
+		o, _ := cmd.CombinedOutput()
+		statusOut = string(o)
+		return strings.Count(statusOut, " ia-") == 2 && strings.Count(statusOut, " ib-") == 2
+	})
+	for _, job := range []string{"a", "b", "c", "d"} {
+		if !strings.Contains(statusOut, "\n"+job+" ") {
+			t.Errorf("solo status lacks job %s:\n%s", job, statusOut)
+		}
+	}
+	a.signal(syscall.SIGTERM)
+	b.signal(syscall.SIGTERM)
+	if code := a.wait(15 * time.Second); code != 0 {
+		t.Errorf("a exited %d", code)
+	}
+	if code := b.wait(15 * time.Second); code != 0 {
+		t.Errorf("b exited %d", code)
+	}
+}
+
+// spreadElections counts the distinct grp.JOB elections in lines of
+// "ELECTION TERM ID".
+func spreadElections(lines []string) int {
+	seen := map[string]bool{}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) == 3 && strings.HasPrefix(f[0], "grp.") && f[1] != "" {
+			seen[f[0]] = true
+		}
+	}
+	return len(seen)
+}

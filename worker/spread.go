@@ -1,0 +1,666 @@
+package worker
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/leader"
+)
+
+// SpreadConfig holds the tunables of a Spread's membership and balancing.
+// The zero value of every field means "use the default", derived from the
+// group's leader.Config.
+type SpreadConfig struct {
+	// Heartbeat is how often every member writes its heartbeat (and its
+	// load) and rebalances. Default TTL/3.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+
+	// MemberTTL is how long a member stays in the group after its last
+	// heartbeat, on the Redis server's clock: a crashed instance leaves
+	// the group this long after its last heartbeat. Default TTL; must be
+	// above Heartbeat.
+	MemberTTL time.Duration `yaml:"member_ttl"`
+
+	// MinHold is the least time an instance runs a job before it may shed
+	// it to rebalance (never applies to shutdown or a lost lease). Default
+	// TTL.
+	MinHold time.Duration `yaml:"min_hold"`
+}
+
+// withDefaults fills zero fields from the group's election config.
+func (c SpreadConfig) withDefaults(e leader.Config) SpreadConfig {
+	if e.TTL == 0 {
+		e.TTL = leader.DefaultTTL
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = e.TTL / 3
+	}
+	if c.MemberTTL == 0 {
+		c.MemberTTL = e.TTL
+	}
+	if c.MinHold == 0 {
+		c.MinHold = e.TTL
+	}
+	return c
+}
+
+// Validate checks c with the defaults of the election config e applied. It
+// returns a *leader.ConfigError naming the field (heartbeat, member_ttl,
+// min_hold) and its value.
+func (c SpreadConfig) Validate(e leader.Config) error {
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"heartbeat", c.Heartbeat}, {"member_ttl", c.MemberTTL}, {"min_hold", c.MinHold}} {
+		if f.v < 0 {
+			return &leader.ConfigError{Field: f.name, Value: f.v, Reason: "must not be negative"}
+		}
+	}
+	d := c.withDefaults(e)
+	if d.Heartbeat < time.Millisecond {
+		return &leader.ConfigError{Field: "heartbeat", Value: d.Heartbeat, Reason: "must be at least 1ms"}
+	}
+	if d.MemberTTL <= d.Heartbeat {
+		return &leader.ConfigError{Field: "member_ttl", Value: d.MemberTTL, Reason: "must be above heartbeat " + d.Heartbeat.String()}
+	}
+	return nil
+}
+
+// Spread runs every job (every shard of a sharded job) as an election of
+// its own, all under one leader.Hub, and spreads the jobs over the live
+// instances of its group: each job runs on exactly one instance at a time,
+// with its own term, fence claim, checkpoints and metrics (the election
+// label is GROUP.JOB), as a Worker's jobs do under one election.
+//
+// Membership: every instance heartbeats PREFIX:{GROUP}:members (a sorted
+// set of member → expiry on the server's clock) and PREFIX:{GROUP}:loads
+// (member → jobs held) every Heartbeat, one script call that also prunes
+// expired members. An instance's share is ceil(jobs / live members).
+//
+// Balancing, without a coordinator: an instance never starts more jobs
+// than its share (a term won beyond it is handed back at once); one that
+// holds more (members joined) resigns the excess gracefully, preferring by
+// rendezvous hashing the jobs it ranks lowest; one below its share (or
+// below it while some job is unheld) campaigns for the jobs it does not
+// hold, after a delay that grows with its load, so the least loaded
+// campaign first. One at or above its share does not campaign at all, so
+// a balanced group costs only renewals and heartbeats.
+//
+// Stability: a job is shed only when the excess has lasted a heartbeat
+// interval and the job has run for MinHold; a group whose loads differ by
+// at most one is left alone.
+type Spread struct {
+	client redis.UniversalClient
+	cfg    leader.Config // the group's template: Name is the group, ID the member
+	sc     SpreadConfig
+	opts   []Option
+	tmpl   *Worker // validates jobs; its options are every unit's
+	log    *zap.Logger
+	base   *zap.Logger // the logger given (WithLogger), for the electors
+	member string
+	kick   chan struct{}
+
+	mu      sync.Mutex
+	running bool
+	units   []*unit // name order; set by Run
+	limit   int     // the share: the most jobs a term may start with
+	members []Member
+}
+
+// Member is one live instance of a group as its last heartbeat told.
+type Member struct {
+	ID   string `json:"id"`
+	Load int    `json:"load"`
+}
+
+// unit is one job (or shard) under its own election.
+type unit struct {
+	name string
+	e    *leader.Elector
+	w    *Worker
+
+	// Guarded by Spread.mu.
+	running  bool // a campaign goroutine runs
+	cancel   context.CancelFunc
+	held     bool // the job runs here (its term passed the share check)
+	shedding bool
+	term     uint64
+	since    time.Time
+}
+
+// ModeSpread is the configuration mode (solo's election.mode) that runs the
+// jobs under a Spread instead of one election. A Worker does not take it:
+// build a Spread (NewSpread, SpreadModule).
+const ModeSpread Mode = "spread"
+
+// electorKey is the context key of a spread job's elector.
+type electorKey struct{}
+
+// ElectorFrom returns the elector of the job whose term ctx belongs to,
+// under a Spread (every job has its own); ok is false elsewhere. A job
+// reads its election's name, its holder ID and its status from it.
+func ElectorFrom(ctx context.Context) (e *leader.Elector, ok bool) {
+	e, ok = ctx.Value(electorKey{}).(*leader.Elector)
+	return e, ok
+}
+
+// errOverShare hands a term back: this instance already runs its share.
+var errOverShare = errors.New("worker: over this instance's share")
+
+// shardKey is the context key of a shard number.
+type shardKey struct{}
+
+// ShardFrom returns the shard number a sharded job's context carries
+// (Sharded); ok is false for other jobs.
+func ShardFrom(ctx context.Context) (shard int, ok bool) {
+	shard, ok = ctx.Value(shardKey{}).(int)
+	return shard, ok
+}
+
+// Sharded returns n pull jobs named NAME/0 … NAME/N−1; shard i runs
+// fn(ctx, i), and ShardFrom(ctx) returns i too. Under a Spread every shard
+// is an election of its own; under a Worker the leader runs them all.
+func Sharded(name string, n int, fn func(ctx context.Context, shard int) error, opts ...JobOption) ([]Job, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("worker: job %q: shards %d: must be at least 1", name, n)
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("worker: job %q: nil function", name)
+	}
+	jobs := make([]Job, n)
+	for i := range n {
+		jobs[i] = PullJob(name+"/"+strconv.Itoa(i), func(ctx context.Context) error {
+			return fn(context.WithValue(ctx, shardKey{}, i), i)
+		}, opts...)
+	}
+	return jobs, nil
+}
+
+// NewSpread returns a Spread of the group cfg.Name: its jobs' elections are
+// named GROUP.JOB and take every other field of cfg; this instance's member
+// ID is cfg.ID (default HOST-PID) plus a random part, and every holder ID
+// of its jobs is MEMBER-RANDOM. opts are the Worker options every job's
+// worker gets (WithLogger, WithMetrics, WithPolicy, WithFence,
+// WithLocation); WithMode other than ModeSpread or ModeElect is refused. It validates cfg
+// and sc and does not contact Redis.
+func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig, opts ...Option) (*Spread, error) {
+	if client == nil {
+		return nil, errors.New("worker: nil redis client")
+	}
+	probe, err := leader.New(client, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = probe.Config() // defaults applied; ID now has its random part
+	if err := sc.Validate(cfg); err != nil {
+		return nil, fmt.Errorf("worker: spread: %w", err)
+	}
+	var probeW Worker
+	for _, o := range opts {
+		o.apply(&probeW)
+	}
+	switch probeW.mode {
+	case "", ModeElect, ModeSpread:
+		opts = append(slices.Clone(opts), WithMode(ModeElect)) // each job: one election
+	default:
+		return nil, fmt.Errorf("worker: mode %q: spreading jobs needs mode spread (or elect)", probeW.mode)
+	}
+	if probeW.onChange != nil {
+		return nil, errors.New("worker: WithOnLeaderChange: not supported when spreading jobs")
+	}
+	tmpl, err := New(probe, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s := &Spread{
+		client: client,
+		cfg:    cfg,
+		sc:     sc.withDefaults(cfg),
+		opts:   opts,
+		tmpl:   tmpl,
+		member: cfg.ID,
+		kick:   make(chan struct{}, 1),
+	}
+	s.base = zap.NewNop()
+	if probeW.log != nil {
+		s.base = probeW.log
+	}
+	s.log = s.base.Named("spread").With(zap.String("group", cfg.Name), zap.String("member", s.member))
+	return s, nil
+}
+
+// Member returns this instance's member ID.
+func (s *Spread) Member() string { return s.member }
+
+// Config returns the group's election config (defaults applied) and the
+// spread tunables in use.
+func (s *Spread) Config() (leader.Config, SpreadConfig) { return s.cfg, s.sc }
+
+// Election returns the election name of job: GROUP.JOB.
+func (s *Spread) Election(job string) string { return s.cfg.Name + "." + job }
+
+// Add registers jobs (pull or cron jobs, shards). Names are unique and must
+// make valid election names (no braces, no white space).
+func (s *Spread) Add(jobs ...Job) error {
+	for _, j := range jobs {
+		if j == nil {
+			return errors.New("worker: nil job")
+		}
+		c := s.cfg
+		c.Name = s.Election(j.Name())
+		if err := c.Validate(); err != nil && j.Name() != "" {
+			return fmt.Errorf("worker: job %q: %w", j.Name(), err)
+		}
+		s.mu.Lock()
+		err := ErrRunning
+		if !s.running {
+			err = s.tmpl.Add(j)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pull registers a pull job (see Worker.Pull).
+func (s *Spread) Pull(name string, fn func(ctx context.Context) error, opts ...JobOption) error {
+	return s.Add(PullJob(name, fn, opts...))
+}
+
+// Cron registers a cron job (see Worker.Cron).
+func (s *Spread) Cron(name, spec string, fn func(ctx context.Context) error, opts ...JobOption) error {
+	return s.Add(CronJob(name, spec, fn, opts...))
+}
+
+// Sharded registers n shards of a pull job (see the function Sharded).
+func (s *Spread) Sharded(name string, n int, fn func(ctx context.Context, shard int) error, opts ...JobOption) error {
+	jobs, err := Sharded(name, n, fn, opts...)
+	if err != nil {
+		return err
+	}
+	return s.Add(jobs...)
+}
+
+// Run blocks until ctx is done: it joins the group, heartbeats, and
+// campaigns for and sheds jobs as described on Spread. When ctx ends it
+// leaves the group, then stops every job (drain, release, notice, as a
+// Worker does on shutdown) and returns nil, or leader.ErrStopTimeout when
+// a job ignored cancellation past the shutdown timeout. Redis errors are
+// retried (membership keeps its last view meanwhile), never returned.
+func (s *Spread) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return ErrRunning
+	}
+	s.running = true
+	s.tmpl.mu.Lock()
+	jobs := slices.Clone(s.tmpl.jobs)
+	s.tmpl.mu.Unlock()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
+
+	hub := leader.NewHub(s.client)
+	defer hub.Close()
+	units := make([]*unit, 0, len(jobs))
+	for _, j := range jobs {
+		c := s.cfg
+		c.Name, c.ID = s.Election(j.name), s.member
+		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base),
+			leader.WithMetrics(s.tmpl.metrics.Elector(c.Name)))
+		if err != nil {
+			return err
+		}
+		w, err := New(e, s.opts...)
+		if err != nil {
+			return err
+		}
+		w.jobs = []*job{j}
+		units = append(units, &unit{name: j.name, e: e, w: w})
+	}
+	s.mu.Lock()
+	s.units, s.members, s.limit = units, nil, 0
+	s.mu.Unlock()
+
+	var wg sync.WaitGroup
+	// The group's notices (spread.lua publishes one when a member joins,
+	// leaves or is pruned) make every member rebalance at once; they come
+	// over the hub's one pub/sub connection. Without them (Redis down) the
+	// heartbeat still rebalances, a heartbeat later.
+	closeWatch := func() {}
+	if gl, err := hub.NewRedisLock(s.cfg); err == nil {
+		if gw, err := gl.Watch(ctx); err == nil {
+			wg.Go(func() {
+				for range gw.Events() { // closed by gw.Close
+					select {
+					case s.kick <- struct{}{}:
+					default:
+					}
+				}
+			})
+			closeWatch = func() { _ = gw.Close() }
+		}
+	}
+	errs := make(chan error, 1)
+	c := &control{s: s, units: units, wg: &wg, errs: errs, ctx: ctx}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			c.step()
+			t.Reset(s.sc.Heartbeat)
+		case <-s.kick:
+			c.step()
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+			t.Reset(s.sc.Heartbeat)
+		}
+	}
+	// Leave first, so that the others count one member fewer and campaign
+	// for the jobs this instance is about to release.
+	lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
+	if _, err := s.heartbeat(lctx, 0, true); err != nil {
+		s.log.Warn("leave the group", zap.Error(err))
+	}
+	cancel()
+	s.mu.Lock()
+	for _, u := range units {
+		if u.cancel != nil {
+			u.cancel()
+		}
+	}
+	s.mu.Unlock()
+	closeWatch()
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when closed empty
+}
+
+// control is Run's balancing state, used by Run's goroutine only.
+type control struct {
+	s         *Spread
+	units     []*unit
+	wg        *sync.WaitGroup
+	errs      chan error
+	ctx       context.Context
+	first     time.Time // the first successful heartbeat
+	overSince time.Time // since when this instance is over its share
+	wantSince time.Time // since when this instance wants to campaign
+	failing   bool      // the last heartbeat failed (logged once)
+}
+
+// step heartbeats and rebalances once.
+func (c *control) step() {
+	s := c.s
+	s.mu.Lock()
+	load := 0
+	for _, u := range c.units {
+		if u.held && !u.shedding {
+			load++
+		}
+	}
+	s.mu.Unlock()
+	hctx, cancel := context.WithTimeout(c.ctx, s.sc.Heartbeat)
+	members, err := s.heartbeat(hctx, load, false)
+	cancel()
+	if err != nil {
+		if c.ctx.Err() == nil && !c.failing {
+			s.log.Warn("heartbeat failed; keeping the last view of the group", zap.Error(err))
+		}
+		c.failing = true
+		return
+	}
+	if c.failing {
+		s.log.Info("heartbeat works again")
+		c.failing = false
+	}
+	if c.first.IsZero() {
+		c.first = time.Now()
+	}
+	n, m := len(c.units), len(members)
+	share, floor := (n+m-1)/m, n/m
+	sum, minLoad, maxLoad := 0, n, 0
+	firstMax := ""
+	for _, mb := range members {
+		if mb.ID == s.member {
+			mb.Load = load
+		}
+		sum += mb.Load
+		minLoad = min(minLoad, mb.Load)
+		if mb.Load > maxLoad {
+			maxLoad, firstMax = mb.Load, mb.ID
+		}
+	}
+	now := time.Now()
+
+	// Log lines wait until s.mu is released: a slow log sink must not hold
+	// up a term that starts or ends (runTerm takes s.mu).
+	var logs []func()
+	defer func() {
+		for _, l := range logs {
+			l()
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prevM := len(s.members)
+	s.members, s.limit = members, share
+	if prevM != m {
+		logs = append(logs, func() {
+			s.log.Info("group changed", zap.Int("members", m), zap.Int("share", share), zap.Int("load", load))
+		})
+	}
+
+	// 1. Shed the excess: above the share, or at it while another member
+	// is two or more below (only the first of the most loaded sheds, so
+	// that they do not all shed at once).
+	over := load - share
+	if over <= 0 && load == share && share > floor && minLoad <= share-2 && firstMax == s.member {
+		over = 1
+	}
+	switch {
+	case over <= 0:
+		c.overSince = time.Time{}
+	case c.overSince.IsZero():
+		c.overSince = now
+	}
+	if over > 0 && now.Sub(c.overSince) >= s.sc.Heartbeat/2 {
+		var can []*unit
+		for _, u := range c.units {
+			if u.held && !u.shedding && now.Sub(u.since) >= s.sc.MinHold {
+				can = append(can, u)
+			}
+		}
+		sort.Slice(can, func(i, j int) bool { return score(can[i].name, s.member) < score(can[j].name, s.member) })
+		for _, u := range can[:min(over, len(can))] {
+			c.shed(u)
+			job, term := u.name, u.term
+			logs = append(logs, func() {
+				s.log.Info("shedding job to rebalance", zap.String("job", job), zap.Uint64("term", term))
+			})
+		}
+	}
+
+	// 2. Campaign while below the share (or the floor once every job is
+	// held), the least loaded first; otherwise stop campaigning.
+	// A member campaigns from its second heartbeat on (half a heartbeat
+	// after its first, so not on the notice of its own joining): instances
+	// started together see each other first.
+	want := now.Sub(c.first) >= s.sc.Heartbeat/2 && (load < floor || (sum < n && load < share))
+	if !want {
+		c.wantSince = time.Time{}
+		for _, u := range c.units {
+			if u.running && !u.held && u.cancel != nil {
+				u.cancel()
+				u.cancel = nil
+			}
+		}
+		return
+	}
+	if c.wantSince.IsZero() {
+		c.wantSince = now
+	}
+	// The least loaded campaign at once, the others up to a heartbeat
+	// later, in proportion to how far above the least loaded they are.
+	if delay := s.sc.Heartbeat * time.Duration(load-minLoad) / time.Duration(max(1, share-minLoad)); now.Sub(c.wantSince) < delay {
+		return
+	}
+	for _, u := range c.units {
+		if !u.running && !u.held {
+			c.start(u)
+		}
+	}
+}
+
+// start starts u's campaign goroutine; s.mu is held.
+func (c *control) start(u *unit) {
+	s := c.s
+	ctx, cancel := context.WithCancel(c.ctx)
+	u.running, u.cancel = true, cancel
+	c.wg.Go(func() {
+		defer cancel()
+		err := u.e.Run(ctx, func(ctx context.Context) error { return s.runTerm(ctx, u) })
+		s.mu.Lock()
+		u.running, u.cancel = false, nil
+		s.mu.Unlock()
+		if err != nil {
+			select { // the first error is the one Run returns
+			case c.errs <- fmt.Errorf("job %q: %w", u.name, err):
+			default:
+			}
+		}
+	})
+}
+
+// shed resigns u gracefully and stops campaigning for it; s.mu is held.
+func (c *control) shed(u *unit) {
+	s := c.s
+	u.shedding = true
+	cancel := u.cancel
+	c.wg.Go(func() {
+		rctx, done := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout+s.cfg.TTL)
+		err := u.e.Resign(rctx)
+		done()
+		if err != nil && !errors.Is(err, leader.ErrNotLeader) {
+			s.log.Warn("shed job", zap.String("job", u.name), zap.Error(err))
+		}
+		if cancel != nil {
+			cancel()
+		}
+	})
+}
+
+// runTerm is a unit's leader function: it runs the job unless this
+// instance already runs its share, in which case it hands the term back.
+func (s *Spread) runTerm(ctx context.Context, u *unit) error {
+	term, _ := leader.TermFrom(ctx)
+	s.mu.Lock()
+	load := 0
+	for _, o := range s.units {
+		if o.held && !o.shedding {
+			load++
+		}
+	}
+	if load >= s.limit {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %w", errOverShare, leader.ErrResigned)
+	}
+	u.held, u.term, u.since = true, term, time.Now()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		u.held, u.shedding, u.term = false, false, 0
+		s.mu.Unlock()
+		select { // recount at once: a lost job may be someone's to take
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}()
+	return u.w.term(context.WithValue(ctx, electorKey{}, u.e), u.w.jobs, u.e.Checkpoint, nil)
+}
+
+//go:embed spread.lua
+var heartbeatLua string
+
+var heartbeatScript = redis.NewScript(heartbeatLua)
+
+// membersKey and loadsKey are the group's keys.
+func (s *Spread) membersKey() string { return s.cfg.Key("members") }
+func (s *Spread) loadsKey() string   { return s.cfg.Key("loads") }
+
+// heartbeat writes this member's heartbeat and load (or removes it, leave)
+// and returns the live members, in ID order.
+func (s *Spread) heartbeat(ctx context.Context, load int, leave bool) ([]Member, error) {
+	ttl := s.sc.MemberTTL.Milliseconds()
+	if leave {
+		ttl = 0
+	}
+	idle := max(10*s.sc.MemberTTL, time.Minute).Milliseconds()
+	res, err := heartbeatScript.Run(ctx, s.client, []string{s.membersKey(), s.loadsKey()},
+		s.member, ttl, load, idle, s.cfg.EventsChannel()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
+	}
+	return parseMembers(res), nil
+}
+
+// parseMembers turns {id, load, …} into members in ID order.
+func parseMembers(res []string) []Member {
+	out := make([]Member, 0, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		n, _ := strconv.Atoi(res[i+1])
+		out = append(out, Member{ID: res[i], Load: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// score is the rendezvous hash of job and member: a member sheds the jobs
+// it scores lowest first, so the choice is the same on every run.
+func score(job, member string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(job))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(member))
+	x := h.Sum64()
+	// splitmix64 finaliser: fnv's low bits mix poorly.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// InstanceOf returns the member ID in a job's holder ID (MEMBER-RANDOM).
+func InstanceOf(holderID string) string {
+	if i := strings.LastIndexByte(holderID, '-'); i > 0 {
+		return holderID[:i]
+	}
+	return holderID
+}

@@ -1,0 +1,168 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/leader"
+)
+
+// SpreadInfo is the JSON body of a Spread's /leader: the group and the
+// assignment of its jobs.
+type SpreadInfo struct {
+	Group string `json:"group"`
+	// Member is this instance's member ID.
+	Member string `json:"member"`
+	// Members are the live members as this instance's last heartbeat saw
+	// them, with the number of jobs each ran then.
+	Members []Member `json:"members"`
+	// Share is ceil(jobs / members): the most jobs one instance runs.
+	Share int `json:"share"`
+	// Jobs is the assignment, in job order.
+	Jobs []Assignment `json:"jobs"`
+	// Error is set when Redis could not be asked about some job.
+	Error string `json:"error,omitempty"`
+}
+
+// Assignment is one job of a group and who runs it.
+type Assignment struct {
+	Job      string `json:"job"`
+	Election string `json:"election"`
+	// Instance is the member whose elector holds the job's lease ("" when
+	// nobody does); Holder is the lease as Redis reports it.
+	Instance string      `json:"instance,omitempty"`
+	Holder   *HolderInfo `json:"holder"`
+	// Self is true when the job runs on this instance now.
+	Self bool `json:"self"`
+}
+
+// Info returns what /leader serves: one Redis round trip per job.
+func (s *Spread) Info(ctx context.Context) SpreadInfo {
+	s.mu.Lock()
+	info := SpreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit}
+	units := s.units
+	self := map[string]bool{}
+	for _, u := range units {
+		self[u.name] = u.held
+	}
+	s.mu.Unlock()
+	var names []string
+	if units == nil { // not running yet: the registered jobs
+		s.tmpl.mu.Lock()
+		for _, j := range s.tmpl.jobs {
+			names = append(names, j.name)
+		}
+		s.tmpl.mu.Unlock()
+		sort.Strings(names)
+	} else {
+		for _, u := range units {
+			names = append(names, u.name)
+		}
+	}
+	jobs, err := LookupAssignments(ctx, s.client, s.cfg, names)
+	for i := range jobs {
+		jobs[i].Self = self[jobs[i].Job]
+	}
+	info.Jobs = jobs
+	if err != nil {
+		info.Error = err.Error()
+	}
+	return info
+}
+
+// LookupAssignments returns who runs each job of the group cfg.Name (one
+// Redis round trip per job), as solo status shows it. A job nobody runs has
+// no Instance and a nil Holder. The error joins the failed lookups; the
+// other jobs are still returned.
+func LookupAssignments(ctx context.Context, client redis.UniversalClient, cfg leader.Config, jobs []string) ([]Assignment, error) {
+	out := make([]Assignment, 0, len(jobs))
+	var errs []error
+	for _, name := range jobs {
+		c := cfg
+		c.Name = cfg.Name + "." + name
+		a := Assignment{Job: name, Election: c.Name}
+		h, err := leader.Lookup(ctx, client, c)
+		switch {
+		case err == nil:
+			a.Instance = InstanceOf(h.ID)
+			a.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew}
+		case !errors.Is(err, leader.ErrNoLeader):
+			errs = append(errs, fmt.Errorf("job %q: %w", name, err))
+		}
+		out = append(out, a)
+	}
+	return out, errors.Join(errs...)
+}
+
+// LookupMembers returns the live members of the group cfg.Name (their
+// heartbeats not yet expired on the server's clock), in ID order, without
+// pruning anything: two round trips.
+func LookupMembers(ctx context.Context, client redis.UniversalClient, cfg leader.Config) ([]Member, error) {
+	now, err := client.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("members of %q: %w", cfg.Name, err)
+	}
+	pipe := client.Pipeline()
+	ids := pipe.ZRangeByScore(ctx, cfg.Key("members"), &redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"})
+	loads := pipe.HGetAll(ctx, cfg.Key("loads"))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("members of %q: %w", cfg.Name, err)
+	}
+	var res []string
+	for _, id := range ids.Val() {
+		res = append(res, id, loads.Val()[id])
+	}
+	return parseMembers(res), nil
+}
+
+// Handler serves, for a Spread, /livez (fails while a job's renewal is
+// overdue, as Handler does for one election), /readyz, /leader
+// (SpreadInfo as JSON) and, when gatherer is not nil, /metrics.
+func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	text := func(rw http.ResponseWriter, code int, body string) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rw.WriteHeader(code)
+		_, _ = rw.Write([]byte(body + "\n"))
+	}
+	tolerance := (s.cfg.RenewDeadline - s.cfg.RenewInterval) / 2
+	mux.HandleFunc("GET /livez", func(rw http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		units := s.units
+		s.mu.Unlock()
+		for _, u := range units {
+			if err := u.e.Healthy(tolerance); err != nil {
+				text(rw, http.StatusServiceUnavailable, "job "+u.name+": "+err.Error())
+				return
+			}
+		}
+		text(rw, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) { text(rw, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /leader", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		info := s.Info(ctx)
+		rw.Header().Set("Content-Type", "application/json")
+		if info.Error != "" {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+		}
+		enc := json.NewEncoder(rw)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(info)
+	})
+	if gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
