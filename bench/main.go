@@ -34,6 +34,9 @@ type profile struct {
 
 	cycleTime   time.Duration // length of one lock-cycle run
 	concurrency []int         // goroutines of the lock-cycle figure
+	costOps     int           // operations behind figure 1's Redis CPU per operation
+
+	handoverTime time.Duration // length of one run of one peer in figure 6
 
 	ttl            time.Duration // lease TTL of figures 2–4
 	handoffTrials  int           // graceful handoffs per run
@@ -52,8 +55,9 @@ type profile struct {
 func fullProfile() profile {
 	return profile{
 		name: "full", runs: 3,
-		cycleTime: 600 * time.Millisecond, concurrency: []int{1, 8, 64},
-		ttl: time.Second, handoffTrials: 50, failoverTrials: 20, parallel: 10,
+		cycleTime: 600 * time.Millisecond, concurrency: []int{1, 8, 64}, costOps: 2000,
+		handoverTime: 1500 * time.Millisecond,
+		ttl:          time.Second, handoffTrials: 50, failoverTrials: 20, parallel: 10,
 		followers: []int{1, 10, 100}, loadWindow: 3 * time.Second,
 		scaleSizes: []int{1000, 10000}, scaleTTL: 10 * time.Second, scaleWindow: 10 * time.Second / 3,
 	}
@@ -63,8 +67,9 @@ func fullProfile() profile {
 func quickProfile() profile {
 	return profile{
 		name: "quick", runs: 2,
-		cycleTime: 200 * time.Millisecond, concurrency: []int{1, 8, 64},
-		ttl: time.Second, handoffTrials: 15, failoverTrials: 5, parallel: 5,
+		cycleTime: 200 * time.Millisecond, concurrency: []int{1, 8, 64}, costOps: 500,
+		handoverTime: 500 * time.Millisecond,
+		ttl:          time.Second, handoffTrials: 15, failoverTrials: 5, parallel: 5,
 		followers: []int{1, 10}, loadWindow: 2 * time.Second,
 		scaleSizes: []int{1000}, scaleTTL: 10 * time.Second, scaleWindow: 10 * time.Second / 3,
 	}
@@ -112,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "fewer runs and trials (about a minute)")
 	out := fs.String("o", "", "write the Markdown report to this file instead of standard output")
-	only := fs.String("figures", "1,2,3,4,5", "comma-separated figures to run")
+	only := fs.String("figures", "1,2,3,4,5,6", "comma-separated figures to run")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -181,6 +186,7 @@ func measure(ctx context.Context, prof profile, want []int, bin string, log io.W
 		{3, failoverFigure},
 		{4, loadFigure},
 		{5, scaleFigure},
+		{6, handoverFigure},
 	}
 	var figs []figure
 	for _, f := range all {
@@ -203,8 +209,8 @@ func parseFigures(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 5 {
-			return nil, fmt.Errorf("-figures: %q is not a figure (1–5)", f)
+		if err != nil || n < 1 || n > 6 {
+			return nil, fmt.Errorf("-figures: %q is not a figure (1–6)", f)
 		}
 		out = append(out, n)
 	}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/solo-run/solo/leader/lock"
+)
+
+const (
+	// handoverLimit is issue 11's target for solo-lock's waiter wake-up p99.
+	handoverLimit = 2 * time.Millisecond
+	// handoverWaiters is how many goroutines contend for one key.
+	handoverWaiters = 8
+	// handoverHold is how long each holder keeps the lock.
+	handoverHold = time.Millisecond
+)
+
+// handoverPeer is one lock in the contended-handover figure.
+type handoverPeer struct {
+	name  string
+	about string
+	// groups is how many independent keys (each with its own 8
+	// goroutines) run at once: more for the polling peers, whose
+	// hand-overs are slow, so their percentiles rest on enough samples.
+	groups int
+	mk     func(cs clients, key, id string, t timing) (waiter, error)
+}
+
+func handoverPeers() []handoverPeer {
+	return []handoverPeer{
+		{name: "solo-lock", groups: 1,
+			about: "`Mutex.Lock`: waiters sleep until the release notice (one shared pub/sub connection per `lock.Client`; one Client per goroutine here, as separate processes) or the holder's PTTL",
+			mk: func(cs clients, key, id string, t timing) (waiter, error) {
+				return newLockMutexWith(cs, key, id, t)
+			}},
+		{name: "solo-lock fair", groups: 1,
+			about: "the same with `lock.WithFair()`: waiters take the lock in the order they started waiting",
+			mk: func(cs clients, key, id string, t timing) (waiter, error) {
+				return newLockMutexWith(cs, key, id, t, lock.WithFair())
+			}},
+		{name: "redislock", groups: 4,
+			about: "`Obtain` with `LinearBackoff(RetryInterval)`",
+			mk: func(cs clients, key, id string, t timing) (waiter, error) {
+				return newRedislockMutex(cs, key, id, t).(waiter), nil
+			}},
+		{name: "redsync-1", groups: 4,
+			about: "`LockContext` with `WithRetryDelay(RetryInterval)`",
+			mk: func(cs clients, key, id string, t timing) (waiter, error) {
+				return newRedsyncMutex(cs, key, id, t).(waiter), nil
+			}},
+	}
+}
+
+// handoverRun is one run of one peer.
+type handoverRun struct {
+	wake    []time.Duration // release call → the next holder's acquire return
+	holds   int
+	elapsed time.Duration
+	groups  int
+}
+
+// holdsPerSec is the holds per second of one key.
+func (r handoverRun) holdsPerSec() float64 {
+	return float64(r.holds) / float64(r.groups) / r.elapsed.Seconds()
+}
+
+// handoverFigure measures figure 6: 8 goroutines on one key, each taking
+// the lock once per round and holding it 1 ms; the time from a release to
+// the next holder's acquire, and the holds per second.
+func handoverFigure(ctx context.Context, e *env) (figure, error) {
+	t, err := timingFor(e.prof.ttl)
+	if err != nil {
+		return figure{}, err
+	}
+	hps := handoverPeers()
+	cs := make([]clients, len(hps))
+	for i := range hps {
+		cs[i] = dial(addrsOf(e.nodes[:1]), nil)
+		defer cs[i].Close()
+	}
+	runs := make(map[string][]handoverRun)
+	unavailable := make(map[string]error)
+	nonce := randomToken()
+	for r := range e.prof.runs {
+		for k := range hps {
+			i := (k + r) % len(hps)
+			hp := hps[i]
+			if unavailable[hp.name] != nil {
+				continue
+			}
+			res, err := handoverOnce(ctx, hp, cs[i], t, e.prof.handoverTime, fmt.Sprintf("%s-%d", nonce, r))
+			var un *unavailableError
+			if errors.As(err, &un) {
+				unavailable[hp.name] = un.err
+				e.logf("  handover: %s not available: %v", hp.name, un.err)
+				continue
+			}
+			if err != nil {
+				return figure{}, fmt.Errorf("%s: %w", hp.name, err)
+			}
+			runs[hp.name] = append(runs[hp.name], res)
+		}
+		e.logf("  handover run %d/%d", r+1, e.prof.runs)
+	}
+	return handoverReport(hps, runs, unavailable, t, e.prof), nil
+}
+
+// unavailableError is a peer that cannot be made (a mode not built yet).
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "not available: " + e.err.Error() }
+
+// handoverOnce runs hp.groups keys at once for about d: on each, rounds
+// of 8 goroutines that each take the lock once, hold it 1 ms and release
+// it. Within a round every acquire but the first follows a release by
+// another goroutine; its wake-up is the time from that release's call to
+// the acquire's return, on one monotonic clock shared by the goroutines.
+func handoverOnce(ctx context.Context, hp handoverPeer, cs clients, t timing, d time.Duration, tag string) (handoverRun, error) {
+	base := time.Now() // the shared clock: time.Since(base) is monotonic
+	// Every waiter gives up after a few TTLs: a lost wake-up shows as an
+	// error instead of a hang.
+	wctx, cancel := context.WithTimeout(ctx, d+5*t.ttl)
+	defer cancel()
+
+	type group struct {
+		ms    []waiter
+		wake  []time.Duration
+		holds int
+		err   error
+	}
+	gs := make([]*group, hp.groups)
+	defer func() {
+		for _, g := range gs {
+			for _, m := range g.ms {
+				_ = closeMutex(m)
+			}
+		}
+	}()
+	for gi := range gs {
+		g := &group{}
+		gs[gi] = g
+		key := fmt.Sprintf("bench-handover-%s-%s-%d", tag, strings.ReplaceAll(hp.name, " ", "-"), gi)
+		for w := range handoverWaiters {
+			m, err := hp.mk(cs, key, fmt.Sprintf("handover-%d", w), t)
+			if err != nil {
+				return handoverRun{}, &unavailableError{err}
+			}
+			g.ms = append(g.ms, m)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		wg.Go(func() {
+			for time.Since(base) < d && g.err == nil {
+				var (
+					last atomic.Int64 // the round's last release call, ns since base; -1 none yet
+					mu   sync.Mutex
+					errs []error
+					rwg  sync.WaitGroup
+				)
+				last.Store(-1)
+				for _, m := range g.ms {
+					rwg.Go(func() {
+						if err := m.wait(wctx); err != nil {
+							mu.Lock()
+							errs = append(errs, fmt.Errorf("wait: %w", err))
+							mu.Unlock()
+							return
+						}
+						at := time.Since(base)
+						prev := last.Load()
+						time.Sleep(handoverHold)
+						last.Store(int64(time.Since(base)))
+						err := m.release(context.WithoutCancel(wctx))
+						mu.Lock()
+						defer mu.Unlock()
+						if prev >= 0 {
+							g.wake = append(g.wake, at-time.Duration(prev))
+						}
+						g.holds++
+						if err != nil {
+							errs = append(errs, fmt.Errorf("release: %w", err))
+						}
+					})
+				}
+				rwg.Wait()
+				g.err = errors.Join(errs...)
+			}
+		})
+	}
+	wg.Wait()
+	out := handoverRun{elapsed: time.Since(base), groups: hp.groups}
+	var errs []error
+	for _, g := range gs {
+		out.wake = append(out.wake, g.wake...)
+		out.holds += g.holds
+		errs = append(errs, g.err)
+	}
+	return out, errors.Join(errs...)
+}
+
+func handoverReport(hps []handoverPeer, runs map[string][]handoverRun, unavailable map[string]error, t timing, prof profile) figure {
+	type cell struct {
+		p50, p99, max, rate spread
+		n                   int
+	}
+	cells := make(map[string]cell)
+	for _, hp := range hps {
+		var c cell
+		var a, b, m, r []float64
+		for _, run := range runs[hp.name] {
+			a = append(a, ms(percentile(run.wake, 0.50)))
+			b = append(b, ms(percentile(run.wake, 0.99)))
+			m = append(m, ms(percentile(run.wake, 1)))
+			r = append(r, run.holdsPerSec())
+			c.n += len(run.wake)
+		}
+		c.p50, c.p99, c.max, c.rate = spreadOf(a), spreadOf(b), spreadOf(m), spreadOf(r)
+		cells[hp.name] = c
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d goroutines on one key, in rounds: each goroutine of a round takes the lock once (blocking), holds it %s, "+
+		"and releases it, so every acquire of a round but the first waits for another goroutine's release. The wake-up is "+
+		"the time from the release's call (taken right before it is sent) to the next holder's acquire return, on one "+
+		"monotonic clock shared by the goroutines; it includes the release's round trip. Holds/s are per key. %s; %s per "+
+		"run and peer; the polling peers run several keys at once (column keys) so that their percentiles rest on enough "+
+		"hand-overs.\n\n", handoverWaiters, handoverHold, t, prof.handoverTime)
+	b.WriteString("| peer | keys | hand-overs | wake-up p50 | wake-up p99 | max | holds/s per key |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, hp := range hps {
+		if err := unavailable[hp.name]; err != nil {
+			fmt.Fprintf(&b, "| %s | — | not available: %v | | | | |\n", hp.name, err)
+			continue
+		}
+		c := cells[hp.name]
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s |\n", hp.name, hp.groups, c.n,
+			c.p50.format(fmtMS), c.p99.format(fmtMS), c.max.format(fmtMS), c.rate.format(fmtInt))
+	}
+	b.WriteString("\n")
+	for _, hp := range hps {
+		fmt.Fprintf(&b, "- **%s**: %s.\n", hp.name, hp.about)
+	}
+	if un, fa := cells["solo-lock"], cells["solo-lock fair"]; un.n > 0 && fa.n > 0 {
+		fmt.Fprintf(&b, "\nCost of fairness: fair ÷ unfair holds/s %.2f×, wake-up p50 %.2f×, p99 %.2f×.\n",
+			fa.rate.med/un.rate.med, fa.p50.med/un.p50.med, fa.p99.med/un.p99.med)
+	}
+	var tg []target
+	for _, name := range []string{"solo-lock", "solo-lock fair"} {
+		c := cells[name]
+		what := fmt.Sprintf("%s: contended handover (8 goroutines, 1 ms holds) wake-up p99 < %s", name, fmtMS(ms(handoverLimit)))
+		if err := unavailable[name]; err != nil {
+			tg = append(tg, target{what: what, solo: "not available", peer: "—"})
+			continue
+		}
+		best, bn := 0.0, ""
+		for _, hp := range hps[2:] {
+			if v := cells[hp.name].p99.med; bn == "" || v < best {
+				best, bn = v, hp.name
+			}
+		}
+		tg = append(tg, target{what: what, solo: "p99 " + fmtMS(c.p99.med), peer: "p99 " + fmtMS(best) + " (" + bn + ")",
+			ok: c.p99.ok && c.p99.med < ms(handoverLimit)})
+	}
+	return figure{title: "6. Lock handover under contention", body: b.String(), targets: tg}
+}
