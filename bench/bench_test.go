@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // newTestEnv starts three redis-servers, or skips without redis-server
 // unless SOLO_REQUIRE_REDIS=1 or CI=true.
-func newTestEnv(t *testing.T, prof profile) *env {
+func newTestEnv(t testing.TB, prof profile) *env {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("SOLO_REQUIRE_REDIS") == "1" || os.Getenv("CI") == "true" {
@@ -208,5 +208,38 @@ func TestRenderHeader(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// BenchmarkCycle is figure 1's cycle at one goroutine, for profiling a
+// peer's client side:
+//
+//	go test -run '^$' -bench 'Cycle/solo-lock$' -benchmem -cpuprofile cpu.out -memprofile mem.out
+func BenchmarkCycle(b *testing.B) {
+	e := newTestEnv(b, quickProfile())
+	tm, err := timingFor(10 * time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range peers() {
+		b.Run(p.name, func(b *testing.B) {
+			cs := dial(addrsOf(e.nodes[:p.nodes]), nil)
+			defer cs.Close()
+			m := p.mutex(cs, "bench-profile-"+p.name, "profile", tm)
+			defer closeMutex(m)
+			ctx := b.Context()
+			for b.Loop() {
+				ok, err := m.tryAcquire(ctx)
+				if err == nil && !ok {
+					err = errors.New("own key held")
+				}
+				if err == nil {
+					err = m.release(ctx)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
