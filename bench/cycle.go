@@ -55,7 +55,7 @@ func cycleFigure(ctx context.Context, e *env) (figure, error) {
 		if !slices.Contains(costPeers, p.name) {
 			continue
 		}
-		if costs[p.name], err = serverCost(ctx, p, cs[i], t, e.prof.costOps); err != nil {
+		if costs[p.name], err = serverCost(ctx, p, cs[i], e.nodes[0], t, e.prof.costOps); err != nil {
 			return figure{}, fmt.Errorf("%s: Redis CPU: %w", p.name, err)
 		}
 	}
@@ -222,15 +222,17 @@ func roundTrips(ctx context.Context, p peer, cs clients, cnt *counter, t timing)
 // the one-node peers whose operations are one command or one script.
 var costPeers = []string{"solo", "solo-lock", "redislock", "redsync-1", "setnx"}
 
-// opCost is the Redis CPU of one acquire and one release, in µs.
-type opCost struct{ acquire, release float64 }
+// opCost is what one acquire and one release cost Redis, in µs: the
+// command's execution time from INFO commandstats, and the CPU time of the
+// server's main thread (schedstat: parsing, execution, reply).
+type opCost struct{ acquire, release, acquireCPU, releaseCPU float64 }
 
 // serverCost acquires n free keys one after the other, then releases
 // them, and reads the server's own time for each phase from INFO
 // commandstats (reset before each). A script's time includes the commands
 // it calls, which commandstats also lists on their own; so when a phase
 // ran scripts, only EVALSHA and EVAL count.
-func serverCost(ctx context.Context, p peer, cs clients, t timing, n int) (c opCost, err error) {
+func serverCost(ctx context.Context, p peer, cs clients, srv *server, t timing, n int) (c opCost, err error) {
 	ms := make([]mutex, n)
 	for i := range ms {
 		ms[i] = p.mutex(cs, fmt.Sprintf("bench-cost-%s-%d", p.name, i), "cost", t)
@@ -242,22 +244,30 @@ func serverCost(ctx context.Context, p peer, cs clients, t timing, n int) (c opC
 			}
 		}
 	}()
-	phase := func(op func(mutex) error) (float64, error) {
+	phase := func(op func(mutex) error) (exec, cpu float64, err error) {
 		if err := cs[0].ConfigResetStat(ctx).Err(); err != nil {
-			return 0, err
+			return 0, 0, err
+		}
+		cpu0, err := srv.mainThreadCPU()
+		if err != nil {
+			return 0, 0, err
 		}
 		for _, m := range ms {
 			if err := op(m); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
+		}
+		cpu1, err := srv.mainThreadCPU()
+		if err != nil {
+			return 0, 0, err
 		}
 		info, err := cs[0].Info(ctx, "commandstats").Result()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return scriptOrAllUsec(info) / float64(n), nil
+		return scriptOrAllUsec(info) / float64(n), us(cpu1-cpu0) / float64(n), nil
 	}
-	if c.acquire, err = phase(func(m mutex) error {
+	if c.acquire, c.acquireCPU, err = phase(func(m mutex) error {
 		ok, err := m.tryAcquire(ctx)
 		if err == nil && !ok {
 			err = errors.New("fresh key held")
@@ -266,7 +276,7 @@ func serverCost(ctx context.Context, p peer, cs clients, t timing, n int) (c opC
 	}); err != nil {
 		return c, fmt.Errorf("acquire: %w", err)
 	}
-	if c.release, err = phase(func(m mutex) error { return m.release(ctx) }); err != nil {
+	if c.release, c.releaseCPU, err = phase(func(m mutex) error { return m.release(ctx) }); err != nil {
 		return c, fmt.Errorf("release: %w", err)
 	}
 	return c, nil
