@@ -35,7 +35,7 @@ func (f *fakeStore) liveLocked() bool {
 	return f.field != "" && time.Now().Before(f.expires)
 }
 
-func (f *fakeStore) acquire(ctx context.Context, owner, reenter string) (acquireReply, error) {
+func (f *fakeStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
 	f.mu.Lock()
 	delay := f.replyDelay
 	r, err := f.acquireLocked(owner, reenter)
