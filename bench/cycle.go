@@ -220,7 +220,7 @@ func roundTrips(ctx context.Context, p peer, cs clients, cnt *counter, t timing)
 
 // costPeers are the peers whose Redis CPU per operation figure 1 reports:
 // the one-node peers whose operations are one command or one script.
-var costPeers = []string{"solo", "solo-lock", "redislock", "redsync-1", "setnx"}
+var costPeers = []string{"solo", "solo-lock", "solo-lock-inline", "redislock", "redsync-1", "setnx"}
 
 // opCost is what one acquire and one release cost Redis, in µs: the
 // command's execution time from INFO commandstats, and the CPU time of the
@@ -396,8 +396,10 @@ func cycleReport(ps []peer, placed []placedRuns, rts []trips, costs map[string]o
 				})
 			}
 		}
-		if _, ok := cells["solo-lock"]; ok {
-			tg = append(tg, lockTargets(pr.pl.name, cells, prof.concurrency)...)
+		for _, name := range []string{"solo-lock", "solo-lock-inline"} {
+			if _, ok := cells[name]; ok {
+				tg = append(tg, lockTarget(name, pr.pl.name, cells, prof.concurrency))
+			}
 		}
 	}
 
@@ -456,32 +458,24 @@ func cycleReport(ps []peer, placed []placedRuns, rts []trips, costs map[string]o
 	return figure{title: "1. Lock cycle", body: b.String(), targets: tg}
 }
 
-// lockTargets are issue 11's targets for solo-lock's cycle in one
-// placement: cycles/s ≥ redislock's and ≥ 0.8× setnx's at every
+// lockTarget is issue 11's target for one solo-lock peer's cycle in one
+// placement: cycles/s ≥ redislock's and ≥ 0.8× setnx's, at every
 // concurrency.
-func lockTargets(where string, cells map[string]map[int]cycleCell, concs []int) []target {
-	row := func(what, peer string, min float64) target {
-		var rs, ps []string
-		ok := true
-		for _, conc := range concs {
-			s, v := cells["solo-lock"][conc].perSec.med, cells[peer][conc].perSec.med
-			rs = append(rs, fmt.Sprintf("%.2f×", s/v))
-			ps = append(ps, fmtInt(v))
-			ok = ok && s >= min*v
-		}
-		var cs []string
-		for _, c := range concs {
-			cs = append(cs, fmt.Sprint(c))
-		}
-		return target{
-			what: fmt.Sprintf("solo-lock cycles/s (with a term) %s, %s, at %s goroutines", what, where, strings.Join(cs, "/")),
-			solo: strings.Join(rs, " / "),
-			peer: peer + " " + strings.Join(ps, " / "),
-			ok:   ok,
-		}
+func lockTarget(name, where string, cells map[string]map[int]cycleCell, concs []int) target {
+	var vr, vs, pr, ps, cs []string
+	ok := true
+	for _, conc := range concs {
+		s := cells[name][conc].perSec.med
+		r, x := cells["redislock"][conc].perSec.med, cells["setnx"][conc].perSec.med
+		vr, vs = append(vr, fmt.Sprintf("%.2f×", s/r)), append(vs, fmt.Sprintf("%.2f×", s/x))
+		pr, ps = append(pr, fmtInt(r)), append(ps, fmtInt(x))
+		cs = append(cs, fmt.Sprint(conc))
+		ok = ok && s >= r && s >= 0.8*x
 	}
-	return []target{
-		row("≥ redislock's", "redislock", 1),
-		row("≥ 0.8× setnx's", "setnx", 0.8),
+	return target{
+		what: fmt.Sprintf("%s cycles/s (with a term) ≥ redislock's and ≥ 0.8× setnx's, %s, at %s goroutines", name, where, strings.Join(cs, "/")),
+		solo: "÷ redislock " + strings.Join(vr, " / ") + "; ÷ setnx " + strings.Join(vs, " / "),
+		peer: "redislock " + strings.Join(pr, " / ") + "; setnx " + strings.Join(ps, " / "),
+		ok:   ok,
 	}
 }

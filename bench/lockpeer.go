@@ -30,6 +30,14 @@ func newLockMutex(cs clients, key, id string, t timing) mutex {
 	return m
 }
 
+func newInlineLockMutex(cs clients, key, id string, t timing) mutex {
+	m, err := newLockMutexWith(cs, key, id, t, lock.WithInlineCalls())
+	if err != nil {
+		return errMutex{err}
+	}
+	return m
+}
+
 // newLockMutexWith returns the lock named key with timing t and opts (such
 // as lock.WithFair()).
 func newLockMutexWith(cs clients, key, id string, t timing, opts ...lock.Option) (*lockMutex, error) {

@@ -121,6 +121,14 @@ func peers() []peer {
 			lockOnly: true,
 		},
 		{
+			name:     "solo-lock-inline",
+			about:    "the same with `lock.WithInlineCalls()`: each Redis call on the caller's goroutine, bounded by the client's timeouts (go-redis's default ReadTimeout of 3s, under RenewDeadline) instead of a goroutine and a local timer",
+			nodes:    1,
+			mutex:    newInlineLockMutex,
+			ours:     true,
+			lockOnly: true,
+		},
+		{
 			name:     "redislock",
 			about:    "github.com/bsm/redislock `Obtain` (Lua SET NX PX) / `Refresh` / `Release`; followers `Obtain` with `LinearBackoff(RetryInterval)`",
 			nodes:    1,
