@@ -89,8 +89,12 @@ func TestCycleFigure(t *testing.T) {
 		}
 	}
 	// solo: round trips, and cycles/s at 1 goroutine (64 is not run);
-	// solo-lock: 2 in every placement measured.
+	// solo-lock and solo-lock-inline: one in every placement measured, and
+	// one more (CPU) in split.
 	want := 2 + 2*(len(placements())-strings.Count(fig.body, "Not measured: "))
+	if !strings.Contains(fig.body, "### Placement: split\n\nNot measured") {
+		want += 2
+	}
 	if len(fig.targets) != want {
 		t.Errorf("targets = %d, want %d", len(fig.targets), want)
 	}

@@ -17,6 +17,10 @@ import (
 type cycleRun struct {
 	perSec   float64
 	p50, p99 time.Duration
+	// CPU per cycle: this process (getrusage) and the servers' main
+	// threads (schedstat). Unlike the rates, these hardly move when other
+	// processes compete for the CPUs.
+	clientCPU, serverCPU time.Duration
 }
 
 // trips is what one acquire, renew and release cost, in round trips; renew
@@ -108,7 +112,7 @@ func cyclePlacement(ctx context.Context, e *env, pl placement, ps []peer, cs []c
 			for k := range idx {
 				i := idx[(k+r)%len(idx)]
 				p := ps[i]
-				res, err := cycleOnce(ctx, p, cs[i], t, conc, pl.runTime(e.prof), pl.name)
+				res, err := cycleOnce(ctx, p, cs[i], e.nodes[:p.nodes], t, conc, pl.runTime(e.prof), pl.name)
 				if err != nil {
 					return fmt.Errorf("%s × %d: %w", p.name, conc, err)
 				}
@@ -122,7 +126,7 @@ func cyclePlacement(ctx context.Context, e *env, pl placement, ps []peer, cs []c
 
 // cycleOnce runs conc goroutines, each acquiring and releasing its own key
 // for d, and returns the cycles per second and latency percentiles.
-func cycleOnce(ctx context.Context, p peer, cs clients, t timing, conc int, d time.Duration, where string) (res cycleRun, err error) {
+func cycleOnce(ctx context.Context, p peer, cs clients, nodes []*server, t timing, conc int, d time.Duration, where string) (res cycleRun, err error) {
 	ms := make([]mutex, conc)
 	for g := range ms {
 		ms[g] = p.mutex(cs, fmt.Sprintf("bench-cycle-%s-%s-%d-%d", where, p.name, conc, g), fmt.Sprintf("cycle-%d", g), t)
@@ -137,6 +141,17 @@ func cycleOnce(ctx context.Context, p peer, cs clients, t timing, conc int, d ti
 	lat := make([][]time.Duration, conc)
 	errs := make([]error, conc)
 	start := make(chan struct{})
+	serverCPU := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, n := range nodes {
+			c, err := n.mainThreadCPU()
+			if err != nil {
+				return 0, err
+			}
+			sum += c
+		}
+		return sum, nil
+	}
 	var begin time.Time
 	var wg sync.WaitGroup
 	for g := range conc {
@@ -161,10 +176,20 @@ func cycleOnce(ctx context.Context, p peer, cs clients, t timing, conc int, d ti
 			lat[g] = l
 		})
 	}
+	s0, err := serverCPU()
+	if err != nil {
+		return cycleRun{}, err
+	}
+	c0 := selfCPU()
 	begin = time.Now()
 	close(start)
 	wg.Wait()
 	elapsed := time.Since(begin)
+	c1 := selfCPU()
+	s1, err := serverCPU()
+	if err != nil {
+		return cycleRun{}, err
+	}
 	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
 		return cycleRun{}, err
 	}
@@ -172,10 +197,13 @@ func cycleOnce(ctx context.Context, p peer, cs clients, t timing, conc int, d ti
 	for _, l := range lat {
 		all = append(all, l...)
 	}
+	n := time.Duration(max(len(all), 1))
 	return cycleRun{
-		perSec: float64(len(all)) / elapsed.Seconds(),
-		p50:    percentile(all, 0.50),
-		p99:    percentile(all, 0.99),
+		perSec:    float64(len(all)) / elapsed.Seconds(),
+		p50:       percentile(all, 0.50),
+		p99:       percentile(all, 0.99),
+		clientCPU: (c1 - c0) / n,
+		serverCPU: (s1 - s0) / n,
 	}, nil
 }
 
@@ -312,20 +340,23 @@ func scriptOrAllUsec(info string) float64 {
 }
 
 // cycleCell is one peer's medians at one concurrency.
-type cycleCell struct{ perSec, p50, p99 spread }
+type cycleCell struct{ perSec, p50, p99, client, server, cpu spread }
 
 func cycleCells(runs map[string]map[int][]cycleRun) map[string]map[int]cycleCell {
 	cells := make(map[string]map[int]cycleCell)
 	for name, byConc := range runs {
 		cells[name] = make(map[int]cycleCell)
 		for conc, rs := range byConc {
-			var a, b, c []float64
+			var a, b, c, cl, sv, cpu []float64
 			for _, r := range rs {
 				a = append(a, r.perSec)
 				b = append(b, us(r.p50))
 				c = append(c, us(r.p99))
+				cl = append(cl, us(r.clientCPU))
+				sv = append(sv, us(r.serverCPU))
+				cpu = append(cpu, us(r.clientCPU+r.serverCPU))
 			}
-			cells[name][conc] = cycleCell{spreadOf(a), spreadOf(b), spreadOf(c)}
+			cells[name][conc] = cycleCell{spreadOf(a), spreadOf(b), spreadOf(c), spreadOf(cl), spreadOf(sv), spreadOf(cpu)}
 		}
 	}
 	return cells
@@ -371,21 +402,23 @@ func cycleReport(ps []peer, placed []placedRuns, rts []trips, costs map[string]o
 			}
 			return v, name
 		}
-		b.WriteString("| goroutines | peer | cycles/s | p50 | p99 | ÷ best other peer (cycles/s · p50 · p99) | cycles/s ÷ redislock · ÷ setnx |\n")
-		b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+		b.WriteString("| goroutines | peer | cycles/s | p50 | p99 | CPU per cycle: bench + Redis | ÷ best other peer (cycles/s · p50 · p99) | cycles/s ÷ redislock · ÷ setnx | CPU ÷ redislock · ÷ setnx |\n")
+		b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, conc := range prof.concurrency {
 			for _, p := range in {
 				c := cells[p.name][conc]
-				vs, vr := "", ""
+				vs, vr, vc := "", "", ""
 				if p.ours {
+					vc = fmt.Sprintf("%.2f× · %.2f×", c.cpu.med/cells["redislock"][conc].cpu.med, c.cpu.med/cells["setnx"][conc].cpu.med)
 					bv, bn := best(conc, perSec, true)
 					l5, n5 := best(conc, p50, false)
 					l9, n9 := best(conc, p99, false)
 					vs = ratio(c.perSec.med, bv, bn) + " · " + ratio(c.p50.med, l5, n5) + " · " + ratio(c.p99.med, l9, n9)
 					vr = fmt.Sprintf("%.2f× · %.2f×", c.perSec.med/cells["redislock"][conc].perSec.med, c.perSec.med/cells["setnx"][conc].perSec.med)
 				}
-				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", conc, p.name,
-					c.perSec.format(fmtInt), c.p50.format(fmtUS), c.p99.format(fmtUS), vs, vr)
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %.0f + %.0f = %s | %s | %s | %s |\n", conc, p.name,
+					c.perSec.format(fmtInt), c.p50.format(fmtUS), c.p99.format(fmtUS),
+					c.client.med, c.server.med, c.cpu.format(fmtUS), vs, vr, vc)
 			}
 			if pr.pl.name == "unpinned" && (conc == 1 || conc == 64) {
 				bv, bn := best(conc, perSec, true)
@@ -399,6 +432,9 @@ func cycleReport(ps []peer, placed []placedRuns, rts []trips, costs map[string]o
 		for _, name := range []string{"solo-lock", "solo-lock-inline"} {
 			if _, ok := cells[name]; ok {
 				tg = append(tg, lockTarget(name, pr.pl.name, cells, prof.concurrency))
+				if pr.pl.name == "split" {
+					tg = append(tg, lockCPUTarget(name, pr.pl.name, cells, prof.concurrency))
+				}
 			}
 		}
 	}
@@ -474,6 +510,28 @@ func lockTarget(name, where string, cells map[string]map[int]cycleCell, concs []
 	}
 	return target{
 		what: fmt.Sprintf("%s cycles/s (with a term) ≥ redislock's and ≥ 0.8× setnx's, %s, at %s goroutines", name, where, strings.Join(cs, "/")),
+		solo: "÷ redislock " + strings.Join(vr, " / ") + "; ÷ setnx " + strings.Join(vs, " / "),
+		peer: "redislock " + strings.Join(pr, " / ") + "; setnx " + strings.Join(ps, " / "),
+		ok:   ok,
+	}
+}
+
+// lockCPUTarget is lockTarget in CPU per cycle (bench + Redis), the form
+// of it that other processes on the machine hardly move: CPU ≤ redislock's
+// and ≤ 1.25× setnx's (the rate targets, if the cycle were CPU-bound).
+func lockCPUTarget(name, where string, cells map[string]map[int]cycleCell, concs []int) target {
+	var vr, vs, pr, ps, cs []string
+	ok := true
+	for _, conc := range concs {
+		s := cells[name][conc].cpu.med
+		r, x := cells["redislock"][conc].cpu.med, cells["setnx"][conc].cpu.med
+		vr, vs = append(vr, fmt.Sprintf("%.2f×", s/r)), append(vs, fmt.Sprintf("%.2f×", s/x))
+		pr, ps = append(pr, fmtUS(r)), append(ps, fmtUS(x))
+		cs = append(cs, fmt.Sprint(conc))
+		ok = ok && s <= r && s <= 1.25*x
+	}
+	return target{
+		what: fmt.Sprintf("%s CPU per cycle (bench + Redis) ≤ redislock's and ≤ 1.25× setnx's, %s, at %s goroutines", name, where, strings.Join(cs, "/")),
 		solo: "÷ redislock " + strings.Join(vr, " / ") + "; ÷ setnx " + strings.Join(vs, " / "),
 		peer: "redislock " + strings.Join(pr, " / ") + "; setnx " + strings.Join(ps, " / "),
 		ok:   ok,
