@@ -30,19 +30,27 @@ type handoverPeer struct {
 	// hand-overs are slow, so their percentiles rest on enough samples.
 	groups int
 	mk     func(cs clients, key, id string, t timing) (waiter, error)
+	// shared, when set, makes the goroutines of a group share one
+	// lock.Client (one process): mk is not used.
+	shared func(c *lock.Client, key string) (waiter, error)
 }
 
 func handoverPeers() []handoverPeer {
 	return []handoverPeer{
 		{name: "solo-lock", groups: 1,
-			about: "`Mutex.Lock`: waiters sleep until the release notice (one shared pub/sub connection per `lock.Client`; one Client per goroutine here, as separate processes) or the holder's PTTL",
-			mk: func(cs clients, key, id string, t timing) (waiter, error) {
-				return newLockMutexWith(cs, key, id, t)
+			about: "`Mutex.Lock`, the 8 goroutines sharing one `lock.Client` (one process, one pub/sub connection): waiters sleep until the release notice or the holder's PTTL",
+			shared: func(c *lock.Client, key string) (waiter, error) {
+				return sharedLockMutex(c, key)
 			}},
 		{name: "solo-lock fair", groups: 1,
 			about: "the same with `lock.WithFair()`: waiters take the lock in the order they started waiting",
+			shared: func(c *lock.Client, key string) (waiter, error) {
+				return sharedLockMutex(c, key, lock.WithFair())
+			}},
+		{name: "solo-lock, Client each", groups: 1,
+			about: "`Mutex.Lock` with a `lock.Client` per goroutine, as 8 processes: each Client subscribes when its goroutine starts to wait and unsubscribes when it stops, so a release that comes before a waiter's subscription is live reaches it only through its retry once the subscription is live",
 			mk: func(cs clients, key, id string, t timing) (waiter, error) {
-				return newLockMutexWith(cs, key, id, t, lock.WithFair())
+				return newLockMutexWith(cs, key, id, t)
 			}},
 		{name: "redislock", groups: 4,
 			about: "`Obtain` with `LinearBackoff(RetryInterval)`",
@@ -158,19 +166,37 @@ func handoverOnce(ctx context.Context, hp handoverPeer, cs clients, t timing, d 
 		err   error
 	}
 	gs := make([]*group, hp.groups)
+	var shared []*lock.Client
 	defer func() {
 		for _, g := range gs {
 			for _, m := range g.ms {
 				_ = closeMutex(m)
 			}
 		}
+		for _, c := range shared {
+			_ = c.Close()
+		}
 	}()
 	for gi := range gs {
 		g := &group{}
 		gs[gi] = g
-		key := fmt.Sprintf("bench-handover-%s-%s-%d", tag, strings.ReplaceAll(hp.name, " ", "-"), gi)
+		key := fmt.Sprintf("bench-handover-%s-%s-%d", tag, strings.NewReplacer(" ", "-", ",", "").Replace(hp.name), gi)
+		var c *lock.Client
+		if hp.shared != nil {
+			var err error
+			if c, err = newLockClient(cs, fmt.Sprintf("handover-%d", gi), t); err != nil {
+				return handoverRun{}, err
+			}
+			shared = append(shared, c)
+		}
 		for w := range handoverWaiters {
-			m, err := hp.mk(cs, key, fmt.Sprintf("handover-%d", w), t)
+			var m waiter
+			var err error
+			if c != nil {
+				m, err = hp.shared(c, key)
+			} else {
+				m, err = hp.mk(cs, key, fmt.Sprintf("handover-%d", w), t)
+			}
 			if err != nil {
 				return handoverRun{}, &unavailableError{err}
 			}

@@ -16,7 +16,7 @@ var errWatchdog = errors.New("renewed by its own watchdog")
 // for wait, Hold.Unlock for release. It owns its lock.Client (one per
 // mutex, as one process each), which the figure closes after the run.
 type lockMutex struct {
-	c    *lock.Client
+	c    *lock.Client // nil: shared, closed by its owner
 	m    *lock.Mutex
 	hold *lock.Hold
 	term uint64 // of the last hold: the fencing token the cycle gets
@@ -41,7 +41,7 @@ func newInlineLockMutex(cs clients, key, id string, t timing) mutex {
 // newLockMutexWith returns the lock named key with timing t and opts (such
 // as lock.WithFair()).
 func newLockMutexWith(cs clients, key, id string, t timing, opts ...lock.Option) (*lockMutex, error) {
-	c, err := lock.NewClient(cs[0], lock.WithID(id), lock.WithConfig(lock.Config{TTL: t.ttl}))
+	c, err := newLockClient(cs, id, t)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +85,28 @@ func (m *lockMutex) release(ctx context.Context) error {
 	return h.Unlock(ctx)
 }
 
-// Close closes the lock.Client.
-func (m *lockMutex) Close() error { return m.c.Close() }
+// newLockClient returns a lock.Client over cs[0] with timing t.
+func newLockClient(cs clients, id string, t timing) (*lock.Client, error) {
+	return lock.NewClient(cs[0], lock.WithID(id), lock.WithConfig(lock.Config{TTL: t.ttl}))
+}
+
+// sharedLockMutex returns the lock named key of the shared Client c,
+// which the caller closes.
+func sharedLockMutex(c *lock.Client, key string, opts ...lock.Option) (*lockMutex, error) {
+	m, err := c.Mutex(key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &lockMutex{m: m}, nil
+}
+
+// Close closes the lock.Client, unless it is shared.
+func (m *lockMutex) Close() error {
+	if m.c == nil {
+		return nil
+	}
+	return m.c.Close()
+}
 
 // closeMutex closes m if it owns something (leader/lock's Client).
 func closeMutex(m mutex) error {
