@@ -55,8 +55,8 @@ type profile struct {
 func fullProfile() profile {
 	return profile{
 		name: "full", runs: 3,
-		cycleTime: 600 * time.Millisecond, concurrency: []int{1, 8, 64}, costOps: 2000,
-		handoverTime: time.Second,
+		cycleTime: 600 * time.Millisecond, concurrency: []int{1, 8, 64}, costOps: 1000,
+		handoverTime: 800 * time.Millisecond,
 		ttl:          time.Second, handoffTrials: 50, failoverTrials: 20, parallel: 10,
 		followers: []int{1, 10, 100}, loadWindow: 3 * time.Second,
 		scaleSizes: []int{1000, 10000}, scaleTTL: 10 * time.Second, scaleWindow: 10 * time.Second / 3,
@@ -331,6 +331,6 @@ const cycleMissNote = "\n**Why solo's lock cycles trail the bare `SET NX PX`:** 
 	"solo's acquire scripts mint a fencing term (TIME, the stored term, a write of each key) and its releases PUBLISH the " +
 	"release notice; a script call also costs Redis a few µs before its first command: figure 1's Redis cost table gives " +
 	"both against a bare SET NX PX and a compare-and-DEL. The term and the notice are what the design requires. solo-lock's " +
-	"client adds work the design does not require: a goroutine per Redis call (to bound the call by RenewDeadline whatever " +
-	"the client's timeouts), whose stack grows through go-redis every time, and per hold a watchdog goroutine, a deadline " +
-	"timer and three contexts; `bench/README.md` gives the profile and the changes that would remove them.\n"
+	"client adds work the design does not require: by default a goroutine per Redis call (to bound the call by RenewDeadline " +
+	"whatever the client's timeouts; `lock.WithInlineCalls()` drops it, the solo-lock-inline rows), and per hold two timers " +
+	"and the hold's contexts; `bench/README.md` gives the profile and what would remove the rest.\n"

@@ -23,13 +23,13 @@ type placement struct {
 	pinned              bool
 	redisCPU, clientCPU int
 	peers               []string // the peers measured; nil: all
-	shorter             bool     // runs of half the profile's cycleTime, to keep the whole run under 5 minutes
+	shorter             bool     // runs of a third of the profile's cycleTime, to keep the whole run under 5 minutes
 }
 
 // runTime is the length of one run of one peer in this placement.
 func (pl placement) runTime(prof profile) time.Duration {
 	if pl.shorter {
-		return prof.cycleTime / 2
+		return prof.cycleTime / 3
 	}
 	return prof.cycleTime
 }
