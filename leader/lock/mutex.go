@@ -572,6 +572,7 @@ func (l *lease) unref(ctx context.Context) {
 // releaseLast deletes the lock for the term's last hold and stops the
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
+	l.cancel(ErrUnlocked) // every hold of the term ends before the lock can pass on
 	n, err := callOp(l.m, context.WithoutCancel(ctx), func(ctx context.Context) (int64, error) {
 		return l.m.st.release(ctx, l.field, true)
 	})
@@ -660,7 +661,9 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
 	}
-	defer h.cancel(ErrUnlocked)
+	// The hold's context ends before the release is sent: the work under
+	// it is told to stop before the lock can pass to another owner.
+	h.cancel(ErrUnlocked)
 	l := h.l
 	l.mu.Lock()
 	l.refs--

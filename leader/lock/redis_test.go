@@ -531,6 +531,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"name", nil, "a{b}", `invalid name "a{b}"`},
 		{"empty name", nil, "", `invalid name ""`},
 		{"fixed lease", []lock.Option{lock.WithFixedLease(time.Microsecond)}, "x", "invalid fixed_lease 1µs"},
+		{"fixed lease name", []lock.Option{lock.WithFixedLease(time.Second)}, "a b", `invalid name "a b"`},
+		{"prefix", []lock.Option{lock.WithConfig(lock.Config{KeyPrefix: "p{"})}, "x", `invalid key_prefix "p{"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := lock.NewClient(rdb)
@@ -683,4 +685,41 @@ func TestMutex_FairDeadWaiterSlotExpires(t *testing.T) {
 		t.Fatal("dead waiter still queued")
 	}
 	_ = h.Unlock(ctx)
+}
+
+// TestMutex_RedisRestartEmpty: Redis restarts without its data (no
+// persistence). The holder learns it lost the lock (the renewal finds it
+// gone, or the deadline passes while Redis is down) and the next holder's
+// term is still above the old one: the term key was lost too, and the
+// server clock floor keeps terms from going back. Mutation check: minting
+// stored+1 without the TIME floor fails with "term 1 after 1".
+func TestMutex_RedisRestartEmpty(t *testing.T) {
+	srv, rdb := startRedis(t)
+	c := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: 600 * time.Millisecond}))
+	m := mustMutex(t, c, lockName(t))
+	h, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	select {
+	case <-h.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("hold not ended 5s after Redis lost it")
+	}
+	cause := context.Cause(h.Context())
+	if !errors.Is(cause, lock.ErrLockLost) && !errors.Is(cause, lock.ErrRenewDeadline) {
+		t.Fatalf("cause %v", cause)
+	}
+	h2, err := m.LockTimeout(t.Context(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Term() <= h.Term() {
+		t.Fatalf("term %d after %d", h2.Term(), h.Term())
+	}
+	_ = h2.Unlock(t.Context())
+	if err := h.Unlock(t.Context()); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("Unlock of the lost hold: %v", err)
+	}
 }
