@@ -116,7 +116,7 @@ func TestHandover(t *testing.T) {
 			cs := dial(addrsOf(e.nodes[:1]), nil)
 			defer cs.Close()
 			hp.groups = 1
-			r, err := handoverOnce(t.Context(), hp, cs, tm, 10*time.Millisecond, "test")
+			r, err := handoverOnce(t.Context(), hp, cs, e.nodes[0], tm, 10*time.Millisecond, "test")
 			var un *unavailableError
 			if errors.As(err, &un) {
 				t.Skip(err)

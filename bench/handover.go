@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,13 @@ type handoverRun struct {
 	holds   int
 	elapsed time.Duration
 	groups  int
+	// sched99 is the p99 of the Go scheduler's latency over the run (how
+	// long a runnable goroutine waited for a CPU), from runtime/metrics.
+	sched99 time.Duration
+	// queued is the time the bench's threads and redis-server's main
+	// thread spent runnable but off a CPU (the kernel's run queue), per
+	// second of the run.
+	queued time.Duration
 }
 
 // holdsPerSec is the holds per second of one key.
@@ -103,7 +111,7 @@ func handoverFigure(ctx context.Context, e *env) (figure, error) {
 				if !only(hp) || unavailable[hp.name] != nil {
 					continue
 				}
-				res, err := handoverOnce(ctx, hp, cs[i], t, e.prof.handoverTime, fmt.Sprintf("%s-%s-%d", nonce, where, r))
+				res, err := handoverOnce(ctx, hp, cs[i], e.nodes[0], t, e.prof.handoverTime, fmt.Sprintf("%s-%s-%d", nonce, where, r))
 				var un *unavailableError
 				if errors.As(err, &un) {
 					unavailable[hp.name] = un.err
@@ -152,7 +160,7 @@ func (e *unavailableError) Error() string { return "not available: " + e.err.Err
 // it. Within a round every acquire but the first follows a release by
 // another goroutine; its wake-up is the time from that release's call to
 // the acquire's return, on one monotonic clock shared by the goroutines.
-func handoverOnce(ctx context.Context, hp handoverPeer, cs clients, t timing, d time.Duration, tag string) (handoverRun, error) {
+func handoverOnce(ctx context.Context, hp handoverPeer, cs clients, srv *server, t timing, d time.Duration, tag string) (handoverRun, error) {
 	base := time.Now() // the shared clock: time.Since(base) is monotonic
 	// Every waiter gives up after a few TTLs: a lost wake-up shows as an
 	// error instead of a hang.
@@ -204,6 +212,13 @@ func handoverOnce(ctx context.Context, hp handoverPeer, cs clients, t timing, d 
 		}
 	}
 
+	sched0 := readSchedLatency()
+	queued := func() time.Duration {
+		a, _ := runQueueWait(os.Getpid(), false)
+		b, _ := runQueueWait(srv.pid(), true)
+		return a + b
+	}
+	q0 := queued()
 	var wg sync.WaitGroup
 	for _, g := range gs {
 		wg.Go(func() {
@@ -245,7 +260,9 @@ func handoverOnce(ctx context.Context, hp handoverPeer, cs clients, t timing, d 
 		})
 	}
 	wg.Wait()
-	out := handoverRun{elapsed: time.Since(base), groups: hp.groups}
+	out := handoverRun{elapsed: time.Since(base), groups: hp.groups,
+		sched99: schedLatencyQuantile(sched0, readSchedLatency(), 0.99)}
+	out.queued = time.Duration(float64(queued()-q0) / out.elapsed.Seconds())
 	var errs []error
 	for _, g := range gs {
 		out.wake = append(out.wake, g.wake...)
@@ -257,21 +274,24 @@ func handoverOnce(ctx context.Context, hp handoverPeer, cs clients, t timing, d 
 
 func handoverReport(hps []handoverPeer, runs map[string][]handoverRun, unavailable map[string]error, splitErr error, t timing, prof profile) figure {
 	type cell struct {
-		p50, p99, max, rate spread
-		n                   int
+		p50, p99, max, rate, sched, queued spread
+		n                                  int
 	}
 	cells := make(map[string]cell)
 	for key, rs := range runs {
 		var c cell
-		var a, b, m, r []float64
+		var a, b, m, r, sc, qu []float64
 		for _, run := range rs {
+			sc = append(sc, ms(run.sched99))
+			qu = append(qu, ms(run.queued))
 			a = append(a, ms(percentile(run.wake, 0.50)))
 			b = append(b, ms(percentile(run.wake, 0.99)))
 			m = append(m, ms(percentile(run.wake, 1)))
 			r = append(r, run.holdsPerSec())
 			c.n += len(run.wake)
 		}
-		c.p50, c.p99, c.max, c.rate = spreadOf(a), spreadOf(b), spreadOf(m), spreadOf(r)
+		c.p50, c.p99, c.max, c.rate, c.sched = spreadOf(a), spreadOf(b), spreadOf(m), spreadOf(r), spreadOf(sc)
+		c.queued = spreadOf(qu)
 		cells[key] = c
 	}
 	var b strings.Builder
@@ -281,25 +301,30 @@ func handoverReport(hps []handoverPeer, runs map[string][]handoverRun, unavailab
 		"monotonic clock shared by the goroutines; it includes the release's round trip. Holds/s are per key. %s; %s per "+
 		"run and peer; the polling peers run several keys at once (column keys) so that their percentiles rest on enough "+
 		"hand-overs. Placements as in figure 1: every peer unpinned, and solo's locks again split (redis-server on one CPU, "+
-		"the bench with GOMAXPROCS 1 on the other).\n\n", handoverWaiters, handoverHold, t, prof.handoverTime)
-	b.WriteString("| placement | peer | keys | hand-overs | wake-up p50 | wake-up p99 | max | holds/s per key |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		"the bench with GOMAXPROCS 1 on the other). The last column is the p99 of the time this process's runnable "+
+		"goroutines waited for a CPU during the run (`runtime/metrics` `/sched/latencies:seconds`, the upper bound of its "+
+		"bucket): a wake-up takes at least two such waits (the notice's reader, then the waiter), so when it is near a "+
+		"millisecond the wake-up p99 shows the machine's load, not the lock. It cannot see the kernel's share: the "+
+		"threads of the bench and redis-server's main thread waiting runnable on the kernel's run queue "+
+		"(`/proc/PID/task/TID/schedstat`, second field), summed, per second of the run, in the last column.\n\n", handoverWaiters, handoverHold, t, prof.handoverTime)
+	b.WriteString("| placement | peer | keys | hand-overs | wake-up p50 | wake-up p99 | max | holds/s per key | Go scheduler latency p99 | kernel run-queue wait per second |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, where := range []string{"unpinned", "split"} {
 		for _, hp := range hps {
 			if where == "split" && !strings.HasPrefix(hp.name, "solo") {
 				continue
 			}
 			if err := unavailable[hp.name]; err != nil {
-				fmt.Fprintf(&b, "| %s | %s | — | not available: %v | | | | |\n", where, hp.name, err)
+				fmt.Fprintf(&b, "| %s | %s | — | not available: %v | | | | | | |\n", where, hp.name, err)
 				continue
 			}
 			if where == "split" && splitErr != nil {
-				fmt.Fprintf(&b, "| %s | %s | — | not measured: %v | | | | |\n", where, hp.name, splitErr)
+				fmt.Fprintf(&b, "| %s | %s | — | not measured: %v | | | | | | |\n", where, hp.name, splitErr)
 				continue
 			}
 			c := cells[where+"/"+hp.name]
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s |\n", where, hp.name, hp.groups, c.n,
-				c.p50.format(fmtMS), c.p99.format(fmtMS), c.max.format(fmtMS), c.rate.format(fmtInt))
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", where, hp.name, hp.groups, c.n,
+				c.p50.format(fmtMS), c.p99.format(fmtMS), c.max.format(fmtMS), c.rate.format(fmtInt), c.sched.format(fmtMS), c.queued.format(fmtMS))
 		}
 	}
 	b.WriteString("\n")
