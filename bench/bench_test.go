@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // newTestEnv starts three redis-servers, or skips without redis-server
 // unless SOLO_REQUIRE_REDIS=1 or CI=true.
-func newTestEnv(t *testing.T, prof profile) *env {
+func newTestEnv(t testing.TB, prof profile) *env {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("SOLO_REQUIRE_REDIS") == "1" || os.Getenv("CI") == "true" {
@@ -50,10 +52,14 @@ func newTestEnv(t *testing.T, prof profile) *env {
 	return &env{lab: l, nodes: nodes, prof: prof, self: self, log: io.Discard}
 }
 
-// TestCycleFigure runs figure 1 on the quick profile with shorter runs.
+// TestCycleFigure runs figure 1 on the quick profile with one short run
+// per placement.
 func TestCycleFigure(t *testing.T) {
 	prof := quickProfile()
 	prof.cycleTime = 100 * time.Millisecond
+	prof.runs = 1
+	prof.concurrency = []int{1, 8}
+	prof.costOps = 50
 	e := newTestEnv(t, prof)
 	fig, err := cycleFigure(t.Context(), e)
 	if err != nil {
@@ -69,8 +75,64 @@ func TestCycleFigure(t *testing.T) {
 	if !strings.Contains(fig.body, "| solo | 1 | 1 | 1 |") {
 		t.Errorf("solo does not take one round trip per operation:\n%s", fig.body)
 	}
-	if len(fig.targets) != 3 {
-		t.Errorf("targets = %d, want 3", len(fig.targets))
+	if !strings.Contains(fig.body, "| solo-lock | 1 | — (its watchdog renews") {
+		t.Errorf("solo-lock does not take one round trip per acquire and release:\n%s", fig.body)
+	}
+	for _, pl := range placements() {
+		if !strings.Contains(fig.body, "### Placement: "+pl.name) {
+			t.Errorf("no placement %s in:\n%s", pl.name, fig.body)
+		}
+	}
+	for _, name := range costPeers {
+		if !strings.Contains(fig.body, "| "+name+" | ") || !strings.Contains(fig.body, " µs | ") {
+			t.Errorf("no Redis CPU row for %s in:\n%s", name, fig.body)
+		}
+	}
+	// solo: round trips, and cycles/s at 1 goroutine (64 is not run);
+	// solo-lock and solo-lock-inline: one in every placement measured, and
+	// one more (CPU) in split.
+	want := 2 + 2*(len(placements())-strings.Count(fig.body, "Not measured: "))
+	if !strings.Contains(fig.body, "### Placement: split\n\nNot measured") {
+		want += 2
+	}
+	if len(fig.targets) != want {
+		t.Errorf("targets = %d, want %d", len(fig.targets), want)
+	}
+	// Pinning is undone: the process may use every CPU again.
+	if got := runtime.GOMAXPROCS(0); got != runtime.NumCPU() {
+		t.Errorf("GOMAXPROCS = %d after the figure, want %d", got, runtime.NumCPU())
+	}
+}
+
+// TestHandover runs one short round of every handover peer.
+func TestHandover(t *testing.T) {
+	e := newTestEnv(t, quickProfile())
+	tm, err := timingFor(200 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hp := range handoverPeers() {
+		t.Run(hp.name, func(t *testing.T) {
+			cs := dial(addrsOf(e.nodes[:1]), nil)
+			defer cs.Close()
+			hp.groups = 1
+			r, err := handoverOnce(t.Context(), hp, cs, e.nodes[0], tm, 10*time.Millisecond, "test")
+			var un *unavailableError
+			if errors.As(err, &un) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.holds < handoverWaiters || len(r.wake) < handoverWaiters-1 {
+				t.Errorf("holds %d, wake-ups %d: want at least one round (%d, %d)", r.holds, len(r.wake), handoverWaiters, handoverWaiters-1)
+			}
+			for _, w := range r.wake {
+				if w <= 0 || w > 5*tm.ttl {
+					t.Errorf("wake-up %s", w)
+				}
+			}
+		})
 	}
 }
 
@@ -81,7 +143,7 @@ func TestTrials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range peers() {
+	for _, p := range electionPeers() {
 		t.Run(p.name, func(t *testing.T) {
 			addrs := addrsOf(e.nodes[:p.nodes])
 			a, b := dial(addrs, nil), dial(addrs, nil)
@@ -136,7 +198,7 @@ func TestParseFigures(t *testing.T) {
 	if got, err := parseFigures("1, 3,5"); err != nil || fmt.Sprint(got) != "[1 3 5]" {
 		t.Errorf("parseFigures = %v, %v", got, err)
 	}
-	for _, bad := range []string{"0", "6", "x", ""} {
+	for _, bad := range []string{"0", "7", "x", ""} {
 		if _, err := parseFigures(bad); err == nil {
 			t.Errorf("parseFigures(%q): no error", bad)
 		}
@@ -150,5 +212,38 @@ func TestRenderHeader(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// BenchmarkCycle is figure 1's cycle at one goroutine, for profiling a
+// peer's client side:
+//
+//	go test -run '^$' -bench 'Cycle/solo-lock$' -benchmem -cpuprofile cpu.out -memprofile mem.out
+func BenchmarkCycle(b *testing.B) {
+	e := newTestEnv(b, quickProfile())
+	tm, err := timingFor(10 * time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range peers() {
+		b.Run(p.name, func(b *testing.B) {
+			cs := dial(addrsOf(e.nodes[:p.nodes]), nil)
+			defer cs.Close()
+			m := p.mutex(cs, "bench-profile-"+p.name, "profile", tm)
+			defer closeMutex(m)
+			ctx := b.Context()
+			for b.Loop() {
+				ok, err := m.tryAcquire(ctx)
+				if err == nil && !ok {
+					err = errors.New("own key held")
+				}
+				if err == nil {
+					err = m.release(ctx)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -45,7 +45,7 @@ func failoverFigure(ctx context.Context, e *env) (figure, error) {
 	if err != nil {
 		return figure{}, err
 	}
-	ps := peers()
+	ps := electionPeers()
 	followers := make([]clients, len(ps))
 	probes := make([]clients, len(ps))
 	for i, p := range ps {

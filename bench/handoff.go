@@ -20,7 +20,7 @@ func handoffFigure(ctx context.Context, e *env) (figure, error) {
 	if err != nil {
 		return figure{}, err
 	}
-	ps := peers()
+	ps := electionPeers()
 	// Each side of the handoff has clients of its own, as two instances would.
 	sides := make([][2]clients, len(ps))
 	for i, p := range ps {

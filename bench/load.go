@@ -32,7 +32,7 @@ func loadFigure(ctx context.Context, e *env) (figure, error) {
 	if err != nil {
 		return figure{}, err
 	}
-	ps := peers()
+	ps := electionPeers()
 	type cell struct {
 		p     peer
 		n     int

@@ -52,6 +52,12 @@ type peer struct {
 	name  string
 	about string // one line for the report
 	nodes int    // Redis servers it needs
+	// ours marks solo's own rows: they are compared with the best of the
+	// others, never counted as a peer.
+	ours bool
+	// lockOnly marks a peer of the lock figures (1 and 6) only: it is not
+	// an election, so figures 2–4 leave it out.
+	lockOnly bool
 
 	// mutex returns the lock on key for client cs (one per node).
 	mutex func(cs clients, key, id string, t timing) mutex
@@ -104,6 +110,23 @@ func peers() []peer {
 				return leader.Config{Name: name}.LeaseKey()
 			},
 			elector: newSoloElector,
+			ours:    true,
+		},
+		{
+			name:     "solo-lock",
+			about:    "`leader/lock` `Mutex.TryLock` / `Hold.Unlock` (lock figures only): Lua acquire into a hash with fencing term and hold count, watchdog renewal, release + PUBLISH; waiters in `Mutex.Lock` woken by the release notice",
+			nodes:    1,
+			mutex:    newLockMutex,
+			ours:     true,
+			lockOnly: true,
+		},
+		{
+			name:     "solo-lock-inline",
+			about:    "the same with `lock.WithInlineCalls()`: each Redis call on the caller's goroutine, bounded by the client's timeouts (go-redis's default ReadTimeout of 3s, under RenewDeadline) instead of a goroutine and a local timer",
+			nodes:    1,
+			mutex:    newInlineLockMutex,
+			ours:     true,
+			lockOnly: true,
 		},
 		{
 			name:     "redislock",
@@ -141,6 +164,28 @@ func peers() []peer {
 			leaseKey: plain,
 		},
 	}
+}
+
+// electionPeers returns the peers of the election figures (2–4).
+func electionPeers() []peer {
+	var out []peer
+	for _, p := range peers() {
+		if !p.lockOnly {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// others returns the peers of ps that are not solo's.
+func others(ps []peer) []peer {
+	var out []peer
+	for _, p := range ps {
+		if !p.ours {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func peerByName(name string) (peer, bool) {

@@ -205,6 +205,21 @@ func (s *server) cpu() (time.Duration, error) {
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
+// mainThreadCPU returns the time the server's main thread (the one that
+// runs every command) has spent on a CPU, from its schedstat, in ns.
+func (s *server) mainThreadCPU() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", s.pid(), s.pid()))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("empty schedstat of %d", s.pid())
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	return time.Duration(ns), err
+}
+
 func (s *server) waitReady() error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
