@@ -116,12 +116,14 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline, log: c.log.With(zap.String("lock", name))}
+	bounded := honoursDeadlines(c.rdb)
+	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline || bounded, ctxBound: bounded,
+		log: c.log.With(zap.String("lock", name))}
 	m.key = holdKey{cfg.KeyPrefix + ":{" + name + "}"}
 	rs := newRedisStore(c.rdb, cfg, name)
 	rs.fair = o.fair
 	m.fair = o.fair
-	m.channel = rs.channel
+	m.channel = rs.channelName()
 	m.st = rs
 	if o.newStore != nil {
 		m.st = o.newStore(m)
@@ -159,9 +161,29 @@ func (c *Client) Close() error {
 }
 
 // owner returns a new owner ID: unique per Lock call, so an acquire can
-// only adopt this very call's own earlier attempt.
+// only adopt this very call's own earlier attempt. One allocation.
 func (c *Client) owner() string {
-	return c.base + "-" + strconv.FormatUint(c.seq.Add(1), 10)
+	var buf [64]byte
+	b := append(buf[:0], c.base...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, c.seq.Add(1), 10)
+	return string(b)
+}
+
+// honoursDeadlines reports whether rdb bounds every call by its context's
+// deadline (go-redis ContextTimeoutEnabled): then Lock, TryLock and Unlock
+// send their calls on the caller's goroutine with a RenewDeadline
+// deadline, and need no goroutine and timer of their own. Sentinel
+// failover clients are *redis.Client. Other clients (a Ring, a wrapper)
+// are not inspected: their calls keep the goroutine bound.
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 func (c *Client) track(l *lease) bool {

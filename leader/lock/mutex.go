@@ -16,16 +16,21 @@ import (
 // Mutex is one named lock. Make it with Client.Mutex; it is safe for
 // concurrent use.
 type Mutex struct {
-	c       *Client
-	name    string
-	cfg     Config
-	fixed   bool
-	inline  bool // WithInlineCalls
-	fair    bool // WithFair
-	key     holdKey
-	channel string
-	st      store
-	log     *zap.Logger
+	c     *Client
+	name  string
+	cfg   Config
+	fixed bool
+	// inline: Lock, TryLock and Unlock send their calls on the caller's
+	// goroutine (WithInlineCalls, or a client that honours deadlines).
+	inline bool
+	// ctxBound: the client honours context deadlines, so an inline call
+	// gets one at RenewDeadline.
+	ctxBound bool
+	fair     bool // WithFair
+	key      holdKey
+	channel  string
+	st       store
+	log      *zap.Logger
 }
 
 // holdKey is the context key of a hold: one per lock (prefix and name), so
@@ -268,25 +273,68 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 	}
 }
 
-// callOp runs a Lock/TryLock/Unlock call: bounded on a goroutine of its
-// own, or inline with WithInlineCalls.
-func callOp[T any](m *Mutex, ctx context.Context, f func(ctx context.Context) (T, error)) (T, error) {
-	if m.inline {
-		return f(ctx)
+// inlineCtx returns the context of an inline call: ctx with a deadline
+// at RenewDeadline from now when the client honours deadlines and ctx has
+// none as early. cancel is never nil.
+func (m *Mutex) inlineCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if m.ctxBound {
+		d := time.Now().Add(m.cfg.RenewDeadline)
+		if dl, ok := ctx.Deadline(); !ok || dl.After(d) {
+			return context.WithDeadline(ctx, d)
+		}
 	}
-	return call(ctx, m.cfg.RenewDeadline, f)
+	return ctx, func() {}
 }
 
+// The store calls of Lock, TryLock and Unlock: inline (no goroutine, no
+// closure), or on a goroutine of their own bounded by RenewDeadline.
+
 func (m *Mutex) acquire(ctx context.Context, owner string, wait bool) (acquireReply, error) {
-	return callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
+	if m.inline {
+		cctx, cancel := m.inlineCtx(ctx)
+		defer cancel()
+		return m.st.acquire(cctx, owner, "", wait)
+	}
+	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
 		return m.st.acquire(ctx, owner, "", wait)
 	})
+}
+
+func (m *Mutex) reacquire(ctx context.Context, field string) (acquireReply, error) {
+	if m.inline {
+		cctx, cancel := m.inlineCtx(ctx)
+		defer cancel()
+		return m.st.acquire(cctx, "", field, false)
+	}
+	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
+		return m.st.acquire(ctx, "", field, false)
+	})
+}
+
+func (m *Mutex) release(ctx context.Context, field string, last bool) (int64, error) {
+	if m.inline {
+		cctx, cancel := m.inlineCtx(ctx)
+		defer cancel()
+		return m.st.release(cctx, field, last)
+	}
+	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {
+		return m.st.release(ctx, field, last)
+	})
+}
+
+// makeField returns "TERM OWNER", built in one allocation.
+func makeField(term uint64, owner string) string {
+	var buf [96]byte
+	b := strconv.AppendUint(buf[:0], term, 10)
+	b = append(b, ' ')
+	b = append(b, owner...)
+	return string(b)
 }
 
 // held turns a confirmed acquire into a hold, unless its reply came too
 // late (or ctx ended meanwhile): then the lock is handed back.
 func (m *Mutex) held(ctx context.Context, owner string, term uint64, sent time.Time) (*Hold, error) {
-	field := strconv.FormatUint(term, 10) + " " + owner
+	field := makeField(term, owner)
 	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
 		// The lock may already have expired and passed to another owner.
 		// Never hold on it; the release compares the exact field, so it
@@ -306,9 +354,11 @@ func (m *Mutex) held(ctx context.Context, owner string, term uint64, sent time.T
 		m.releaseField(ctx, field)
 		return nil, ErrClosed
 	}
-	h := l.newHold(context.WithoutCancel(ctx))
+	h := l.newHold(ctx, &l.first)
 	l.start(sent)
-	m.log.Debug("acquired", zap.Uint64("term", term))
+	if ce := m.log.Check(zap.DebugLevel, "acquired"); ce != nil {
+		ce.Write(zap.Uint64("term", term))
+	}
 	return h, nil
 }
 
@@ -350,16 +400,14 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	}
 	l.refs++ // counted before the request, so no Unlock thinks it is the last
 	l.mu.Unlock()
-	rep, err := callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, "", l.field, false)
-	})
+	rep, err := m.reacquire(ctx, l.field)
 	if err == nil && rep.code == codeReentered {
 		if cause := l.lost(); cause != nil {
 			// Answered after the hold was lost: the term is over.
 			l.unref(ctx)
 			return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, cause)
 		}
-		return l.newHold(context.WithoutCancel(ctx)), nil
+		return l.newHold(ctx, new(Hold)), nil
 	}
 	// Not re-entered (or unknown: a count Redis may have added is dropped
 	// by the last Unlock, which deletes whatever the count).
@@ -392,21 +440,25 @@ func randDuration(r *rand.Rand, d time.Duration) time.Duration {
 // and one that ends the lease at that send time + RenewDeadline. Neither
 // holds a goroutine between firings, so an uncontended hold costs no
 // goroutine start and no join; a renewal runs on its timer's goroutine
-// and is awaited by stopWatchdog. The watchdog stops when the last hold
-// is unlocked, when the lease is lost, or when the Client closes.
+// and is awaited by stopWatchdog. The deadline timer is armed by the
+// first renewal, before its request is sent (a fixed lease arms it at
+// once): until then the renewal timer, due earlier, is the only one, so a
+// hold shorter than RenewInterval costs one timer. The watchdog stops
+// when the last hold is unlocked, when the lease is lost, or when the
+// Client closes.
 type lease struct {
 	m     *Mutex
 	term  uint64
 	field string // "TERM OWNER": the hash field in Redis
 	ctx   context.Context
 	// cancel ends every hold of the term. The deadline timer calls it from
-	// a goroutine of its own, so nothing can delay it.
+	// a goroutine of its own, so nothing can delay it. It also cancels a
+	// renewal in flight: every stopWatchdog comes after it.
 	cancel context.CancelCauseFunc
+	first  Hold // the first hold of the term, allocated with the lease
 
-	deadline *time.Timer // at last successful renewal's send time + RenewDeadline
+	deadline *time.Timer // at last successful renewal's send time + RenewDeadline; nil until armed
 	expired  atomic.Bool // set by the deadline timer before it cancels
-	stopCtx  context.Context
-	stopNow  context.CancelFunc // cancels a renewal in flight on stop
 
 	wmu      sync.Mutex // guards the watchdog fields below
 	stopped  bool
@@ -422,28 +474,32 @@ type lease struct {
 }
 
 func newLease(m *Mutex, term uint64, field string, sent time.Time) *lease {
+	// The lease's context carries no values (its parent is Background):
+	// holdValues relies on it.
 	ctx, cancel := context.WithCancelCause(context.Background())
-	stopCtx, stopNow := context.WithCancel(context.Background())
-	return &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel,
-		stopCtx: stopCtx, stopNow: stopNow, lastOK: sent}
+	return &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel, lastOK: sent}
 }
 
-// start arms the deadline and the renewals.
+// start arms the renewals, or the deadline of a fixed lease.
 func (l *lease) start(sent time.Time) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.m.fixed {
+		l.deadline = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewDeadline)), l.onDeadline)
+		return
+	}
+	l.renewAt = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewInterval)), l.renew)
+}
+
+// onDeadline runs on the deadline timer's goroutine: the lease is over.
+func (l *lease) onDeadline() {
 	cause := ErrRenewDeadline
 	if l.m.fixed {
 		cause = ErrLeaseExpired
 	}
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	l.deadline = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewDeadline)), func() {
-		l.expired.Store(true)
-		l.expire(cause)
-		l.logLoss() // after the cancel: a slow log sink cannot delay it
-	})
-	if !l.m.fixed {
-		l.renewAt = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewInterval)), l.renew)
-	}
+	l.expired.Store(true)
+	l.expire(cause)
+	l.logLoss() // after the cancel: a slow log sink cannot delay it
 }
 
 // expire marks the lease lost with cause and cancels every hold's context.
@@ -463,8 +519,8 @@ func (l *lease) lost() error {
 	return l.lostCause
 }
 
-// stopWatchdog stops the timers, cancels a renewal in flight and waits
-// for it.
+// stopWatchdog stops the timers and waits for a renewal in flight, which
+// the lease's cancel (always before stopWatchdog) has cancelled.
 func (l *lease) stopWatchdog() {
 	l.wmu.Lock()
 	l.stopped = true
@@ -475,7 +531,6 @@ func (l *lease) stopWatchdog() {
 		l.renewAt.Stop()
 	}
 	l.wmu.Unlock()
-	l.stopNow()
 	l.inflight.Wait()
 }
 
@@ -492,6 +547,10 @@ func (l *lease) renew() {
 	}
 	l.inflight.Add(1) // under wmu, before stopped is read as false: Wait sees it
 	lastOK := l.lastOK
+	if l.deadline == nil {
+		// Armed before the request: the deadline never waits on it.
+		l.deadline = time.AfterFunc(time.Until(lastOK.Add(cfg.RenewDeadline)), l.onDeadline)
+	}
 	l.wmu.Unlock()
 	defer l.inflight.Done()
 
@@ -500,11 +559,7 @@ func (l *lease) renew() {
 	if left <= 0 {
 		return // the deadline timer is ending the lease
 	}
-	ctx, cancel := context.WithCancel(l.stopCtx)
-	stop := context.AfterFunc(l.ctx, cancel)
-	ok, err := call(ctx, left, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
-	stop()
-	cancel()
+	ok, err := call(l.ctx, left, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
 
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -540,15 +595,17 @@ func (l *lease) logLoss() {
 	l.m.log.Error("lock lost", zap.Uint64("term", l.term), zap.NamedError("cause", cause))
 }
 
-// newHold adds a hold to the lease; parent gives its context's values.
-func (l *lease) newHold(parent context.Context) *Hold {
-	h := &Hold{l: l}
-	// The hold's context takes its values from parent and its
+// newHold makes h (zero) a hold of the lease; parent gives its context's
+// values.
+func (l *lease) newHold(parent context.Context, h *Hold) *Hold {
+	h.l = l
+	// The hold's context takes its values from parent (and itself) and its
 	// cancellation from the lease: a child of the lease's own cancel
-	// context (valueCtx hands it to the context package), so the deadline
+	// context (holdValues hands it to the context package), so the deadline
 	// timer's cancel reaches every hold synchronously, with no goroutine
 	// in between.
-	h.ctx, h.cancel = context.WithCancelCause(valueCtx{Context: l.ctx, values: context.WithValue(parent, l.m.key, h)})
+	h.vals = holdValues{Context: l.ctx, parent: parent, h: h}
+	h.ctx, h.cancel = context.WithCancelCause(&h.vals)
 	l.mu.Lock()
 	if l.refs == 0 {
 		l.refs = 1 // the first hold; a re-entry counted itself before its request
@@ -573,9 +630,7 @@ func (l *lease) unref(ctx context.Context) {
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
 	l.cancel(ErrUnlocked) // every hold of the term ends before the lock can pass on
-	n, err := callOp(l.m, context.WithoutCancel(ctx), func(ctx context.Context) (int64, error) {
-		return l.m.st.release(ctx, l.field, true)
-	})
+	n, err := l.m.release(context.WithoutCancel(ctx), l.field, true)
 	l.finish(n, err)
 	return n, err
 }
@@ -598,7 +653,9 @@ func (l *lease) finish(n int64, err error) {
 		l.stopWatchdog()
 		l.m.c.untrack(l)
 		if err == nil && n == 0 {
-			l.m.log.Debug("released", zap.Uint64("term", l.term))
+			if ce := l.m.log.Check(zap.DebugLevel, "released"); ce != nil {
+				ce.Write(zap.Uint64("term", l.term))
+			}
 		}
 	}
 }
@@ -610,20 +667,31 @@ type Hold struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	unlocked atomic.Bool
+	vals     holdValues // the parent of ctx
 }
 
-// valueCtx is the lease's context (Done, Err, Deadline, and the lease's
-// cancel context for the context package) with the values of another.
-type valueCtx struct {
+// holdValues is the lease's context (Done, Err, Deadline, and the lease's
+// cancel context for the context package) with the hold itself under its
+// lock's key and the values of the context Lock was given. The lease's
+// context is asked first: it carries no values but the context package's
+// own key for its cancel context, which must come from the lease (a
+// cancel context of the parent would make the hold's context a watcher
+// goroutine's child instead of the lease's); the parent's cancellation is
+// never inherited.
+type holdValues struct {
 	context.Context // the lease's
-	values          context.Context
+	parent          context.Context
+	h               *Hold
 }
 
-func (c valueCtx) Value(key any) any {
-	if v := c.values.Value(key); v != nil {
+func (c *holdValues) Value(key any) any {
+	if k, ok := key.(holdKey); ok && k == c.h.l.m.key {
+		return c.h
+	}
+	if v := c.Context.Value(key); v != nil {
 		return v
 	}
-	return c.Context.Value(key)
+	return c.parent.Value(key)
 }
 
 // Term returns the fencing token: it grows with every new holding of the
@@ -683,9 +751,7 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if last {
 		n, err = l.releaseLast(ctx)
 	} else {
-		n, err = callOp(l.m, ctx, func(ctx context.Context) (int64, error) {
-			return l.m.st.release(ctx, l.field, false)
-		})
+		n, err = l.m.release(ctx, l.field, false)
 		l.finish(n, err)
 	}
 	switch {

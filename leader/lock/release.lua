@@ -2,8 +2,7 @@
 -- tell the waiters.
 -- KEYS[1] lock hash; ARGV[1] "TERM OWNER", ARGV[2] "1" when the caller's
 -- last hold of the term goes (delete whatever the count: a re-entry whose
--- reply was lost may have counted one more), ARGV[3] channel,
--- ARGV[4] notice
+-- reply was lost may have counted one more), ARGV[3] channel
 -- Returns the holds left (0: deleted and announced), -1 not ours.
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return -1
@@ -13,5 +12,5 @@ if ARGV[2] ~= '1' then
   if n > 0 then return n end
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[3], ARGV[4])
+redis.call('PUBLISH', ARGV[3], 'released ' .. ARGV[1])
 return 0

@@ -3,7 +3,9 @@ package lock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,28 +15,75 @@ import (
 var (
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
+	acquireScript = newScript(acquireLua)
 
 	//go:embed renew.lua
 	renewLua    string
-	renewScript = redis.NewScript(renewLua)
+	renewScript = newScript(renewLua)
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	releaseScript = newScript(releaseLua)
 
 	//go:embed abandon.lua
 	abandonLua    string
-	abandonScript = redis.NewScript(abandonLua)
+	abandonScript = newScript(abandonLua)
 
 	//go:embed fair_acquire.lua
 	fairAcquireLua    string
-	fairAcquireScript = redis.NewScript(fairAcquireLua)
+	fairAcquireScript = newScript(fairAcquireLua)
 
 	//go:embed fair_abandon.lua
 	fairAbandonLua    string
-	fairAbandonScript = redis.NewScript(fairAbandonLua)
+	fairAbandonScript = newScript(fairAbandonLua)
 )
+
+// script is one Lua script, sent as EVALSHA (EVAL after NOSCRIPT, as
+// redis.Script.Run). Its SHA is boxed once, and a call's arguments are
+// built by the caller in one slice from a per-store head whose keys and
+// constant arguments are boxed once too: a call allocates its argument
+// slice, the boxes of its variable arguments and the command.
+type script struct {
+	src string
+	sha any
+}
+
+func newScript(src string) *script {
+	return &script{src: src, sha: redis.NewScript(src).Hash()}
+}
+
+// head returns the start of this script's command line for keys:
+// EVALSHA SHA NUMKEYS KEYS..., with room for the arguments.
+func (s *script) head(keys ...string) []any {
+	h := make([]any, 0, 3+len(keys))
+	h = append(h, "evalsha", s.sha, len(keys))
+	for _, k := range keys {
+		h = append(h, k)
+	}
+	return h
+}
+
+// args returns a new command line: head followed by n arguments to append.
+func args(head []any, n int) []any {
+	a := make([]any, len(head), len(head)+n)
+	copy(a, head)
+	return a
+}
+
+// run sends the command line a (made by args from s's head).
+func (s *script) run(ctx context.Context, c redis.UniversalClient, a []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3)
+	_ = c.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		e := slices.Clone(a)
+		e[0], e[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, e...)
+		cmd.SetFirstKeyPos(3)
+		_ = c.Process(ctx, cmd)
+	}
+	return cmd
+}
 
 // Outcomes of the acquire script.
 const (
@@ -71,52 +120,64 @@ type store interface {
 	abandon(ctx context.Context, owner string) error
 }
 
-// redisStore is the store of one lock name in Redis. Keys and constant
-// arguments are built once, so a call allocates only its command.
+// redisStore is the store of one lock name in Redis. The command heads
+// (script, keys) and the constant arguments (TTL, channel, slot) are built
+// and boxed once, so a call allocates only its argument slice, the boxes
+// of its owner or field, and its command.
 type redisStore struct {
-	client   redis.UniversalClient
-	lockKeys []string // lock hash, term key
-	oneKey   []string // lock hash
-	ttl      string   // milliseconds
-	channel  string
-	fair     bool
-	fairKeys []string // lock hash, term key, queue, slot timeouts
-	slot     string   // fair: a waiter's slot lifetime, milliseconds
+	client  redis.UniversalClient
+	key     string // the lock hash, for errors
+	ttl     any    // milliseconds, as a string
+	channel any
+	fair    bool
+	slot    any // fair: a waiter's slot lifetime, milliseconds, as a string
+
+	acquireHead, fairAcquireHead []any
+	renewHead, releaseHead       []any
+	abandonHead, fairAbandonHead []any
 }
 
 func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redisStore {
 	base := cfg.KeyPrefix + ":{" + name + "}:"
+	lock, term, queue, timeouts := base+"lock", base+"lock.term", base+"lock.queue", base+"lock.timeouts"
 	return &redisStore{
-		client:   client,
-		lockKeys: []string{base + "lock", base + "lock.term"},
-		oneKey:   []string{base + "lock"},
-		ttl:      strconv.FormatInt(cfg.TTL.Milliseconds(), 10),
-		channel:  base + "lock.events",
-		fairKeys: []string{base + "lock", base + "lock.term", base + "lock.queue", base + "lock.timeouts"},
+		client:  client,
+		key:     lock,
+		ttl:     strconv.FormatInt(cfg.TTL.Milliseconds(), 10),
+		channel: base + "lock.events",
 		// A waiter sleeps at most the holder's PTTL (≤ TTL) plus jitter, or
 		// RetryInterval, between attempts, and each attempt refreshes its
 		// slot: two TTLs keep a live waiter's slot, and bound how long a
 		// dead one holds up the queue.
-		slot: strconv.FormatInt((2*cfg.TTL + cfg.RetryInterval).Milliseconds(), 10),
+		slot:            strconv.FormatInt((2*cfg.TTL + cfg.RetryInterval).Milliseconds(), 10),
+		acquireHead:     acquireScript.head(lock, term),
+		fairAcquireHead: fairAcquireScript.head(lock, term, queue, timeouts),
+		renewHead:       renewScript.head(lock),
+		releaseHead:     releaseScript.head(lock),
+		abandonHead:     abandonScript.head(lock),
+		fairAbandonHead: fairAbandonScript.head(lock, term, queue, timeouts),
 	}
 }
 
+// channelName is the lock's notice channel.
+func (s *redisStore) channelName() string { return s.channel.(string) }
+
 func (s *redisStore) acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error) {
-	var (
-		res []any
-		err error
-	)
+	var cmd *redis.Cmd
 	if s.fair {
 		q := "0"
 		if wait {
 			q = "1"
 		}
-		res, err = fairAcquireScript.Run(ctx, s.client, s.fairKeys, owner, s.ttl, reenter, q, s.slot).Slice()
+		a := append(args(s.fairAcquireHead, 5), owner, s.ttl, reenter, q, s.slot)
+		cmd = fairAcquireScript.run(ctx, s.client, a)
 	} else {
-		res, err = acquireScript.Run(ctx, s.client, s.lockKeys, owner, s.ttl, reenter).Slice()
+		a := append(args(s.acquireHead, 3), owner, s.ttl, reenter)
+		cmd = acquireScript.run(ctx, s.client, a)
 	}
+	res, err := cmd.Slice()
 	if err != nil {
-		return acquireReply{}, fmt.Errorf("acquire %s: %w", s.oneKey[0], err)
+		return acquireReply{}, fmt.Errorf("acquire %s: %w", s.key, err)
 	}
 	return parseAcquire(res)
 }
@@ -154,9 +215,10 @@ func parseAcquire(res []any) (acquireReply, error) {
 }
 
 func (s *redisStore) renew(ctx context.Context, field string) (bool, error) {
-	n, err := renewScript.Run(ctx, s.client, s.oneKey, field, s.ttl).Int64()
+	a := append(args(s.renewHead, 2), field, s.ttl)
+	n, err := renewScript.run(ctx, s.client, a).Int64()
 	if err != nil {
-		return false, fmt.Errorf("renew %s: %w", s.oneKey[0], err)
+		return false, fmt.Errorf("renew %s: %w", s.key, err)
 	}
 	return n == 1, nil
 }
@@ -166,20 +228,22 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 	if last {
 		flag = "1"
 	}
-	n, err := releaseScript.Run(ctx, s.client, s.oneKey, field, flag, s.channel, "released "+field).Int64()
+	a := append(args(s.releaseHead, 3), field, flag, s.channel)
+	n, err := releaseScript.run(ctx, s.client, a).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
+		return 0, fmt.Errorf("release %s: %w", s.key, err)
 	}
 	return n, nil
 }
 
 func (s *redisStore) abandon(ctx context.Context, owner string) error {
-	script, keys := abandonScript, s.oneKey
+	sc, head := abandonScript, s.abandonHead
 	if s.fair {
-		script, keys = fairAbandonScript, s.fairKeys
+		sc, head = fairAbandonScript, s.fairAbandonHead
 	}
-	if err := script.Run(ctx, s.client, keys, owner, s.channel).Err(); err != nil {
-		return fmt.Errorf("abandon %s: %w", s.oneKey[0], err)
+	a := append(args(head, 2), owner, s.channel)
+	if err := sc.run(ctx, s.client, a).Err(); err != nil {
+		return fmt.Errorf("abandon %s: %w", s.key, err)
 	}
 	return nil
 }
