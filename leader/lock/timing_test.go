@@ -17,6 +17,9 @@ import (
 // the bubble's fake clock, so deadlines are checked to the nanosecond.
 type fakeStore struct {
 	ttl time.Duration
+	// deadlineClient: the Mutex's Redis client honours context deadlines
+	// (ContextTimeoutEnabled), so calls go inline by default.
+	deadlineClient bool
 
 	mu       sync.Mutex
 	field    string
@@ -30,6 +33,9 @@ type fakeStore struct {
 	renewSent  []time.Time
 	renewReply time.Duration // a successful renewal's reply comes this late
 	onRelease  func()        // called as a release arrives
+	// acquireBounds records, per acquire, its context's deadline minus
+	// the call time (-1: none).
+	acquireBounds []time.Duration
 }
 
 func (f *fakeStore) liveLocked() bool {
@@ -38,6 +44,11 @@ func (f *fakeStore) liveLocked() bool {
 
 func (f *fakeStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
 	f.mu.Lock()
+	bound := time.Duration(-1)
+	if d, ok := ctx.Deadline(); ok {
+		bound = time.Until(d)
+	}
+	f.acquireBounds = append(f.acquireBounds, bound)
 	delay := f.replyDelay
 	r, err := f.acquireLocked(owner, reenter)
 	f.mu.Unlock()
@@ -124,7 +135,7 @@ func (f *fakeStore) abandon(ctx context.Context, owner string) error {
 // newFakeMutex returns a Mutex on f, in the calling synctest bubble.
 func newFakeMutex(t *testing.T, f *fakeStore, opts ...Option) (*Mutex, *Client) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: the store is fake
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: f.deadlineClient}) // never used: the store is fake
 	t.Cleanup(func() { _ = rdb.Close() })
 	opts = append(opts, optionFunc(func(o *options) { o.newStore = func(*Mutex) store { return f } }))
 	c, err := NewClient(rdb, opts...)
@@ -139,6 +150,22 @@ func newFakeMutex(t *testing.T, f *fakeStore, opts ...Option) (*Mutex, *Client) 
 	return m, c
 }
 
+// forModes runs f, in a synctest bubble, in both ways Lock, TryLock and
+// Unlock can send their calls: on a goroutine bounded by a local timer
+// (a client that ignores context deadlines) and inline with a
+// RenewDeadline deadline (the default with a client that honours them).
+// Renewals and the deadline timer are the same in both.
+func forModes(t *testing.T, f func(t *testing.T, deadlineClient bool)) {
+	for _, md := range []struct {
+		name           string
+		deadlineClient bool
+	}{{"goroutine", false}, {"inline", true}} {
+		t.Run(md.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { f(t, md.deadlineClient) })
+		})
+	}
+}
+
 // TestTiming_DeadlineCancelWhileRenewHangs: renewals hang (the client
 // ignores its context); the hold's context is cancelled exactly at the
 // last successful renewal's send time + RenewDeadline, while the lease on
@@ -147,8 +174,8 @@ func newFakeMutex(t *testing.T, f *fakeStore, opts ...Option) (*Mutex, *Client) 
 // the fake answering renewals 100ms late, fails with "cancelled at
 // 3.1s, want 3s".
 func TestTiming_DeadlineCancelWhileRenewHangs(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeStore{renewReply: 100 * time.Millisecond}
+	forModes(t, func(t *testing.T, dl bool) {
+		f := &fakeStore{deadlineClient: dl, renewReply: 100 * time.Millisecond}
 		m, c := newFakeMutex(t, f, WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
 		defer c.Close()
 		t0 := time.Now()
@@ -188,8 +215,8 @@ func TestTiming_DeadlineCancelWhileRenewHangs(t *testing.T) {
 // TestTiming_RenewAnsweredAfterDeadline: a renewal that succeeds on the
 // store but is answered after the deadline does not revive the hold.
 func TestTiming_RenewAnsweredAfterDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeStore{}
+	forModes(t, func(t *testing.T, dl bool) {
+		f := &fakeStore{deadlineClient: dl}
 		m, c := newFakeMutex(t, f, WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
 		defer c.Close()
 		hang := make(chan struct{})
@@ -213,8 +240,8 @@ func TestTiming_RenewAnsweredAfterDeadline(t *testing.T) {
 
 // TestTiming_FixedLease: the context ends at send time + TTL×(1−Drift).
 func TestTiming_FixedLease(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeStore{}
+	forModes(t, func(t *testing.T, dl bool) {
+		f := &fakeStore{deadlineClient: dl}
 		m, c := newFakeMutex(t, f, WithFixedLease(10*time.Second))
 		defer c.Close()
 		t0 := time.Now()
@@ -237,7 +264,8 @@ func TestTiming_FixedLease(t *testing.T) {
 // lock its attempt took is abandoned. Lock retries and adopts its own
 // lock, with the deadline counted from the adopting attempt's send time.
 // Mutation check: without the abandon in giveUp, it fails with "lock left
-// held by the failed TryLock".
+// held by the failed TryLock". The goroutine mode only: inline, the late
+// reply is the call's return (TestTiming_LateAcquireReplyReleased).
 func TestTiming_AcquireReplyLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
@@ -296,8 +324,8 @@ func TestTiming_AcquireReplyLost(t *testing.T) {
 // context was live" (and made TestMutex_LostAcquireReplyNoTwoHolders
 // flaky with "two holders").
 func TestTiming_ContextEndsBeforeRelease(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeStore{}
+	forModes(t, func(t *testing.T, dl bool) {
+		f := &fakeStore{deadlineClient: dl}
 		m, c := newFakeMutex(t, f)
 		defer c.Close()
 		outer, err := m.Lock(t.Context())
@@ -327,17 +355,29 @@ func TestTiming_ContextEndsBeforeRelease(t *testing.T) {
 	})
 }
 
-// TestTiming_LateAcquireReplyReleased: with WithInlineCalls nothing but
-// the reply bounds the call, so a reply can come after the attempt's send
-// time + RenewDeadline: it must never make a hold (the lock may already
-// have passed on); the lock is released instead. Mutation check: without
-// the late check in held it fails with "TryLock held on a reply 2.5s
-// after its send time".
+// TestTiming_LateAcquireReplyReleased: inline, nothing but the reply
+// bounds the call (WithInlineCalls with a client that ignores deadlines;
+// by default, a client that honours them is given RenewDeadline, but a
+// reply may still come late: here the fake ignores it), so a reply can
+// come after the attempt's send time + RenewDeadline: it must never make
+// a hold (the lock may already have passed on); the lock is released
+// instead. In the default inline mode the call's context carries the
+// RenewDeadline deadline. Mutation checks: without the late check in held
+// it fails with "TryLock held on a reply 2.5s after its send time" (both
+// modes); without inlineCtx's deadline, with "inline/acquire bounds
+// [-1ns], want [2s]".
 func TestTiming_LateAcquireReplyReleased(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
-		m, c := newFakeMutex(t, f, WithInlineCalls(), WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+	forModes(t, func(t *testing.T, dl bool) {
+		f := &fakeStore{deadlineClient: dl, replyDelay: 2500 * time.Millisecond}
+		opts := []Option{WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second})}
+		if !dl {
+			opts = append(opts, WithInlineCalls())
+		}
+		m, c := newFakeMutex(t, f, opts...)
 		defer c.Close()
+		if !m.inline {
+			t.Fatal("calls not inline")
+		}
 		h, err := m.TryLock(t.Context())
 		if err == nil {
 			_ = h.Unlock(t.Context())
@@ -352,5 +392,55 @@ func TestTiming_LateAcquireReplyReleased(t *testing.T) {
 		if held || releases != 1 {
 			t.Fatalf("after a late reply: held %v, %d releases; want the lock released", held, releases)
 		}
+		want := time.Duration(-1) // WithInlineCalls: the client's own timeouts only
+		if dl {
+			want = 2 * time.Second
+		}
+		if len(f.acquireBounds) != 1 || f.acquireBounds[0] != want {
+			t.Fatalf("acquire bounds %v, want [%s]", f.acquireBounds, want)
+		}
 	})
+}
+
+// TestCallMode: calls go inline by default exactly when the client
+// honours context deadlines (single node, Sentinel failover, Cluster), or
+// with WithInlineCalls; a client that does not (or that cannot be
+// inspected) keeps the goroutine bound. Mutation check: honoursDeadlines
+// returning true for every client fails with "plain client: inline true,
+// bounded true; want false, false".
+func TestCallMode(t *testing.T) {
+	plain := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	ctxOn := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	failover := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	clusterOff := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	for _, tc := range []struct {
+		name            string
+		rdb             redis.UniversalClient
+		opts            []Option
+		inline, bounded bool
+	}{
+		{"plain client", plain, nil, false, false},
+		{"plain client, WithInlineCalls", plain, []Option{WithInlineCalls()}, true, false},
+		{"ContextTimeoutEnabled", ctxOn, nil, true, true},
+		{"failover client", failover, nil, true, true},
+		{"cluster client", cluster, nil, true, true},
+		{"cluster client without", clusterOff, nil, false, false},
+		{"ring (not inspected)", ring, nil, false, false},
+	} {
+		t.Cleanup(func() { _ = tc.rdb.Close() })
+		c, err := NewClient(tc.rdb, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Mutex("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.inline != tc.inline || m.ctxBound != tc.bounded {
+			t.Errorf("%s: inline %v, bounded %v; want %v, %v", tc.name, m.inline, m.ctxBound, tc.inline, tc.bounded)
+		}
+		_ = c.Close()
+	}
 }
