@@ -10,21 +10,29 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader/lock"
 )
 
 // Benchmarks against a real redis-server on loopback.
 
 // BenchmarkMutex_Uncontended: one TryLock + Unlock cycle with a term (two
-// round trips, EVALSHA each; the watchdog goroutine starts and stops).
+// round trips, EVALSHA each; the watchdog's renewal timer armed and
+// stopped). default: a client with ContextTimeoutEnabled, so calls go
+// inline with a RenewDeadline deadline; goroutine: a client without it,
+// so each call runs on a goroutine bounded by a local timer; inline:
+// WithInlineCalls on that client (no deadline of the lock's own).
 func BenchmarkMutex_Uncontended(b *testing.B) {
-	b.Run("bounded", func(b *testing.B) { benchUncontended(b) })
-	b.Run("inline", func(b *testing.B) { benchUncontended(b, lock.WithInlineCalls()) })
-	b.Run("fair-inline", func(b *testing.B) { benchUncontended(b, lock.WithInlineCalls(), lock.WithFair()) })
+	b.Run("default", func(b *testing.B) { benchUncontended(b, true) })
+	b.Run("goroutine", func(b *testing.B) { benchUncontended(b, false) })
+	b.Run("inline", func(b *testing.B) { benchUncontended(b, false, lock.WithInlineCalls()) })
+	b.Run("fair", func(b *testing.B) { benchUncontended(b, true, lock.WithFair()) })
 }
 
-func benchUncontended(b *testing.B, opts ...lock.Option) {
-	_, rdb := startRedis(b)
+func benchUncontended(b *testing.B, ctxTimeout bool, opts ...lock.Option) {
+	srv := redistest.Start(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: ctxTimeout})
+	b.Cleanup(func() { _ = rdb.Close() })
 	c := newLockClient(b, rdb, opts...)
 	m := mustMutex(b, c, "bench")
 	ctx := context.Background()

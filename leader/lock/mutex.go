@@ -241,35 +241,34 @@ func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) bool {
 	}
 }
 
-// call runs f in a goroutine of its own, bounded by a local timer of
+// call runs f in a goroutine of its own, bounded by a local deadline of
 // RenewDeadline and by ctx, whatever the Redis client's timeouts: the
 // goroutine reports into a one-slot channel, so it never blocks and ends
-// when the client returns, even after call gave up on it.
+// when the client returns, even after call gave up on it. The bound's
+// context is the one timer: its Done ends the wait at the bound or when
+// ctx ends; only the caller cancels it, so a result never races its own
+// cancel.
 func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Context) (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	cctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	ch := make(chan result, 1)
 	go func() {
 		v, err := f(cctx)
-		cancel()
 		ch <- result{v, err}
 	}()
-	t := time.NewTimer(bound)
-	defer t.Stop()
 	select {
 	case r := <-ch:
 		return r.v, r.err
-	case <-t.C:
-		cancel()
+	case <-cctx.Done():
 		var zero T
+		if err := ctx.Err(); err != nil {
+			return zero, err
+		}
 		return zero, errCallBound
-	case <-ctx.Done():
-		cancel()
-		var zero T
-		return zero, ctx.Err()
 	}
 }
 
