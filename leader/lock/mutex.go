@@ -27,7 +27,7 @@ type Mutex struct {
 	// gets one at RenewDeadline.
 	ctxBound bool
 	fair     bool // WithFair
-	key      holdKey
+	key      any  // holdKey, boxed once (a context lookup would box it every time)
 	channel  string
 	st       store
 	log      *zap.Logger
@@ -349,7 +349,7 @@ func (m *Mutex) held(ctx context.Context, owner string, term uint64, sent time.T
 	}
 	l := newLease(m, term, field, sent)
 	if !m.c.track(l) {
-		l.cancel(ErrClosed)
+		l.end(ErrClosed)
 		m.releaseField(ctx, field)
 		return nil, ErrClosed
 	}
@@ -450,9 +450,8 @@ type lease struct {
 	term  uint64
 	field string // "TERM OWNER": the hash field in Redis
 	ctx   context.Context
-	// cancel ends every hold of the term. The deadline timer calls it from
-	// a goroutine of its own, so nothing can delay it. It also cancels a
-	// renewal in flight: every stopWatchdog comes after it.
+	// cancel ends ctx, which bounds a renewal in flight: every
+	// stopWatchdog comes after it. end calls it, then ends every hold.
 	cancel context.CancelCauseFunc
 	first  Hold // the first hold of the term, allocated with the lease
 
@@ -467,14 +466,15 @@ type lease struct {
 	inflight sync.WaitGroup
 
 	mu        sync.Mutex // guards the fields below
+	ended     bool       // end was called: holds made from now on start ended
+	firstMade bool       // first is a hold (its cancel is set)
+	more      []*Hold    // the re-entries' holds
 	refs      int        // holds not unlocked, plus re-entries in flight
 	released  bool       // the last Unlock deleted the lock
 	lostCause error      // non-nil once the lease is lost
 }
 
 func newLease(m *Mutex, term uint64, field string, sent time.Time) *lease {
-	// The lease's context carries no values (its parent is Background):
-	// holdValues relies on it.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel, lastOK: sent}
 }
@@ -508,7 +508,25 @@ func (l *lease) expire(cause error) {
 		l.lostCause = cause
 	}
 	l.mu.Unlock()
+	l.end(cause)
+}
+
+// end cancels the lease's context and every hold's, synchronously (the
+// holds' contexts are not children of the lease's: a child would cost
+// the lease a Done channel and a children map per hold). A hold made
+// after end starts cancelled (newHold).
+func (l *lease) end(cause error) {
 	l.cancel(cause)
+	l.mu.Lock()
+	l.ended = true
+	first, more := l.firstMade, l.more
+	l.mu.Unlock()
+	if first {
+		l.first.cancel(cause)
+	}
+	for _, h := range more {
+		h.cancel(cause)
+	}
 }
 
 // lost returns the loss cause, or nil while the lease may still be held.
@@ -594,22 +612,29 @@ func (l *lease) logLoss() {
 	l.m.log.Error("lock lost", zap.Uint64("term", l.term), zap.NamedError("cause", cause))
 }
 
-// newHold makes h (zero) a hold of the lease; parent gives its context's
-// values.
+// newHold makes h (zero; &l.first for the first) a hold of the lease;
+// parent gives its context's values.
 func (l *lease) newHold(parent context.Context, h *Hold) *Hold {
 	h.l = l
-	// The hold's context takes its values from parent (and itself) and its
-	// cancellation from the lease: a child of the lease's own cancel
-	// context (holdValues hands it to the context package), so the deadline
-	// timer's cancel reaches every hold synchronously, with no goroutine
-	// in between.
-	h.vals = holdValues{Context: l.ctx, parent: parent, h: h}
+	// The hold's context takes its values from parent (and itself), never
+	// its cancellation; the lease ends it through end, synchronously, with
+	// no goroutine in between: registered under mu, or born ended.
+	h.vals = holdValues{Context: context.Background(), parent: parent, h: h}
 	h.ctx, h.cancel = context.WithCancelCause(&h.vals)
 	l.mu.Lock()
 	if l.refs == 0 {
 		l.refs = 1 // the first hold; a re-entry counted itself before its request
 	}
+	if h == &l.first {
+		l.firstMade = true
+	} else {
+		l.more = append(l.more, h)
+	}
+	ended := l.ended
 	l.mu.Unlock()
+	if ended {
+		h.cancel(context.Cause(l.ctx))
+	}
 	return h
 }
 
@@ -628,7 +653,7 @@ func (l *lease) unref(ctx context.Context) {
 // releaseLast deletes the lock for the term's last hold and stops the
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
-	l.cancel(ErrUnlocked) // every hold of the term ends before the lock can pass on
+	l.end(ErrUnlocked) // every hold of the term ends before the lock can pass on
 	n, err := l.m.release(context.WithoutCancel(ctx), l.field, true)
 	l.finish(n, err)
 	return n, err
@@ -648,7 +673,7 @@ func (l *lease) finish(n int64, err error) {
 	}
 	l.mu.Unlock()
 	if end {
-		l.cancel(ErrUnlocked)
+		l.end(ErrUnlocked)
 		l.stopWatchdog()
 		l.m.c.untrack(l)
 		if err == nil && n == 0 {
@@ -669,26 +694,19 @@ type Hold struct {
 	vals     holdValues // the parent of ctx
 }
 
-// holdValues is the lease's context (Done, Err, Deadline, and the lease's
-// cancel context for the context package) with the hold itself under its
-// lock's key and the values of the context Lock was given. The lease's
-// context is asked first: it carries no values but the context package's
-// own key for its cancel context, which must come from the lease (a
-// cancel context of the parent would make the hold's context a watcher
-// goroutine's child instead of the lease's); the parent's cancellation is
-// never inherited.
+// holdValues is the parent of a hold's context: never done (Done, Err
+// and Deadline of Background, so the context package links it to no
+// parent), with the hold itself under its lock's key and the values of
+// the context Lock was given.
 type holdValues struct {
-	context.Context // the lease's
+	context.Context // Background
 	parent          context.Context
 	h               *Hold
 }
 
 func (c *holdValues) Value(key any) any {
-	if k, ok := key.(holdKey); ok && k == c.h.l.m.key {
+	if key == c.h.l.m.key {
 		return c.h
-	}
-	if v := c.Context.Value(key); v != nil {
-		return v
 	}
 	return c.parent.Value(key)
 }
