@@ -28,11 +28,13 @@ end
 -- term is not below the clock writes it once more.
 local t = redis.call('TIME')
 local term = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local old = tonumber(redis.call('SET', KEYS[2], string.format('%d', term), 'GET') or '0') or 0
+local s = string.format('%d', term)
+local old = tonumber(redis.call('SET', KEYS[2], s, 'GET') or '0') or 0
 if old >= term then
   term = old + 1
-  redis.call('SET', KEYS[2], string.format('%d', term))
+  s = string.format('%d', term)
+  redis.call('SET', KEYS[2], s)
 end
-redis.call('HSET', KEYS[1], string.format('%d', term) .. ' ' .. ARGV[1], 1)
+redis.call('HSET', KEYS[1], s .. ' ' .. ARGV[1], 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, term}
