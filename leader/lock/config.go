@@ -112,16 +112,21 @@ type options struct {
 }
 
 // WithInlineCalls makes Lock, TryLock and Unlock send their Redis call on
-// the caller's goroutine, bounded only by the Redis client's own timeouts
-// (set ContextTimeoutEnabled, or keep ReadTimeout/WriteTimeout short),
-// instead of on a goroutine of its own bounded by a local RenewDeadline
-// timer. It saves two goroutine hand-offs per cycle, which matter on a
-// loaded host (see BenchmarkMutex_Uncontended). Safety does not depend on
-// it: an acquire answered after its send time + RenewDeadline is still
+// the caller's goroutine even when the client does not honour context
+// deadlines, bounded then only by the client's own timeouts.
+//
+// By default the call mode follows the client: a *redis.Client (single
+// node or Sentinel failover) or *redis.ClusterClient with
+// ContextTimeoutEnabled gets the calls inline, each with a context
+// deadline at RenewDeadline from its send; any other client gets each
+// call on a goroutine of its own, bounded by a local RenewDeadline timer
+// and ctx. Inline saves a goroutine start, two hand-offs and the timer
+// per call (see BenchmarkMutex_Uncontended). Safety does not depend on
+// the mode: an acquire answered after its send time + RenewDeadline is
 // released, never held, renewals keep their own bound, and the deadline
-// timer cancels a hold whatever a call does. What it gives up is
-// promptness: with a client that hangs, those calls return when the
-// client does, not when ctx or RenewDeadline ends.
+// timer cancels a hold whatever a call does. What this option gives up,
+// with a client that ignores deadlines and hangs, is promptness: those
+// calls return when the client does, not when ctx or RenewDeadline ends.
 func WithInlineCalls() Option {
 	return optionFunc(func(o *options) { o.inline = true })
 }

@@ -24,10 +24,14 @@
 //     difference, TTL − RenewDeadline, is the stop budget of the work under
 //     the hold. Config is checked for RenewInterval < RenewDeadline <
 //     TTL × (1 − Drift).
-//   - Every Redis call is bounded by a local timer, not by the client's
-//     timeouts (WithInlineCalls trades that for speed on the
-//     Lock/TryLock/Unlock path; safety stays). An acquire confirmed after
-//     its send time + RenewDeadline is released, never held.
+//   - Every Redis call is bounded by RenewDeadline, not by the client's
+//     timeouts: with a client that honours context deadlines
+//     (ContextTimeoutEnabled), Lock/TryLock/Unlock send their calls on
+//     the caller's goroutine with that deadline; otherwise each call runs
+//     on a goroutine of its own bounded by a local timer (WithInlineCalls
+//     sends them inline anyway, bounded by the client only). Renewals
+//     always have their own bound. An acquire confirmed after its send
+//     time + RenewDeadline is released, never held, in every mode.
 //   - Waiters wake on the release notice, or when the holder's lease runs
 //     out; they never poll at a fixed interval.
 //   - Reentrancy: Lock with a context that carries a hold of the same lock

@@ -71,7 +71,7 @@ func (m *Mutex) HoldFrom(ctx context.Context) (*Hold, bool) {
 // inherit its cancellation. Lock returns ctx's error (joined with the
 // last Redis error, if any) when ctx ends first, and ErrClosed after the
 // Client was closed. Redis errors are retried. Every Redis call is bounded
-// by RenewDeadline whatever the client's timeouts; an acquire confirmed
+// by RenewDeadline (see WithInlineCalls for how); an acquire confirmed
 // after its send time + RenewDeadline is released, never held.
 func (m *Mutex) Lock(ctx context.Context) (*Hold, error) { return m.lock(ctx, true) }
 
