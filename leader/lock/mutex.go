@@ -392,7 +392,7 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	case l.lostCause != nil:
 		cause := l.lostCause
 		l.mu.Unlock()
-		return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, cause)
+		return nil, heldLostError(m.name, cause)
 	case l.released:
 		l.mu.Unlock()
 		return nil, nil
@@ -404,7 +404,7 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 		if cause := l.lost(); cause != nil {
 			// Answered after the hold was lost: the term is over.
 			l.unref(ctx)
-			return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, cause)
+			return nil, heldLostError(m.name, cause)
 		}
 		return l.newHold(ctx, new(Hold)), nil
 	}
@@ -465,13 +465,13 @@ type lease struct {
 	failing  bool
 	inflight sync.WaitGroup
 
-	mu        sync.Mutex // guards the fields below
-	ended     bool       // end was called: holds made from now on start ended
-	firstMade bool       // first is a hold (its cancel is set)
-	more      []*Hold    // the re-entries' holds
-	refs      int        // holds not unlocked, plus re-entries in flight
-	released  bool       // the last Unlock deleted the lock
-	lostCause error      // non-nil once the lease is lost
+	mu        sync.Mutex         // guards the fields below
+	ended     bool               // end was called: holds made from now on start ended
+	firstMade bool               // first is a hold (its cancel is set)
+	more      map[*Hold]struct{} // the re-entries' holds not unlocked (made on the first)
+	refs      int                // holds not unlocked, plus re-entries in flight
+	released  bool               // the last Unlock deleted the lock
+	lostCause error              // non-nil once the lease is lost
 }
 
 func newLease(m *Mutex, term uint64, field string, sent time.Time) *lease {
@@ -518,13 +518,15 @@ func (l *lease) expire(cause error) {
 func (l *lease) end(cause error) {
 	l.cancel(cause)
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.ended = true
-	first, more := l.firstMade, l.more
-	l.mu.Unlock()
-	if first {
+	// Under mu, so no hold is missed or made meanwhile. A cancel only
+	// cancels the context's children and starts its AfterFuncs: it never
+	// calls back into the lease.
+	if l.firstMade {
 		l.first.cancel(cause)
 	}
-	for _, h := range more {
+	for h := range l.more {
 		h.cancel(cause)
 	}
 }
@@ -628,7 +630,10 @@ func (l *lease) newHold(parent context.Context, h *Hold) *Hold {
 	if h == &l.first {
 		l.firstMade = true
 	} else {
-		l.more = append(l.more, h)
+		if l.more == nil {
+			l.more = map[*Hold]struct{}{}
+		}
+		l.more[h] = struct{}{}
 	}
 	ended := l.ended
 	l.mu.Unlock()
@@ -751,6 +756,7 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	h.cancel(ErrUnlocked)
 	l := h.l
 	l.mu.Lock()
+	delete(l.more, h) // an unlocked re-entry is not kept until the term ends
 	l.refs--
 	last := l.refs == 0
 	cause := l.lostCause
@@ -778,6 +784,15 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return lostError(l.m.name, ErrLockLost)
 	}
 	return nil
+}
+
+// heldLostError is Lock's error for a carried hold that was lost: it
+// wraps ErrLockLost and the cause (such as ErrRenewDeadline).
+func heldLostError(name string, cause error) error {
+	if errors.Is(cause, ErrLockLost) {
+		return fmt.Errorf("lock %s: hold in context: %w", name, cause)
+	}
+	return fmt.Errorf("lock %s: hold in context: %w (%w)", name, ErrLockLost, cause)
 }
 
 func lostError(name string, cause error) error {

@@ -444,3 +444,59 @@ func TestCallMode(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestTiming_DeadlineEndsEveryHold: the lease ends its holds itself (their
+// contexts are not children of the lease's): at the deadline the first
+// hold, every re-entry not yet unlocked and their own children end at
+// once with ErrRenewDeadline; an unlocked re-entry is not kept by the
+// lease; a re-entry after the loss fails with ErrLockLost (and its
+// cause). Mutation checks: end cancelling only the first hold fails with
+// "re-entry: cause <nil> at the deadline"; Unlock not dropping the
+// re-entry, with "lease keeps 2 re-entries, want 1"; the re-entry error
+// wrapping only the cause (as it did), with "re-entry after the loss:
+// lock x: hold in context: lock: renew deadline passed, want
+// ErrLockLost".
+func TestTiming_DeadlineEndsEveryHold(t *testing.T) {
+	forModes(t, func(t *testing.T, dl bool) {
+		f := &fakeStore{deadlineClient: dl, renewHang: make(chan struct{})}
+		m, c := newFakeMutex(t, f, WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+		defer c.Close()
+		t0 := time.Now()
+		outer, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := m.Lock(outer.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone, err := m.Lock(outer.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gone.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		outer.l.mu.Lock()
+		kept := len(outer.l.more)
+		outer.l.mu.Unlock()
+		if kept != 1 {
+			t.Fatalf("lease keeps %d re-entries, want 1 (the unlocked one dropped)", kept)
+		}
+		child, cancel := context.WithCancel(inner.Context())
+		defer cancel()
+		<-outer.Context().Done()
+		if got := time.Since(t0); got != 2*time.Second {
+			t.Fatalf("first hold ended at %s, want 2s", got)
+		}
+		for name, ctx := range map[string]context.Context{"re-entry": inner.Context(), "re-entry's child": child} {
+			if cause := context.Cause(ctx); !errors.Is(cause, ErrRenewDeadline) {
+				t.Fatalf("%s: cause %v at the deadline", name, cause)
+			}
+		}
+		if _, err := m.Lock(outer.Context()); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("re-entry after the loss: %v, want ErrLockLost", err)
+		}
+		close(f.renewHang)
+	})
+}
