@@ -659,7 +659,7 @@ func (l *lease) unref(ctx context.Context) {
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
 	l.end(ErrUnlocked) // every hold of the term ends before the lock can pass on
-	n, err := l.m.release(context.WithoutCancel(ctx), l.field, true)
+	n, err := l.m.release(uncancelled(ctx), l.field, true)
 	l.finish(n, err)
 	return n, err
 }
@@ -784,6 +784,15 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return lostError(l.m.name, ErrLockLost)
 	}
 	return nil
+}
+
+// uncancelled returns ctx without its cancellation (its values kept);
+// ctx itself when it has none to drop.
+func uncancelled(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // heldLostError is Lock's error for a carried hold that was lost: it
