@@ -144,7 +144,7 @@ type candidate struct {
 	log    *zap.Logger
 	e      *leader.Elector
 	rnd    *rand.Rand
-	seq    int64 // write sequence number, unique within the process
+	seq    int64        // write sequence number, unique within the process
 	locks  *lock.Client // LOCK mode only, as is mu
 	mu     *lock.Mutex
 }

@@ -41,7 +41,7 @@ func TestLockHolderKill(t *testing.T) {
 	for done, misses := 0, 0; done < profile.Iterations(3); {
 		l := r.Holder()
 		id := l.Slot.ID()
-		r.Sleep(r.Between(0, 100*time.Millisecond))
+		r.Sleep(r.Between(0, 300*time.Millisecond))
 		from := r.H.Len()
 		killed := r.Kill(l.Slot)
 		if !r.HeldAt(l.Index, id, killed) {
@@ -90,7 +90,7 @@ func TestLockHolderPause(t *testing.T) {
 	for done, misses := 0, 0; done < profile.Iterations(2); {
 		l := r.Holder()
 		id := l.Slot.ID()
-		r.Sleep(r.Between(0, 100*time.Millisecond))
+		r.Sleep(r.Between(0, 300*time.Millisecond))
 		from := r.H.Len()
 		paused := r.Pause(l.Slot)
 		r.Sleep(pause)
@@ -138,8 +138,10 @@ func TestLockHolderPause(t *testing.T) {
 // Short cuts (100–250ms) must not end the hold: the bound a cut of any
 // phase is sure to survive is RenewDeadline − RenewInterval − the retry
 // back-off (RenewInterval/4), 325ms here. Long cuts (2–2.5×TTL) must
-// cancel the hold's context before the lock can pass: no overlap; the
-// failover time (cut to the next hold) is measured.
+// cancel the hold's context (cause ErrRenewDeadline) before the lock can
+// pass: no overlap; the failover time (cut to the next hold) is measured.
+// A long cut counts only when it ended the hold (a hold may end by itself
+// first).
 func TestLockLinkCut(t *testing.T) {
 	for _, how := range []faults.Link{faults.CutBoth, faults.CutReplies} {
 		t.Run(string(how), func(t *testing.T) {
@@ -149,7 +151,7 @@ func TestLockLinkCut(t *testing.T) {
 			for i, misses := 0, 0; i < 2*profile.Iterations(1); {
 				l := r.Holder()
 				id := l.Slot.ID()
-				r.Sleep(r.Between(0, 100*time.Millisecond))
+				r.Sleep(r.Between(0, 300*time.Millisecond))
 				if !r.Leading(l.Slot) {
 					if misses++; misses > maxMisses {
 						t.Fatalf("%d cuts in a row came after the hold ended", misses)
@@ -185,13 +187,16 @@ func TestLockLinkCut(t *testing.T) {
 				}
 				r.Sleep(d - faults.Since(cut, faults.Mono()))
 				r.Heal(l.Slot)
-				if ok && stop.Mono < cut {
-					continue // ended before the cut
+				if ok && stop.Detail == "" {
+					// The hold ended by itself before the cut could end it:
+					// the cut proved nothing about the deadline.
+					misses++
+					continue
 				}
 				i, misses = i+1, 0
 				st.Iteration(1)
-				if ok && stop.Detail != "" {
-					st.Count("holds cancelled by the renew deadline", btoi(strings.Contains(stop.Detail, lock.ErrRenewDeadline.Error())))
+				if ok && !strings.Contains(stop.Detail, lock.ErrRenewDeadline.Error()) {
+					t.Errorf("hold of %s ended by %q during a cut; want the renew deadline", id, stop.Detail)
 				}
 				if next, found := r.NextStart(from, id, 2*tm.TTL); found {
 					st.Failover(faults.Since(cut, next.Mono))
@@ -204,13 +209,6 @@ func TestLockLinkCut(t *testing.T) {
 			r.RequireNoOverlap(res, nil)
 		})
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // TestLockRedisRestart kills redis-server and starts it again without its
@@ -228,7 +226,7 @@ func TestLockRedisRestart(t *testing.T) {
 	for done, misses := 0, 0; done < profile.Iterations(3); {
 		l := r.Holder()
 		id := l.Slot.ID()
-		r.Sleep(r.Between(0, 100*time.Millisecond))
+		r.Sleep(r.Between(0, 300*time.Millisecond))
 		if !r.Leading(l.Slot) {
 			if misses++; misses > maxMisses {
 				t.Fatalf("%d restarts in a row came after the hold ended", misses)
