@@ -20,7 +20,9 @@ import (
 //
 // The hold's events take the places of the leader function's: KindAcquire
 // when Lock returns (Mono is when it was called, Dur how long it took,
-// waiting included), KindStart once it holds, KindClaim and KindWrite under
+// waiting included), KindStart once it holds (Dur: the hold's planned
+// length, so that a test knows whether a fault came before its end),
+// KindClaim and KindWrite under
 // the hold's term, KindStop before Unlock (Detail: the cause when the hold's
 // context ended first), KindRelease for the Unlock. Level 1 is then "no two
 // holds at once", level 2 the same store check as the elections'.
@@ -138,7 +140,7 @@ func (c *candidate) hold(ctx context.Context, h *lock.Hold) {
 	start := Mono()
 	mode := c.cfg.Lock
 	end := start + int64(mode.HoldMin) + c.rnd.Int64N(int64(mode.HoldMax-mode.HoldMin)+1)
-	c.out.emit(Event{Mono: start, Kind: KindStart, Term: term, Detail: owner})
+	c.out.emit(Event{Mono: start, Kind: KindStart, Term: term, Detail: owner, Dur: end - start})
 	defer func() {
 		ev := Event{Kind: KindStop, Term: term}
 		if cause := context.Cause(hctx); cause != nil {

@@ -45,3 +45,13 @@ func (r *Rig) HeldAt(from int, cand string, at int64) bool {
 	stop, ok := r.Find(from, func(ev Event) bool { return ev.Cand == cand && ev.Kind == KindStop })
 	return !ok || stop.Mono >= at
 }
+
+// PlannedEnd returns when the hold l would end by itself: a LOCK-mode
+// start event carries the hold's planned length.
+func (r *Rig) PlannedEnd(l Leading) int64 {
+	evs := r.H.Events(l.Index)
+	if len(evs) == 0 || evs[0].Kind != KindStart {
+		r.T.Fatalf("history index %d is no start event", l.Index)
+	}
+	return evs[0].Mono + evs[0].Dur
+}
