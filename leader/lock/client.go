@@ -119,7 +119,7 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	if o.fair {
 		return nil, errors.New("lock: fair mode is not implemented yet")
 	}
-	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, log: c.log.With(zap.String("lock", name))}
+	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline, log: c.log.With(zap.String("lock", name))}
 	m.key = holdKey{cfg.KeyPrefix + ":{" + name + "}"}
 	rs := newRedisStore(c.rdb, cfg, name)
 	m.channel = rs.channel
