@@ -583,3 +583,4 @@ func TestHold_ContextCancelIsSynchronous(t *testing.T) {
 		}
 	}
 }
+
