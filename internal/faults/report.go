@@ -186,7 +186,22 @@ var rowOrder = []string{
 	"12 candidates",
 }
 
+// lockRowOrder orders the rows of package leader/lock (lock_test.go,
+// named "lock: …"), which follow the elections' rows.
+var lockRowOrder = []string{
+	"holder SIGKILL", "holder SIGSTOP", "link cut both", "link cut replies",
+	"redis-server SIGKILL", "6 candidates",
+}
+
 func rowRank(name string) int {
+	if rest, ok := strings.CutPrefix(name, "lock: "); ok {
+		for i, key := range lockRowOrder {
+			if strings.Contains(rest, key) {
+				return len(rowOrder) + 1 + i
+			}
+		}
+		return len(rowOrder) + 1 + len(lockRowOrder)
+	}
 	for i, key := range rowOrder {
 		if strings.Contains(name, key) {
 			return i
