@@ -91,11 +91,17 @@ func TestLockHolderPause(t *testing.T) {
 		l := r.Holder()
 		id := l.Slot.ID()
 		r.Sleep(r.Between(0, 300*time.Millisecond))
+		if !r.Leading(l.Slot) {
+			if misses++; misses > maxMisses {
+				t.Fatalf("%d pauses in a row came after the hold ended", misses)
+			}
+			continue
+		}
 		from := r.H.Len()
 		paused := r.Pause(l.Slot)
 		r.Sleep(pause)
 		resumed := r.Resume(l.Slot)
-		stop, ok := r.WaitStop(from, id, 2*tm.TTL)
+		stop, ok := r.WaitStop(l.Index, id, 2*tm.TTL)
 		if !ok {
 			t.Fatalf("stale hold of %s still running %s after SIGCONT", id, 2*tm.TTL)
 		}
@@ -163,7 +169,7 @@ func TestLockLinkCut(t *testing.T) {
 					cut := r.Cut(l.Slot, how)
 					r.Sleep(d)
 					r.Heal(l.Slot)
-					stop, ok := r.WaitStop(from, id, tm.TTL+faults.DefaultLockMode().HoldMax)
+					stop, ok := r.WaitStop(l.Index, id, tm.TTL+faults.DefaultLockMode().HoldMax)
 					if !ok {
 						t.Fatalf("hold of %s never ended", id)
 					}
@@ -183,14 +189,14 @@ func TestLockLinkCut(t *testing.T) {
 					// The hold would end by itself before the deadline
 					// could end it: the cut would prove nothing. Wait for
 					// the next hold.
-					r.WaitStop(from, id, 2*tm.TTL)
+					r.WaitStop(l.Index, id, 2*tm.TTL)
 					if misses++; misses > maxMisses {
 						t.Fatalf("%d holds in a row too short for a long cut", misses)
 					}
 					continue
 				}
 				cut := r.Cut(l.Slot, how)
-				stop, ok := r.WaitStop(from, id, d)
+				stop, ok := r.WaitStop(l.Index, id, d)
 				if !ok {
 					t.Errorf("%s still holds %s into a cut of its link", id, d)
 				}
@@ -243,7 +249,7 @@ func TestLockRedisRestart(t *testing.T) {
 		r.H.Note(faults.KindHeal, faults.TestCand, "redis-server up, empty")
 		done, misses = done+1, 0
 		st.Iteration(1)
-		stop, ok := r.WaitStop(from, id, 2*tm.TTL+faults.DefaultLockMode().HoldMax)
+		stop, ok := r.WaitStop(l.Index, id, 2*tm.TTL+faults.DefaultLockMode().HoldMax)
 		if !ok {
 			t.Fatalf("hold of %s still runs %s after Redis lost its lock", id, 2*tm.TTL)
 		}
