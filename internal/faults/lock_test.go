@@ -23,6 +23,18 @@ func lockRig(t *testing.T, n int) *faults.Rig {
 	return faults.NewRig(t, faults.RigConfig{Candidates: n, Timing: faults.LockTiming(), Lock: faults.DefaultLockMode()})
 }
 
+// handovers records the gap from each hold that ended by itself (stop,
+// then Unlock: the release notice wakes a waiter) to the next hold of
+// another candidate.
+func handovers(res faults.Result, st *faults.RowStats) {
+	for i := 1; i < len(res.Intervals); i++ {
+		a, b := res.Intervals[i-1], res.Intervals[i]
+		if a.Ended == "stop" && a.Cause == "" && a.Cand != b.Cand && b.Start >= a.Stop {
+			st.Handover(time.Duration(b.Start - a.Stop))
+		}
+	}
+}
+
 // maxMisses bounds the tries at landing a fault on a hold: holds end by
 // themselves, so a fault may come just after an Unlock; such a try is not
 // counted, and this many of them in a row fail the test.
@@ -66,13 +78,8 @@ func TestLockHolderKill(t *testing.T) {
 	}
 	res := r.Finish()
 	r.RequireSafety(res, st)
+	handovers(res, st)
 	r.RequireNoOverlap(res, nil)
-	for i := 1; i < len(res.Intervals); i++ {
-		a, b := res.Intervals[i-1], res.Intervals[i]
-		if a.Ended == "stop" && a.Cause == "" && a.Cand != b.Cand {
-			st.Handover(time.Duration(b.Start - a.Stop))
-		}
-	}
 }
 
 // TestLockHolderPause: SIGSTOP the holder for 2×TTL (past the stop budget
@@ -129,6 +136,7 @@ func TestLockHolderPause(t *testing.T) {
 	}
 	res := r.Finish()
 	r.RequireSafety(res, st)
+	handovers(res, st)
 	paused := faults.PausedDuring(res.Events)
 	r.RequireNoOverlap(res, func(o faults.Overlap) bool { return paused(o.A) || paused(o.B) })
 	st.Count("writes attempted by the stale hold after SIGCONT", staleAttempts)
@@ -216,6 +224,7 @@ func TestLockLinkCut(t *testing.T) {
 			}
 			res := r.Finish()
 			r.RequireSafety(res, st)
+			handovers(res, st)
 			r.RequireNoOverlap(res, nil)
 		})
 	}
@@ -223,15 +232,16 @@ func TestLockLinkCut(t *testing.T) {
 
 // TestLockRedisRestart kills redis-server and starts it again without its
 // data, while a hold runs. The holder learns it lost the lock at its next
-// renewal (or ends its hold first), so an overlap with the next hold is
-// bounded by the renew interval plus a round trip (the client timeout,
-// 250ms) plus 100ms; the next hold's term is above the lost one's (the
+// renewal (or ends its hold first); that renewal may fail on the dropped
+// connection and be retried after RenewInterval/4; so an overlap with the
+// next hold is bounded by the renew interval plus that back-off plus a
+// round trip (the client timeout, 250ms) plus 100ms: 725ms; the next hold's term is above the lost one's (the
 // term's floor is the server clock); no stale write is accepted.
 func TestLockRedisRestart(t *testing.T) {
 	st := report.Row("lock: redis-server SIGKILL + restart without persistence")
 	r := lockRig(t, 3)
 	tm := r.Cfg.Timing
-	bound := tm.RenewInterval + tm.RedisTimeout + 100*time.Millisecond
+	bound := tm.RenewInterval + tm.RenewInterval/4 + tm.RedisTimeout + 100*time.Millisecond
 	var old []string
 	for done, misses := 0, 0; done < profile.Iterations(3); {
 		l := r.Holder()
@@ -268,12 +278,13 @@ func TestLockRedisRestart(t *testing.T) {
 		if ov := faults.Since(next.Mono, stop.Mono); ov > 0 {
 			st.Measure("overlap old/new hold", ov)
 			if ov > bound {
-				t.Errorf("old holder %s ran %s beside new holder %s; bound renew interval + client timeout + 100ms = %s", id, ov, next.Cand, bound)
+				t.Errorf("old holder %s ran %s beside new holder %s; bound renew interval + retry back-off + client timeout + 100ms = %s", id, ov, next.Cand, bound)
 			}
 		}
 	}
 	res := r.Finish()
 	r.RequireSafety(res, st)
+	handovers(res, st)
 	r.RequireNoOverlap(res, func(o faults.Overlap) bool {
 		for _, id := range old {
 			if o.A.Cand == id && o.Dur() <= bound {
@@ -351,6 +362,7 @@ func TestLockChaos(t *testing.T) {
 	r.Holder()
 	res := r.Finish()
 	r.RequireSafety(res, st)
+	handovers(res, st)
 	paused := faults.PausedDuring(res.Events)
 	r.RequireNoOverlap(res, func(o faults.Overlap) bool { return paused(o.A) || paused(o.B) })
 }
