@@ -235,8 +235,9 @@ func TestLockLinkCut(t *testing.T) {
 // renewal (or ends its hold first); that renewal may fail on the dropped
 // connection and be retried after RenewInterval/4; so an overlap with the
 // next hold is bounded by the renew interval plus that back-off plus a
-// round trip (the client timeout, 250ms) plus 100ms: 725ms; the next hold's term is above the lost one's (the
-// term's floor is the server clock); no stale write is accepted.
+// round trip (the client timeout, 250ms) plus 100ms: 725ms. The next
+// hold's term is above the lost one's (the term's floor is the server
+// clock); no stale write is accepted.
 func TestLockRedisRestart(t *testing.T) {
 	st := report.Row("lock: redis-server SIGKILL + restart without persistence")
 	r := lockRig(t, 3)
