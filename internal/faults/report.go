@@ -227,6 +227,9 @@ func (r *Report) Markdown(p Profile, failed bool) string {
 	t := DefaultTiming()
 	fmt.Fprintf(&b, "- Timing: TTL %s, renew interval %s, renew deadline %s (stop budget %s), retry %s; Redis client timeouts %s; jobs write every %s–%s.\n",
 		t.TTL, t.RenewInterval, t.RenewDeadline, t.TTL-t.RenewDeadline, t.RetryInterval, t.RedisTimeout, t.WriteMin, t.WriteMax)
+	lt, lm := LockTiming(), DefaultLockMode()
+	fmt.Fprintf(&b, "- Lock rows (`lock: …`) timing: TTL %s, renew interval %s, renew deadline %s (stop budget %s), retry %s; Redis client timeouts %s; holds of %s–%s.\n",
+		lt.TTL, lt.RenewInterval, lt.RenewDeadline, lt.TTL-lt.RenewDeadline, lt.RetryInterval, lt.RedisTimeout, lm.HoldMin, lm.HoldMax)
 	fmt.Fprintf(&b, "- Seed %d (replay: `SOLO_FAULTS_SEED=%d`).", Seed(), Seed())
 	if failed {
 		b.WriteString(" **Some invariant failed in this run; see the test output.**")
