@@ -20,6 +20,7 @@ import (
 func BenchmarkMutex_Uncontended(b *testing.B) {
 	b.Run("bounded", func(b *testing.B) { benchUncontended(b) })
 	b.Run("inline", func(b *testing.B) { benchUncontended(b, lock.WithInlineCalls()) })
+	b.Run("fair-inline", func(b *testing.B) { benchUncontended(b, lock.WithInlineCalls(), lock.WithFair()) })
 }
 
 func benchUncontended(b *testing.B, opts ...lock.Option) {
@@ -66,7 +67,8 @@ func BenchmarkBare_SetNXCompareDel(b *testing.B) {
 // holder's Lock returning: the release round trip, the notice, and the
 // winner's acquire round trip.
 func BenchmarkMutex_Handover8(b *testing.B) {
-	benchHandover(b)
+	b.Run("unfair", func(b *testing.B) { benchHandover(b) })
+	b.Run("fair", func(b *testing.B) { benchHandover(b, lock.WithFair()) })
 }
 
 func benchHandover(b *testing.B, opts ...lock.Option) {

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -196,9 +195,5 @@ func (o *options) resolve(name string) (Config, error) {
 
 // checkName validates name and prefix by the election's rules.
 func checkName(name, prefix string) error {
-	lc := leader.Config{Name: name, KeyPrefix: prefix}
-	if err := lc.Validate(); err != nil {
-		return fmt.Errorf("lock: %w", err)
-	}
-	return nil
+	return leader.Config{Name: name, KeyPrefix: prefix}.Validate()
 }

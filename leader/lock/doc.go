@@ -42,7 +42,10 @@
 //     the writes with the term.
 //   - Redis replication is asynchronous: a failover can lose a fresh lock.
 //     The term survives (clock floor); the fence refuses the stale holder.
-//   - No fairness: every waiter wakes on a notice and one wins.
+//   - Without WithFair, no fairness: every waiter wakes on a notice and
+//     one wins. WithFair grants the lock in the order Lock calls started
+//     waiting (a queue in Redis; a dead waiter's slot lapses after
+//     2×TTL + RetryInterval), at the cost of a longer acquire script.
 //   - No read-write lock: readers could not be fenced by a term (see
 //     docs/design.md, Locks).
 package lock

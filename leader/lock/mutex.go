@@ -21,6 +21,7 @@ type Mutex struct {
 	cfg     Config
 	fixed   bool
 	inline  bool // WithInlineCalls
+	fair    bool // WithFair
 	key     holdKey
 	channel string
 	st      store
@@ -96,6 +97,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	var (
 		w       *waiter
 		unknown bool // an attempt's outcome is unknown: it may have taken the lock
+		queued  bool // fair: this call has a slot in the queue
 		lastErr error
 		rng     *rand.Rand
 	)
@@ -105,8 +107,8 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		}
 	}()
 	giveUp := func(err error) (*Hold, error) {
-		if unknown {
-			m.abandon(ctx, owner)
+		if unknown || queued {
+			m.abandon(ctx, owner) // fair: also leaves the queue
 		}
 		return nil, err
 	}
@@ -114,7 +116,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		// The send time is taken before the request: the server sets the
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
-		rep, err := m.acquire(ctx, owner)
+		rep, err := m.acquire(ctx, owner, wait)
 		if err != nil {
 			unknown = true
 			if ctx.Err() != nil {
@@ -150,8 +152,12 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			return giveUp(fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.code))
 		}
 		if !wait {
+			if rep.holder == "" {
+				return giveUp(fmt.Errorf("%w: %s: waiters are queued (fair)", ErrNotObtained, m.name))
+			}
 			return giveUp(fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
 		}
+		queued = m.fair
 		if w == nil {
 			// First wait: subscribe, and try once more when the
 			// subscription is live, so no release notice can fall between
@@ -271,9 +277,9 @@ func callOp[T any](m *Mutex, ctx context.Context, f func(ctx context.Context) (T
 	return call(ctx, m.cfg.RenewDeadline, f)
 }
 
-func (m *Mutex) acquire(ctx context.Context, owner string) (acquireReply, error) {
+func (m *Mutex) acquire(ctx context.Context, owner string, wait bool) (acquireReply, error) {
 	return callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, owner, "")
+		return m.st.acquire(ctx, owner, "", wait)
 	})
 }
 
@@ -345,7 +351,7 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	l.refs++ // counted before the request, so no Unlock thinks it is the last
 	l.mu.Unlock()
 	rep, err := callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, "", l.field)
+		return m.st.acquire(ctx, "", l.field, false)
 	})
 	if err == nil && rep.code == codeReentered {
 		if cause := l.lost(); cause != nil {
@@ -566,6 +572,7 @@ func (l *lease) unref(ctx context.Context) {
 // releaseLast deletes the lock for the term's last hold and stops the
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
+	l.cancel(ErrUnlocked) // every hold of the term ends before the lock can pass on
 	n, err := callOp(l.m, context.WithoutCancel(ctx), func(ctx context.Context) (int64, error) {
 		return l.m.st.release(ctx, l.field, true)
 	})
@@ -654,7 +661,9 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
 	}
-	defer h.cancel(ErrUnlocked)
+	// The hold's context ends before the release is sent: the work under
+	// it is told to stop before the lock can pass to another owner.
+	h.cancel(ErrUnlocked)
 	l := h.l
 	l.mu.Lock()
 	l.refs--
