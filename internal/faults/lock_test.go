@@ -83,15 +83,20 @@ func TestLockHolderKill(t *testing.T) {
 }
 
 // TestLockHolderPause: SIGSTOP the holder for 2×TTL (past the stop budget
-// and the TTL), then SIGCONT. Another candidate takes the lock meanwhile;
-// on resume the stale hold's context is cancelled at once (within 250ms)
+// and the TTL), then SIGCONT; holds here last 3–4 TTL, longer than the
+// pause. Another candidate takes the lock meanwhile; on resume the stale
+// hold's context is cancelled at once (within 250ms, by the renew deadline
+// or a renewal that finds the lock gone)
 // and every write it still attempts is refused by the fence. The paused
 // hold overlaps the next one: the lease model cannot cover a pause, so
 // level 1 is not asked of paused intervals, level 2 is.
 func TestLockHolderPause(t *testing.T) {
 	st := report.Row("lock: holder SIGSTOP 2.0×TTL")
-	r := lockRig(t, 3)
-	tm := r.Cfg.Timing
+	// Holds of 3–4 TTL: every hold outlasts the pause, so on SIGCONT only
+	// the hold's context, cancelled by the renew deadline, can stop it.
+	tm := faults.LockTiming()
+	r := faults.NewRig(t, faults.RigConfig{Candidates: 3, Timing: tm,
+		Lock: &faults.LockMode{HoldMin: 3 * tm.TTL, HoldMax: 4 * tm.TTL, GapMax: 100 * time.Millisecond}})
 	pause := 2 * tm.TTL
 	staleAttempts := 0
 	for done, misses := 0, 0; done < profile.Iterations(2); {
@@ -129,6 +134,9 @@ func TestLockHolderPause(t *testing.T) {
 		st.Measure("stale hold stopped after SIGCONT", late)
 		if late > 250*time.Millisecond {
 			t.Errorf("stale hold of %s stopped %s after SIGCONT; want at once (≤ 250ms)", id, late)
+		}
+		if !strings.Contains(stop.Detail, lock.ErrRenewDeadline.Error()) && !strings.Contains(stop.Detail, lock.ErrLockLost.Error()) {
+			t.Errorf("stale hold of %s ended by %q; want its renew deadline or the lock lost", id, stop.Detail)
 		}
 		staleAttempts += r.Count(from, func(ev faults.Event) bool {
 			return ev.Cand == id && ev.Kind == faults.KindWrite && ev.Term == l.Term && ev.Mono+ev.Dur >= resumed
