@@ -1,0 +1,455 @@
+package lock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/leader"
+)
+
+var (
+	//go:embed redlock_renew.lua
+	redlockRenewLua    string
+	redlockRenewScript = redis.NewScript(redlockRenewLua)
+
+	//go:embed redlock_release.lua
+	redlockReleaseLua    string
+	redlockReleaseScript = redis.NewScript(redlockReleaseLua)
+)
+
+// ErrNoQuorum is returned (wrapped, with the masters' errors) when too few
+// Redlock masters answered for an acquire, renewal or release to reach
+// its quorum, and no other owner holds the lock.
+var ErrNoQuorum = errors.New("lock: no quorum of masters")
+
+// NewRedlockClient returns a Client whose Mutexes are Redlock locks over
+// masters: independent Redis servers (not replicas of one another, not one
+// Cluster), quorum len(masters)/2 + 1. A hold is the same *Hold as
+// NewClient's: a term, a context cancelled before anyone else can take the
+// lock, Unlock.
+//
+//   - Lock and TryLock run the acquire script on every master in parallel
+//     and hold when a quorum took the lock. The hold's term is the highest
+//     of the terms the quorum's masters minted. The hold's context is
+//     cancelled at the acquire's send time + RenewDeadline (by the usual
+//     rule), which makes Redlock's validity (TTL − elapsed − drift) the
+//     hold's deadline: a quorum reached late shortens it, a quorum
+//     confirmed after it is released, never held.
+//   - Renewals need a quorum of the masters that took the lock; a quorum of
+//     "lost" answers ends the hold with ErrLockLost, anything else is
+//     retried until the renew deadline. Renewals and releases raise each
+//     master's term counter to the hold's term, so a later quorum, which
+//     shares a master with this one, mints a higher term.
+//   - Unlock releases on every master (a master whose acquire was never
+//     confirmed gets an abandon by owner); an acquire without a quorum
+//     undoes its partial acquisitions on every master that answered.
+//   - Release notices come from masters[0] only; while it is down, waiters
+//     go by the holder's remaining TTL and by that connection's retries.
+//
+// Every master call is bounded by RenewDeadline (or the renewal's time
+// left) on a timer of its own, so a frozen master delays nothing: the
+// outcome is decided by the first quorum of answers. The calls still
+// pending belong to the Client: Close cancels them and waits for them (use
+// clients with ContextTimeoutEnabled, or Close may wait for their read
+// timeouts).
+//
+// An odd number of masters is advised: an even one tolerates no more
+// failures than one master fewer (4 masters, quorum 3, survive one failure,
+// as 3 do). One master is allowed and is a plain lock with Redlock's
+// overhead. NewRedlockClient returns a *leader.ConfigError naming
+// "masters" for an empty list, a nil or repeated client. Options are
+// NewClient's; it does not contact Redis.
+//
+// Read the design notes (docs/design.md, "Redlock") before choosing it: its
+// safety rests on bounded clock drift and process pauses shorter than the
+// stop budget, and on masters that do not come back empty while a hold
+// needs them; one master with replicas and WAIT is usually the better
+// choice.
+func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
+	if len(masters) == 0 {
+		return nil, &leader.ConfigError{Field: "masters", Value: 0,
+			Reason: "must list at least one Redis master (3 or 5 independent ones are advised)"}
+	}
+	for i, m := range masters {
+		if m == nil {
+			return nil, &leader.ConfigError{Field: fmt.Sprintf("masters[%d]", i), Value: "nil", Reason: "must be a Redis client"}
+		}
+		if j := slices.Index(masters[:i], m); j >= 0 {
+			return nil, &leader.ConfigError{Field: fmt.Sprintf("masters[%d]", i), Value: fmt.Sprintf("masters[%d]", j),
+				Reason: "repeats a master: every master counts once toward the quorum"}
+		}
+	}
+	ms := slices.Clone(masters)
+	all := make([]Option, 0, len(opts)+1)
+	all = append(all, opts...)
+	all = append(all, optionFunc(func(o *options) {
+		o.newStore = func(m *Mutex) store { return newQuorumStore(m, ms) }
+	}))
+	return NewClient(ms[0], all...)
+}
+
+// master is one Redlock master's lock: the store's steps, with renewals
+// and releases that also raise the master's term counter to floor.
+type master interface {
+	acquire(ctx context.Context, owner, reenter string) (acquireReply, error)
+	renewFloor(ctx context.Context, field, floor string) (bool, error)
+	releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error)
+	abandon(ctx context.Context, owner string) error
+}
+
+// redlockMaster is a master in Redis.
+type redlockMaster struct{ *redisStore }
+
+func (s redlockMaster) renewFloor(ctx context.Context, field, floor string) (bool, error) {
+	n, err := redlockRenewScript.Run(ctx, s.client, s.lockKeys, field, s.ttl, floor).Int64()
+	if err != nil {
+		return false, fmt.Errorf("renew %s: %w", s.oneKey[0], err)
+	}
+	return n == 1, nil
+}
+
+func (s redlockMaster) releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error) {
+	flag := "0"
+	if last {
+		flag = "1"
+	}
+	n, err := redlockReleaseScript.Run(ctx, s.client, s.lockKeys, field, flag, s.channel, "released "+field, floor).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
+	}
+	return n, nil
+}
+
+// quorumStore is the store of one Redlock lock: one master per server.
+// The hold's field it hands out is "T0,T1,… OWNER", the term of every
+// master (0: not confirmed), so renewals and releases need no state here.
+type quorumStore struct {
+	c       *Client
+	masters []master
+	all     []int // 0 … len(masters)-1
+	quorum  int
+	bound   time.Duration // a call's bound when its ctx has no deadline
+}
+
+var _ store = (*quorumStore)(nil)
+
+func newQuorumStore(m *Mutex, clients []redis.UniversalClient) *quorumStore {
+	masters := make([]master, len(clients))
+	for i, rdb := range clients {
+		masters[i] = redlockMaster{newRedisStore(rdb, m.cfg, m.name)}
+	}
+	return newQuorumOf(m, masters)
+}
+
+func newQuorumOf(m *Mutex, masters []master) *quorumStore {
+	q := &quorumStore{c: m.c, masters: masters, quorum: len(masters)/2 + 1, bound: m.cfg.RenewDeadline}
+	for i := range masters {
+		q.all = append(q.all, i)
+	}
+	return q
+}
+
+// reply is one master's answer.
+type reply[T any] struct {
+	i   int
+	v   T
+	err error
+}
+
+// fanOut calls f on the masters idx in parallel and collects their replies
+// until decided says the outcome is known, every master answered, or ctx
+// ends (then with ctx's error). Each call runs in a goroutine of the
+// Client, bounded by ctx's deadline (or the store's bound) on its own
+// timer and cancelled by Client.Close, but not by ctx's cancellation: a
+// call fanOut stops waiting for (a frozen master's) still reaches its
+// master if it can, which releases and undos need.
+func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided func([]reply[T]) bool) ([]reply[T], error) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(q.bound)
+	}
+	c := q.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.wg.Add(len(idx))
+	c.mu.Unlock()
+	ch := make(chan reply[T], len(idx)) // never blocks a sender
+	for _, i := range idx {
+		go func() {
+			defer c.wg.Done()
+			mctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+			defer cancel()
+			stop := context.AfterFunc(c.ctx, cancel)
+			defer stop()
+			v, err := f(mctx, i, q.masters[i])
+			ch <- reply[T]{i: i, v: v, err: err}
+		}()
+	}
+	rs := make([]reply[T], 0, len(idx))
+	for len(rs) < len(idx) {
+		select {
+		case r := <-ch:
+			rs = append(rs, r)
+			if decided != nil && decided(rs) {
+				return rs, nil
+			}
+		case <-ctx.Done():
+			return rs, ctx.Err()
+		}
+	}
+	return rs, nil
+}
+
+// acquire takes the lock on a quorum. Without one it undoes its partial
+// acquisitions and reports the holder when other owners hold the lock on
+// enough masters to deny the quorum (or on any, when the other masters did
+// not answer), or an error wrapping ErrNoQuorum.
+func (q *quorumStore) acquire(ctx context.Context, owner, reenter string) (acquireReply, error) {
+	if reenter != "" {
+		return q.reenter(ctx, reenter)
+	}
+	n := len(q.masters)
+	won := func(r reply[acquireReply]) bool {
+		return r.err == nil && (r.v.code == codeAcquired || r.v.code == codeAdopted)
+	}
+	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (acquireReply, error) {
+		return s.acquire(ctx, owner, "")
+	}, func(rs []reply[acquireReply]) bool {
+		w := countIf(rs, won)
+		return w >= q.quorum || len(rs)-w > n-q.quorum
+	})
+	if errors.Is(ctxErr, ErrClosed) {
+		return acquireReply{}, ErrClosed
+	}
+	terms := make([]uint64, n)
+	var (
+		top     uint64
+		wins    int
+		held    []acquireReply
+		errs    []error
+		answers []int
+	)
+	for _, r := range rs {
+		answers = append(answers, r.i)
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case won(r):
+			wins++
+			terms[r.i] = r.v.term
+			top = max(top, r.v.term)
+		case r.v.code == codeHeld:
+			held = append(held, r.v)
+		default:
+			errs = append(errs, fmt.Errorf("master %d: unexpected acquire outcome %d", r.i, r.v.code))
+		}
+	}
+	if wins >= q.quorum {
+		return acquireReply{code: codeAcquired, term: top, field: encodeField(terms, owner)}, nil
+	}
+	if ctxErr == nil && len(held) > 0 {
+		// Redlock's rule: a failed attempt unlocks at once on every
+		// master, or two contenders with a master each would block one
+		// another until their keys expire. Wait for the masters that
+		// answered (a late acquire on the others expires on its own).
+		if wins > 0 {
+			q.undo(ctx, owner, answers)
+		}
+		return heldReply(held, n, q.quorum), nil
+	}
+	// The outcome of the unanswered calls is unknown: the Mutex abandons
+	// (or adopts them on its next attempt with the same owner).
+	err := fmt.Errorf("%w: %d of %d took the lock, %d needed", ErrNoQuorum, wins, n, q.quorum)
+	return acquireReply{}, errors.Join(append([]error{err, ctxErr}, errs...)...)
+}
+
+// heldReply reports the holder and when enough masters will be free for a
+// quorum: the holds' expiries in order, assuming the masters that did not
+// report a holder are free.
+func heldReply(held []acquireReply, n, quorum int) acquireReply {
+	slices.SortFunc(held, func(a, b acquireReply) int { return int(a.pttl - b.pttl) })
+	k := quorum - (n - len(held)) // holds that must end first
+	r := held[max(k-1, 0)]
+	return acquireReply{code: codeHeld, holder: r.holder, pttl: r.pttl}
+}
+
+// undo abandons owner's acquisitions on every master, waiting only for
+// the masters in wait.
+func (q *quorumStore) undo(ctx context.Context, owner string, wait []int) {
+	_, _ = fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
+		return struct{}{}, s.abandon(ctx, owner)
+	}, func(rs []reply[struct{}]) bool {
+		return countIf(rs, func(r reply[struct{}]) bool { return slices.Contains(wait, r.i) }) == len(wait)
+	})
+}
+
+// reenter adds a hold on the masters of field; a quorum of them must
+// count it.
+func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, error) {
+	terms, owner, idx, err := q.decodeField(field)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	ok := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeReentered }
+	gone := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeGone }
+	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (acquireReply, error) {
+		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner)
+	}, func(rs []reply[acquireReply]) bool {
+		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
+	})
+	var count int64
+	for _, r := range rs {
+		if ok(r) {
+			count = max(count, r.v.count)
+		}
+	}
+	switch {
+	case countIf(rs, ok) >= q.quorum:
+		return acquireReply{code: codeReentered, count: count}, nil
+	case countIf(rs, gone) > len(idx)-q.quorum:
+		return acquireReply{code: codeGone}, nil
+	}
+	return acquireReply{}, noQuorum(q, "re-enter", rs, len(idx), ctxErr)
+}
+
+// renew renews on the masters that took the lock: true with a quorum of
+// them, false when too many report it lost for a quorum to remain.
+func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
+	terms, owner, idx, err := q.decodeField(field)
+	if err != nil {
+		return false, err
+	}
+	floor := strconv.FormatUint(slices.Max(terms), 10)
+	ok := func(r reply[bool]) bool { return r.err == nil && r.v }
+	lost := func(r reply[bool]) bool { return r.err == nil && !r.v }
+	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (bool, error) {
+		return s.renewFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, floor)
+	}, func(rs []reply[bool]) bool {
+		return countIf(rs, ok) >= q.quorum || countIf(rs, lost) > len(idx)-q.quorum
+	})
+	switch {
+	case countIf(rs, ok) >= q.quorum:
+		return true, nil
+	case countIf(rs, lost) > len(idx)-q.quorum:
+		return false, nil
+	}
+	return false, noQuorum(q, "renew", rs, len(idx), ctxErr)
+}
+
+// release drops a hold on the masters that took the lock; the last one
+// also abandons the lock on the other masters (an acquire there may have
+// landed after all). It reports the holds left once a quorum of the
+// masters agree that the hold is theirs, -1 once too many deny it.
+func (q *quorumStore) release(ctx context.Context, field string, last bool) (int64, error) {
+	terms, owner, idx, err := q.decodeField(field)
+	if err != nil {
+		return 0, err
+	}
+	floor := strconv.FormatUint(slices.Max(terms), 10)
+	targets := idx
+	if last {
+		targets = q.all
+	}
+	counted := func(r reply[int64]) bool { return terms[r.i] != 0 }
+	ours := func(r reply[int64]) bool { return counted(r) && r.err == nil && r.v >= 0 }
+	notOurs := func(r reply[int64]) bool { return counted(r) && r.err == nil && r.v < 0 }
+	rs, ctxErr := fanOut(ctx, q, targets, func(ctx context.Context, i int, s master) (int64, error) {
+		if terms[i] == 0 {
+			return 0, s.abandon(ctx, owner)
+		}
+		return s.releaseFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, last, floor)
+	}, func(rs []reply[int64]) bool {
+		return countIf(rs, ours) >= q.quorum || countIf(rs, notOurs) > len(idx)-q.quorum
+	})
+	var left int64
+	for _, r := range rs {
+		if ours(r) {
+			left = max(left, r.v)
+		}
+	}
+	switch {
+	case countIf(rs, ours) >= q.quorum:
+		return left, nil
+	case countIf(rs, notOurs) > len(idx)-q.quorum:
+		return -1, nil
+	}
+	counted2 := slices.DeleteFunc(slices.Clone(rs), func(r reply[int64]) bool { return !counted(r) })
+	return 0, noQuorum(q, "release", counted2, len(idx), ctxErr)
+}
+
+// abandon deletes owner's lock on every master, after an acquire whose
+// outcome is unknown; it waits for all of them (within ctx).
+func (q *quorumStore) abandon(ctx context.Context, owner string) error {
+	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
+		return struct{}{}, s.abandon(ctx, owner)
+	}, nil)
+	errs := []error{ctxErr}
+	for _, r := range rs {
+		errs = append(errs, r.err)
+	}
+	return errors.Join(errs...)
+}
+
+// noQuorum is the error of a step that got no quorum either way.
+func noQuorum[T any](q *quorumStore, op string, rs []reply[T], of int, ctxErr error) error {
+	errs := []error{fmt.Errorf("%s: %w: %d of %d masters answered, %d needed", op, ErrNoQuorum, len(rs), of, q.quorum), ctxErr}
+	for _, r := range rs {
+		errs = append(errs, r.err)
+	}
+	return errors.Join(errs...)
+}
+
+// encodeField returns "T0,T1,… OWNER".
+func encodeField(terms []uint64, owner string) string {
+	var b strings.Builder
+	for i, t := range terms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(t, 10))
+	}
+	b.WriteByte(' ')
+	b.WriteString(owner)
+	return b.String()
+}
+
+// decodeField parses encodeField's result and returns the masters whose
+// term is set.
+func (q *quorumStore) decodeField(field string) (terms []uint64, owner string, idx []int, err error) {
+	list, owner, ok := strings.Cut(field, " ")
+	parts := strings.Split(list, ",")
+	if !ok || len(parts) != len(q.masters) {
+		return nil, "", nil, fmt.Errorf("lock: redlock field %q does not name %d masters", field, len(q.masters))
+	}
+	terms = make([]uint64, len(parts))
+	for i, p := range parts {
+		if terms[i], err = strconv.ParseUint(p, 10, 64); err != nil {
+			return nil, "", nil, fmt.Errorf("lock: redlock field %q: %w", field, err)
+		}
+		if terms[i] != 0 {
+			idx = append(idx, i)
+		}
+	}
+	return terms, owner, idx, nil
+}
+
+func countIf[T any](rs []T, f func(T) bool) int {
+	n := 0
+	for _, r := range rs {
+		if f(r) {
+			n++
+		}
+	}
+	return n
+}
