@@ -462,7 +462,10 @@ func (l *lease) watchdog(sent time.Time) {
 		}
 		return
 	}
-	renewAt := time.NewTimer(cfg.RenewInterval)
+	// The first renewal is due RenewInterval after the acquire's send
+	// time, not after its reply: a slow acquire (a Redlock quorum) would
+	// otherwise reach its deadline before renewing.
+	renewAt := time.NewTimer(max(time.Until(sent.Add(cfg.RenewInterval)), 0))
 	defer renewAt.Stop()
 	lastOK := sent
 	failing := false
