@@ -65,7 +65,8 @@ var ErrNoQuorum = errors.New("lock: no quorum of masters")
 // failures than one master fewer (4 masters, quorum 3, survive one failure,
 // as 3 do). One master is allowed and is a plain lock with Redlock's
 // overhead. NewRedlockClient returns a *leader.ConfigError naming
-// "masters" for an empty list, a nil or repeated client. Options are
+// "masters" for an empty list or a nil client, and an error naming both
+// indexes for a repeated client. Options are
 // NewClient's; it does not contact Redis.
 //
 // Read the design notes (docs/design.md, "Redlock") before choosing it: its
@@ -80,11 +81,10 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 	}
 	for i, m := range masters {
 		if m == nil {
-			return nil, &leader.ConfigError{Field: fmt.Sprintf("masters[%d]", i), Value: "nil", Reason: "must be a Redis client"}
+			return nil, &leader.ConfigError{Field: fmt.Sprintf("masters[%d]", i), Value: nil, Reason: "must be a Redis client"}
 		}
 		if j := slices.Index(masters[:i], m); j >= 0 {
-			return nil, &leader.ConfigError{Field: fmt.Sprintf("masters[%d]", i), Value: fmt.Sprintf("masters[%d]", j),
-				Reason: "repeats a master: every master counts once toward the quorum"}
+			return nil, fmt.Errorf("lock: invalid masters[%d]: the same client as masters[%d] (every master counts once toward the quorum)", i, j)
 		}
 	}
 	ms := slices.Clone(masters)
@@ -137,6 +137,10 @@ type quorumStore struct {
 	all     []int // 0 … len(masters)-1
 	quorum  int
 	bound   time.Duration // a call's bound when its ctx has no deadline
+	// acquireWait bounds an acquire's wait for the masters' replies
+	// (Redlock's per-master timeout, small against the TTL): a frozen
+	// master must not stall every contended attempt until RenewDeadline.
+	acquireWait time.Duration
 }
 
 var _ store = (*quorumStore)(nil)
@@ -150,7 +154,8 @@ func newQuorumStore(m *Mutex, clients []redis.UniversalClient) *quorumStore {
 }
 
 func newQuorumOf(m *Mutex, masters []master) *quorumStore {
-	q := &quorumStore{c: m.c, masters: masters, quorum: len(masters)/2 + 1, bound: m.cfg.RenewDeadline}
+	q := &quorumStore{c: m.c, masters: masters, quorum: len(masters)/2 + 1, bound: m.cfg.RenewDeadline,
+		acquireWait: max(m.cfg.RenewDeadline/8, time.Millisecond)}
 	for i := range masters {
 		q.all = append(q.all, i)
 	}
@@ -165,13 +170,16 @@ type reply[T any] struct {
 }
 
 // fanOut calls f on the masters idx in parallel and collects their replies
-// until decided says the outcome is known, every master answered, or ctx
-// ends (then with ctx's error). Each call runs in a goroutine of the
-// Client, bounded by ctx's deadline (or the store's bound) on its own
-// timer and cancelled by Client.Close, but not by ctx's cancellation: a
-// call fanOut stops waiting for (a frozen master's) still reaches its
-// master if it can, which releases and undos need.
-func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided func([]reply[T]) bool) ([]reply[T], error) {
+// until decided says the outcome is known, every master answered, ctx's
+// deadline (or the store's bound) passed, wait passed since hurry first
+// said so (a failure was seen: stop waiting for stragglers soon), or ctx
+// ended (then with ctx's error). Each call runs in
+// a goroutine of the Client, bounded by ctx's deadline (or the store's
+// bound) and wait on a timer of its own, and cancelled by Client.Close but
+// not by ctx's cancellation: a call fanOut stops waiting for (a frozen
+// master's) still reaches its master if it can, which releases and undos
+// need.
+func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided, hurry func([]reply[T]) bool, wait time.Duration) ([]reply[T], error) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		dl = time.Now().Add(q.bound)
@@ -196,7 +204,10 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 			ch <- reply[T]{i: i, v: v, err: err}
 		}()
 	}
+	timer := time.NewTimer(time.Until(dl))
+	defer timer.Stop()
 	rs := make([]reply[T], 0, len(idx))
+	hurried := false
 	for len(rs) < len(idx) {
 		select {
 		case r := <-ch:
@@ -204,6 +215,14 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 			if decided != nil && decided(rs) {
 				return rs, nil
 			}
+			if hurry != nil && !hurried && hurry(rs) {
+				hurried = true
+				if soon := time.Now().Add(wait); soon.Before(dl) {
+					timer.Reset(time.Until(soon))
+				}
+			}
+		case <-timer.C:
+			return rs, nil // the others count as failed
 		case <-ctx.Done():
 			return rs, ctx.Err()
 		}
@@ -228,7 +247,9 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string) (acqui
 	}, func(rs []reply[acquireReply]) bool {
 		w := countIf(rs, won)
 		return w >= q.quorum || len(rs)-w > n-q.quorum
-	})
+	}, func(rs []reply[acquireReply]) bool {
+		return countIf(rs, won) < len(rs) // held or failed somewhere
+	}, q.acquireWait)
 	if errors.Is(ctxErr, ErrClosed) {
 		return acquireReply{}, ErrClosed
 	}
@@ -258,18 +279,20 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string) (acqui
 	if wins >= q.quorum {
 		return acquireReply{code: codeAcquired, term: top, field: encodeField(terms, owner)}, nil
 	}
-	if ctxErr == nil && len(held) > 0 {
+	if wins > 0 {
 		// Redlock's rule: a failed attempt unlocks at once on every
 		// master, or two contenders with a master each would block one
-		// another until their keys expire. Wait for the masters that
-		// answered (a late acquire on the others expires on its own).
-		if wins > 0 {
-			q.undo(ctx, owner, answers)
-		}
+		// another (and refresh their halves by adoption) until one gives
+		// up. Wait for the masters that answered; an acquire that lands
+		// late on another one expires on its own, and the Mutex abandons
+		// an attempt whose outcome it does not know.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.bound)
+		q.undo(uctx, owner, answers)
+		cancel()
+	}
+	if ctxErr == nil && len(held) > 0 {
 		return heldReply(held, n, q.quorum), nil
 	}
-	// The outcome of the unanswered calls is unknown: the Mutex abandons
-	// (or adopts them on its next attempt with the same owner).
 	err := fmt.Errorf("%w: %d of %d took the lock, %d needed", ErrNoQuorum, wins, n, q.quorum)
 	return acquireReply{}, errors.Join(append([]error{err, ctxErr}, errs...)...)
 }
@@ -291,7 +314,7 @@ func (q *quorumStore) undo(ctx context.Context, owner string, wait []int) {
 		return struct{}{}, s.abandon(ctx, owner)
 	}, func(rs []reply[struct{}]) bool {
 		return countIf(rs, func(r reply[struct{}]) bool { return slices.Contains(wait, r.i) }) == len(wait)
-	})
+	}, nil, 0)
 }
 
 // reenter adds a hold on the masters of field; a quorum of them must
@@ -307,7 +330,7 @@ func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, 
 		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner)
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
-	})
+	}, nil, 0)
 	var count int64
 	for _, r := range rs {
 		if ok(r) {
@@ -337,7 +360,7 @@ func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
 		return s.renewFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, floor)
 	}, func(rs []reply[bool]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, lost) > len(idx)-q.quorum
-	})
+	}, nil, 0)
 	switch {
 	case countIf(rs, ok) >= q.quorum:
 		return true, nil
@@ -371,7 +394,7 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 		return s.releaseFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, last, floor)
 	}, func(rs []reply[int64]) bool {
 		return countIf(rs, ours) >= q.quorum || countIf(rs, notOurs) > len(idx)-q.quorum
-	})
+	}, nil, 0)
 	var left int64
 	for _, r := range rs {
 		if ours(r) {
@@ -393,7 +416,7 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 func (q *quorumStore) abandon(ctx context.Context, owner string) error {
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
 		return struct{}{}, s.abandon(ctx, owner)
-	}, nil)
+	}, nil, nil, 0)
 	errs := []error{ctxErr}
 	for _, r := range rs {
 		errs = append(errs, r.err)
