@@ -180,10 +180,15 @@ type reply[T any] struct {
 // master's) still reaches its master if it can, which releases and undos
 // need.
 func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided, hurry func([]reply[T]) bool, wait time.Duration) ([]reply[T], error) {
+	now := time.Now()
 	dl, ok := ctx.Deadline()
 	if !ok {
-		dl = time.Now().Add(q.bound)
+		dl = now.Add(q.bound)
 	}
+	// Give up a little before ctx's deadline, so that the verdict (which
+	// masters failed, ErrNoQuorum) reaches the caller before its own
+	// timer reports a bare timeout.
+	dl = dl.Add(-dl.Sub(now) / 16)
 	c := q.c
 	c.mu.Lock()
 	if c.closed {
