@@ -91,7 +91,12 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 	all := make([]Option, 0, len(opts)+1)
 	all = append(all, opts...)
 	all = append(all, optionFunc(func(o *options) {
-		o.newStore = func(m *Mutex) store { return newQuorumStore(m, ms) }
+		o.newStore = func(m *Mutex) store {
+			if m.fair {
+				return nil // Mutex refuses it: no FIFO queue across masters
+			}
+			return newQuorumStore(m, ms)
+		}
 	}))
 	return NewClient(ms[0], all...)
 }
@@ -99,7 +104,7 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 // master is one Redlock master's lock: the store's steps, with renewals
 // and releases that also raise the master's term counter to floor.
 type master interface {
-	acquire(ctx context.Context, owner, reenter string) (acquireReply, error)
+	acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error)
 	renewFloor(ctx context.Context, field, floor string) (bool, error)
 	releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error)
 	abandon(ctx context.Context, owner string) error
@@ -239,7 +244,7 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 // acquisitions and reports the holder when other owners hold the lock on
 // enough masters to deny the quorum (or on any, when the other masters did
 // not answer), or an error wrapping ErrNoQuorum.
-func (q *quorumStore) acquire(ctx context.Context, owner, reenter string) (acquireReply, error) {
+func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
 	if reenter != "" {
 		return q.reenter(ctx, reenter)
 	}
@@ -248,7 +253,7 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string) (acqui
 		return r.err == nil && (r.v.code == codeAcquired || r.v.code == codeAdopted)
 	}
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (acquireReply, error) {
-		return s.acquire(ctx, owner, "")
+		return s.acquire(ctx, owner, "", false)
 	}, func(rs []reply[acquireReply]) bool {
 		w := countIf(rs, won)
 		return w >= q.quorum || len(rs)-w > n-q.quorum
@@ -332,7 +337,7 @@ func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, 
 	ok := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeReentered }
 	gone := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeGone }
 	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (acquireReply, error) {
-		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner)
+		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner, false)
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
 	}, nil, 0)

@@ -100,6 +100,14 @@ func TestNewRedlockClient_Errors(t *testing.T) {
 		_ = c.Close()
 		t.Fatal("a bad TTL was accepted")
 	}
+	c, err = lock.NewRedlockClient([]redis.UniversalClient{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Mutex("x", lock.WithFair()); err == nil || !strings.Contains(err.Error(), "fair mode is not available with Redlock") {
+		t.Fatalf("fair Redlock Mutex: %v, want refused", err)
+	}
 }
 
 // redlockExclusion runs procs Clients × goroutines holders of one lock
