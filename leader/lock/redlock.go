@@ -50,7 +50,9 @@ var ErrNoQuorum = errors.New("lock: no quorum of masters")
 //     shares a master with this one, mints a higher term.
 //   - Unlock releases on every master (a master whose acquire was never
 //     confirmed gets an abandon by owner); an acquire without a quorum
-//     undoes its partial acquisitions on every master that answered.
+//     undoes its partial acquisitions on every master, before it returns
+//     on those that answered in time, right after their late reply on the
+//     others.
 //   - Release notices come from masters[0] only; while it is down, waiters
 //     go by the holder's remaining TTL and by that connection's retries.
 //
@@ -183,8 +185,9 @@ type reply[T any] struct {
 // bound) and wait on a timer of its own, and cancelled by Client.Close but
 // not by ctx's cancellation: a call fanOut stops waiting for (a frozen
 // master's) still reaches its master if it can, which releases and undos
-// need.
-func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided, hurry func([]reply[T]) bool, wait time.Duration) ([]reply[T], error) {
+// need. after, if set, runs in each call's goroutine once its reply is
+// sent, bounded as a call of its own.
+func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided, hurry func([]reply[T]) bool, wait time.Duration, after func(ctx context.Context, r reply[T])) ([]reply[T], error) {
 	now := time.Now()
 	dl, ok := ctx.Deadline()
 	if !ok {
@@ -211,7 +214,15 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 			stop := context.AfterFunc(c.ctx, cancel)
 			defer stop()
 			v, err := f(mctx, i, q.masters[i])
-			ch <- reply[T]{i: i, v: v, err: err}
+			r := reply[T]{i: i, v: v, err: err}
+			ch <- r
+			if after != nil {
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.bound)
+				defer cancel()
+				stop := context.AfterFunc(c.ctx, cancel)
+				defer stop()
+				after(actx, r)
+			}
 		}()
 	}
 	timer := time.NewTimer(time.Until(dl))
@@ -252,6 +263,12 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool
 	won := func(r reply[acquireReply]) bool {
 		return r.err == nil && (r.v.code == codeAcquired || r.v.code == codeAdopted)
 	}
+	// A master that answers after the outcome is known and took the lock
+	// while the attempt failed undoes it itself: the abandon follows the
+	// acquire on that master, so it cannot overtake it.
+	verdict := make(chan struct{})
+	var failed bool              // written before verdict closes
+	collected := make([]bool, n) // likewise
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (acquireReply, error) {
 		return s.acquire(ctx, owner, "", false)
 	}, func(rs []reply[acquireReply]) bool {
@@ -259,7 +276,27 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool
 		return w >= q.quorum || len(rs)-w > n-q.quorum
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, won) < len(rs) // held or failed somewhere
-	}, q.acquireWait)
+	}, q.acquireWait, func(ctx context.Context, r reply[acquireReply]) {
+		if !won(r) {
+			return
+		}
+		<-verdict
+		if failed && !collected[r.i] {
+			_ = q.masters[r.i].abandon(ctx, owner)
+		}
+	})
+	verdictSet := false
+	setVerdict := func(f bool) {
+		if !verdictSet {
+			verdictSet = true
+			failed = f
+			for _, r := range rs {
+				collected[r.i] = true
+			}
+			close(verdict)
+		}
+	}
+	defer setVerdict(true)
 	if errors.Is(ctxErr, ErrClosed) {
 		return acquireReply{}, ErrClosed
 	}
@@ -287,19 +324,20 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool
 		}
 	}
 	if wins >= q.quorum {
+		setVerdict(false)
 		return acquireReply{code: codeAcquired, term: top, field: encodeField(terms, owner)}, nil
 	}
 	if wins > 0 {
 		// Redlock's rule: a failed attempt unlocks at once on every
 		// master, or two contenders with a master each would block one
 		// another (and refresh their halves by adoption) until one gives
-		// up. Wait for the masters that answered; an acquire that lands
-		// late on another one expires on its own, and the Mutex abandons
-		// an attempt whose outcome it does not know.
+		// up. Wait for the masters that answered; one that answers later
+		// undoes its own (above).
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.bound)
 		q.undo(uctx, owner, answers)
 		cancel()
 	}
+	setVerdict(true)
 	if ctxErr == nil && len(held) > 0 {
 		return heldReply(held, n, q.quorum), nil
 	}
@@ -324,7 +362,7 @@ func (q *quorumStore) undo(ctx context.Context, owner string, wait []int) {
 		return struct{}{}, s.abandon(ctx, owner)
 	}, func(rs []reply[struct{}]) bool {
 		return countIf(rs, func(r reply[struct{}]) bool { return slices.Contains(wait, r.i) }) == len(wait)
-	}, nil, 0)
+	}, nil, 0, nil)
 }
 
 // reenter adds a hold on the masters of field; a quorum of them must
@@ -340,7 +378,7 @@ func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, 
 		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner, false)
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
-	}, nil, 0)
+	}, nil, 0, nil)
 	var count int64
 	for _, r := range rs {
 		if ok(r) {
@@ -370,7 +408,7 @@ func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
 		return s.renewFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, floor)
 	}, func(rs []reply[bool]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, lost) > len(idx)-q.quorum
-	}, nil, 0)
+	}, nil, 0, nil)
 	switch {
 	case countIf(rs, ok) >= q.quorum:
 		return true, nil
@@ -404,7 +442,7 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 		return s.releaseFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, last, floor)
 	}, func(rs []reply[int64]) bool {
 		return countIf(rs, ours) >= q.quorum || countIf(rs, notOurs) > len(idx)-q.quorum
-	}, nil, 0)
+	}, nil, 0, nil)
 	var left int64
 	for _, r := range rs {
 		if ours(r) {
@@ -426,7 +464,7 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 func (q *quorumStore) abandon(ctx context.Context, owner string) error {
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
 		return struct{}{}, s.abandon(ctx, owner)
-	}, nil, nil, 0)
+	}, nil, nil, 0, nil)
 	errs := []error{ctxErr}
 	for _, r := range rs {
 		errs = append(errs, r.err)
