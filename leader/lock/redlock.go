@@ -20,6 +20,10 @@ var (
 	redlockRenewLua    string
 	redlockRenewScript = redis.NewScript(redlockRenewLua)
 
+	//go:embed redlock_undo.lua
+	redlockUndoLua    string
+	redlockUndoScript = redis.NewScript(redlockUndoLua)
+
 	//go:embed redlock_release.lua
 	redlockReleaseLua    string
 	redlockReleaseScript = redis.NewScript(redlockReleaseLua)
@@ -50,11 +54,14 @@ var ErrNoQuorum = errors.New("lock: no quorum of masters")
 //     shares a master with this one, mints a higher term.
 //   - Unlock releases on every master (a master whose acquire was never
 //     confirmed gets an abandon by owner); an acquire without a quorum
-//     undoes its partial acquisitions on every master, before it returns
-//     on those that answered in time, right after their late reply on the
-//     others.
-//   - Release notices come from masters[0] only; while it is down, waiters
-//     go by the holder's remaining TTL and by that connection's retries.
+//     undoes its partial acquisitions on every master that answered
+//     before it returns (a master that answers later keeps its partial
+//     acquisition until its TTL, the owner's next attempt or the Mutex's
+//     abandon).
+//   - Waiters subscribe to the release notices on every master (one
+//     pub/sub connection per master and Client, opened by the first
+//     waiter): a notice from any one wakes them, so a master down or
+//     frozen does not slow the handover.
 //
 // Every master call is bounded by RenewDeadline (or the renewal's time
 // left) on a timer of its own, so a frozen master delays nothing: the
@@ -100,7 +107,19 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 			return newQuorumStore(m, ms)
 		}
 	}))
-	return NewClient(ms[0], all...)
+	c, err := NewClient(ms[0], all...)
+	if err != nil {
+		return nil, err
+	}
+	for _, rdb := range ms[1:] {
+		x, err := NewClient(rdb, opts...)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c.notices = append(c.notices, x)
+	}
+	return c, nil
 }
 
 // master is one Redlock master's lock: the store's steps, with renewals
@@ -110,6 +129,8 @@ type master interface {
 	renewFloor(ctx context.Context, field, floor string) (bool, error)
 	releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error)
 	abandon(ctx context.Context, owner string) error
+	// undo is abandon without the release notice.
+	undo(ctx context.Context, owner string) error
 }
 
 // redlockMaster is a master in Redis.
@@ -133,6 +154,13 @@ func (s redlockMaster) releaseFloor(ctx context.Context, field string, last bool
 		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
 	}
 	return n, nil
+}
+
+func (s redlockMaster) undo(ctx context.Context, owner string) error {
+	if err := redlockUndoScript.Run(ctx, s.client, s.oneKey, owner).Err(); err != nil {
+		return fmt.Errorf("undo %s: %w", s.oneKey[0], err)
+	}
+	return nil
 }
 
 // quorumStore is the store of one Redlock lock: one master per server.
@@ -185,9 +213,8 @@ type reply[T any] struct {
 // bound) and wait on a timer of its own, and cancelled by Client.Close but
 // not by ctx's cancellation: a call fanOut stops waiting for (a frozen
 // master's) still reaches its master if it can, which releases and undos
-// need. after, if set, runs in each call's goroutine once its reply is
-// sent, bounded as a call of its own.
-func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided, hurry func([]reply[T]) bool, wait time.Duration, after func(ctx context.Context, r reply[T])) ([]reply[T], error) {
+// need.
+func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided, hurry func([]reply[T]) bool, wait time.Duration) ([]reply[T], error) {
 	now := time.Now()
 	dl, ok := ctx.Deadline()
 	if !ok {
@@ -214,15 +241,7 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 			stop := context.AfterFunc(c.ctx, cancel)
 			defer stop()
 			v, err := f(mctx, i, q.masters[i])
-			r := reply[T]{i: i, v: v, err: err}
-			ch <- r
-			if after != nil {
-				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.bound)
-				defer cancel()
-				stop := context.AfterFunc(c.ctx, cancel)
-				defer stop()
-				after(actx, r)
-			}
+			ch <- reply[T]{i: i, v: v, err: err}
 		}()
 	}
 	timer := time.NewTimer(time.Until(dl))
@@ -263,40 +282,20 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool
 	won := func(r reply[acquireReply]) bool {
 		return r.err == nil && (r.v.code == codeAcquired || r.v.code == codeAdopted)
 	}
-	// A master that answers after the outcome is known and took the lock
-	// while the attempt failed undoes it itself: the abandon follows the
-	// acquire on that master, so it cannot overtake it.
-	verdict := make(chan struct{})
-	var failed bool              // written before verdict closes
-	collected := make([]bool, n) // likewise
+	// Success is decided by the first quorum; failure waits for every
+	// master, or acquireWait after the first reply that was not a win,
+	// so that every live master's acquisition is collected and undone
+	// before the next attempt (an undo that could land after it would
+	// delete that attempt's adoption). Only a master that answers later
+	// still keeps a partial acquisition: until its TTL, or until this
+	// owner's next attempt adopts it or the Mutex abandons it.
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (acquireReply, error) {
 		return s.acquire(ctx, owner, "", false)
 	}, func(rs []reply[acquireReply]) bool {
-		w := countIf(rs, won)
-		return w >= q.quorum || len(rs)-w > n-q.quorum
+		return countIf(rs, won) >= q.quorum
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, won) < len(rs) // held or failed somewhere
-	}, q.acquireWait, func(ctx context.Context, r reply[acquireReply]) {
-		if !won(r) {
-			return
-		}
-		<-verdict
-		if failed && !collected[r.i] {
-			_ = q.masters[r.i].abandon(ctx, owner)
-		}
-	})
-	verdictSet := false
-	setVerdict := func(f bool) {
-		if !verdictSet {
-			verdictSet = true
-			failed = f
-			for _, r := range rs {
-				collected[r.i] = true
-			}
-			close(verdict)
-		}
-	}
-	defer setVerdict(true)
+	}, q.acquireWait)
 	if errors.Is(ctxErr, ErrClosed) {
 		return acquireReply{}, ErrClosed
 	}
@@ -324,20 +323,19 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool
 		}
 	}
 	if wins >= q.quorum {
-		setVerdict(false)
 		return acquireReply{code: codeAcquired, term: top, field: encodeField(terms, owner)}, nil
 	}
 	if wins > 0 {
 		// Redlock's rule: a failed attempt unlocks at once on every
 		// master, or two contenders with a master each would block one
 		// another (and refresh their halves by adoption) until one gives
-		// up. Wait for the masters that answered; one that answers later
-		// undoes its own (above).
+		// up. The delete sends no release notice: these keys were never
+		// a hold, and a notice would only wake the other contenders into
+		// the same collision.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.bound)
 		q.undo(uctx, owner, answers)
 		cancel()
 	}
-	setVerdict(true)
 	if ctxErr == nil && len(held) > 0 {
 		return heldReply(held, n, q.quorum), nil
 	}
@@ -359,10 +357,10 @@ func heldReply(held []acquireReply, n, quorum int) acquireReply {
 // the masters in wait.
 func (q *quorumStore) undo(ctx context.Context, owner string, wait []int) {
 	_, _ = fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
-		return struct{}{}, s.abandon(ctx, owner)
+		return struct{}{}, s.undo(ctx, owner)
 	}, func(rs []reply[struct{}]) bool {
 		return countIf(rs, func(r reply[struct{}]) bool { return slices.Contains(wait, r.i) }) == len(wait)
-	}, nil, 0, nil)
+	}, nil, 0)
 }
 
 // reenter adds a hold on the masters of field; a quorum of them must
@@ -378,7 +376,7 @@ func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, 
 		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner, false)
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
-	}, nil, 0, nil)
+	}, nil, 0)
 	var count int64
 	for _, r := range rs {
 		if ok(r) {
@@ -408,7 +406,7 @@ func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
 		return s.renewFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, floor)
 	}, func(rs []reply[bool]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, lost) > len(idx)-q.quorum
-	}, nil, 0, nil)
+	}, nil, 0)
 	switch {
 	case countIf(rs, ok) >= q.quorum:
 		return true, nil
@@ -442,7 +440,7 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 		return s.releaseFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, last, floor)
 	}, func(rs []reply[int64]) bool {
 		return countIf(rs, ours) >= q.quorum || countIf(rs, notOurs) > len(idx)-q.quorum
-	}, nil, 0, nil)
+	}, nil, 0)
 	var left int64
 	for _, r := range rs {
 		if ours(r) {
@@ -464,7 +462,7 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 func (q *quorumStore) abandon(ctx context.Context, owner string) error {
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
 		return struct{}{}, s.abandon(ctx, owner)
-	}, nil, nil, 0, nil)
+	}, nil, nil, 0)
 	errs := []error{ctxErr}
 	for _, r := range rs {
 		errs = append(errs, r.err)

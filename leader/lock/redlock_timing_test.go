@@ -18,6 +18,8 @@ func (f fakeMaster) renewFloor(ctx context.Context, field, _ string) (bool, erro
 	return f.renew(ctx, field)
 }
 
+func (f fakeMaster) undo(ctx context.Context, owner string) error { return f.abandon(ctx, owner) }
+
 func (f fakeMaster) releaseFloor(ctx context.Context, field string, last bool, _ string) (int64, error) {
 	return f.release(ctx, field, last)
 }
