@@ -393,3 +393,52 @@ func TestRedlock_Reentrancy(t *testing.T) {
 		return !lockKeyOn(t, srvs[0], name) && !lockKeyOn(t, srvs[1], name) && !lockKeyOn(t, srvs[2], name)
 	})
 }
+
+// TestRedlock_NoticeFromAnyMaster: with masters[0] (the Client's first
+// connection) frozen, a waiter still wakes on the release notice of the
+// other masters, long before the holder's TTL (30s) would have let it
+// in. Mutation check: subscribing on masters[0] only fails with
+// "condition not met within 10s" (nobody listens on masters[1]).
+func TestRedlock_NoticeFromAnyMaster(t *testing.T) {
+	srvs := startMasters(t, 3)
+	name := lockName(t)
+	// RetryInterval 200ms: the waiter's first wait for masters[0]'s
+	// subscription (never live: frozen) ends soon, and it then sleeps
+	// for the holder's TTL or a notice.
+	cfg := lock.WithConfig(lock.Config{TTL: 30 * time.Second, RetryInterval: 200 * time.Millisecond})
+	holder := mustMutex(t, newRedlock(t, srvs, cfg), name)
+	waiter := mustMutex(t, newRedlock(t, srvs, cfg), name)
+	ctx := t.Context()
+	srvs[0].Stop(t)
+	t.Cleanup(func() { srvs[0].Cont(t) })
+	h, err := holder.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lock.Hold, 1)
+	go func() {
+		h2, err := waiter.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h2
+	}()
+	// Wait until the waiter listens on masters[1] and [2].
+	channel := "solo:{" + name + "}:lock.events"
+	for _, s := range srvs[1:] {
+		r := newRedis(t, s.Addr())
+		waitFor(t, func() bool { return r.PubSubNumSub(ctx, channel).Val()[channel] > 0 })
+	}
+	time.Sleep(time.Second) // past the 200ms wait for masters[0]'s subscription
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h2 := <-got:
+		if h2 != nil {
+			_ = h2.Unlock(ctx)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter still waiting 10s after the release")
+	}
+}
