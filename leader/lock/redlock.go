@@ -20,6 +20,14 @@ var (
 	redlockRenewLua    string
 	redlockRenewScript = redis.NewScript(redlockRenewLua)
 
+	//go:embed redlock_renew_owner.lua
+	redlockRenewOwnerLua    string
+	redlockRenewOwnerScript = redis.NewScript(redlockRenewOwnerLua)
+
+	//go:embed redlock_release_owner.lua
+	redlockReleaseOwnerLua    string
+	redlockReleaseOwnerScript = redis.NewScript(redlockReleaseOwnerLua)
+
 	//go:embed redlock_undo.lua
 	redlockUndoLua    string
 	redlockUndoScript = redis.NewScript(redlockUndoLua)
@@ -47,13 +55,15 @@ var ErrNoQuorum = errors.New("lock: no quorum of masters")
 //     rule), which makes Redlock's validity (TTL − elapsed − drift) the
 //     hold's deadline: a quorum reached late shortens it, a quorum
 //     confirmed after it is released, never held.
-//   - Renewals need a quorum of the masters that took the lock; a quorum of
-//     "lost" answers ends the hold with ErrLockLost, anything else is
-//     retried until the renew deadline. Renewals and releases raise each
+//   - Renewals run on every master (by owner where the acquire's reply
+//     came after the quorum's) and need a quorum; too many "lost" answers
+//     for a quorum to remain end the hold with ErrLockLost, anything else
+//     is retried until the renew deadline. Re-entries and the releases of
+//     inner holds count on the masters that confirmed the acquire. Renewals and releases raise each
 //     master's term counter to the hold's term, so a later quorum, which
 //     shares a master with this one, mints a higher term.
-//   - Unlock releases on every master (a master whose acquire was never
-//     confirmed gets an abandon by owner); an acquire without a quorum
+//   - Unlock releases on every master (by owner where the acquire was
+//     never confirmed); an acquire without a quorum
 //     undoes its partial acquisitions on every master that answered
 //     before it returns (a master that answers later keeps its partial
 //     acquisition until its TTL, the owner's next attempt or the Mutex's
@@ -127,7 +137,13 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 type master interface {
 	acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error)
 	renewFloor(ctx context.Context, field, floor string) (bool, error)
+	// renewOwner renews the lock if owner holds it, whatever the term
+	// (a master whose acquire reply came after the quorum's).
+	renewOwner(ctx context.Context, owner, floor string) (bool, error)
 	releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error)
+	// releaseOwner deletes the lock if owner holds it, whatever the term:
+	// 0 deleted, -1 not owner's.
+	releaseOwner(ctx context.Context, owner, floor string) (int64, error)
 	abandon(ctx context.Context, owner string) error
 	// undo is abandon without the release notice.
 	undo(ctx context.Context, owner string) error
@@ -142,6 +158,22 @@ func (s redlockMaster) renewFloor(ctx context.Context, field, floor string) (boo
 		return false, fmt.Errorf("renew %s: %w", s.oneKey[0], err)
 	}
 	return n == 1, nil
+}
+
+func (s redlockMaster) renewOwner(ctx context.Context, owner, floor string) (bool, error) {
+	n, err := redlockRenewOwnerScript.Run(ctx, s.client, s.lockKeys, owner, s.ttl, floor).Int64()
+	if err != nil {
+		return false, fmt.Errorf("renew %s: %w", s.oneKey[0], err)
+	}
+	return n == 1, nil
+}
+
+func (s redlockMaster) releaseOwner(ctx context.Context, owner, floor string) (int64, error) {
+	n, err := redlockReleaseOwnerScript.Run(ctx, s.client, s.lockKeys, owner, s.channel, floor).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
+	}
+	return n, nil
 }
 
 func (s redlockMaster) releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error) {
@@ -392,34 +424,44 @@ func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, 
 	return acquireReply{}, noQuorum(q, "re-enter", rs, len(idx), ctxErr)
 }
 
-// renew renews on the masters that took the lock: true with a quorum of
-// them, false when too many report it lost for a quorum to remain.
+// renew renews on every master: by the exact hold on the masters that
+// confirmed the acquire, by owner on the others (their acquire may have
+// landed after the quorum answered: the key is this hold's all the same).
+// It reports true with a quorum of renewals, false when too many masters
+// deny the hold for a quorum to remain. So a hold that took every master
+// survives the loss of any N − quorum of them, not only of those outside
+// the quorum that answered first.
 func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
-	terms, owner, idx, err := q.decodeField(field)
+	terms, owner, _, err := q.decodeField(field)
 	if err != nil {
 		return false, err
 	}
 	floor := strconv.FormatUint(slices.Max(terms), 10)
 	ok := func(r reply[bool]) bool { return r.err == nil && r.v }
 	lost := func(r reply[bool]) bool { return r.err == nil && !r.v }
-	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (bool, error) {
+	n := len(q.masters)
+	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (bool, error) {
+		if terms[i] == 0 {
+			return s.renewOwner(ctx, owner, floor)
+		}
 		return s.renewFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, floor)
 	}, func(rs []reply[bool]) bool {
-		return countIf(rs, ok) >= q.quorum || countIf(rs, lost) > len(idx)-q.quorum
+		return countIf(rs, ok) >= q.quorum || countIf(rs, lost) > n-q.quorum
 	}, nil, 0)
 	switch {
 	case countIf(rs, ok) >= q.quorum:
 		return true, nil
-	case countIf(rs, lost) > len(idx)-q.quorum:
+	case countIf(rs, lost) > n-q.quorum:
 		return false, nil
 	}
-	return false, noQuorum(q, "renew", rs, len(idx), ctxErr)
+	return false, noQuorum(q, "renew", rs, n, ctxErr)
 }
 
-// release drops a hold on the masters that took the lock; the last one
-// also abandons the lock on the other masters (an acquire there may have
-// landed after all). It reports the holds left once a quorum of the
-// masters agree that the hold is theirs, -1 once too many deny it.
+// release drops a hold. An inner hold's release counts on the masters
+// that confirmed the acquire; the last one deletes the lock on every
+// master (by owner where the acquire was never confirmed) and counts on
+// all of them. It reports the holds left once a quorum agrees that the
+// hold is theirs, -1 once too many deny it for a quorum to remain.
 func (q *quorumStore) release(ctx context.Context, field string, last bool) (int64, error) {
 	terms, owner, idx, err := q.decodeField(field)
 	if err != nil {
@@ -430,16 +472,15 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 	if last {
 		targets = q.all
 	}
-	counted := func(r reply[int64]) bool { return terms[r.i] != 0 }
-	ours := func(r reply[int64]) bool { return counted(r) && r.err == nil && r.v >= 0 }
-	notOurs := func(r reply[int64]) bool { return counted(r) && r.err == nil && r.v < 0 }
+	ours := func(r reply[int64]) bool { return r.err == nil && r.v >= 0 }
+	notOurs := func(r reply[int64]) bool { return r.err == nil && r.v < 0 }
 	rs, ctxErr := fanOut(ctx, q, targets, func(ctx context.Context, i int, s master) (int64, error) {
 		if terms[i] == 0 {
-			return 0, s.abandon(ctx, owner)
+			return s.releaseOwner(ctx, owner, floor)
 		}
 		return s.releaseFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, last, floor)
 	}, func(rs []reply[int64]) bool {
-		return countIf(rs, ours) >= q.quorum || countIf(rs, notOurs) > len(idx)-q.quorum
+		return countIf(rs, ours) >= q.quorum || countIf(rs, notOurs) > len(targets)-q.quorum
 	}, nil, 0)
 	var left int64
 	for _, r := range rs {
@@ -450,11 +491,10 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 	switch {
 	case countIf(rs, ours) >= q.quorum:
 		return left, nil
-	case countIf(rs, notOurs) > len(idx)-q.quorum:
+	case countIf(rs, notOurs) > len(targets)-q.quorum:
 		return -1, nil
 	}
-	counted2 := slices.DeleteFunc(slices.Clone(rs), func(r reply[int64]) bool { return !counted(r) })
-	return 0, noQuorum(q, "release", counted2, len(idx), ctxErr)
+	return 0, noQuorum(q, "release", rs, len(targets), ctxErr)
 }
 
 // abandon deletes owner's lock on every master, after an acquire whose

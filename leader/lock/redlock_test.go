@@ -444,3 +444,37 @@ func TestRedlock_NoticeFromAnyMaster(t *testing.T) {
 		t.Fatal("waiter still waiting 10s after the release")
 	}
 }
+
+// TestRedlock_HoldSurvivesFrozenMaster: the hold took all three masters
+// (Lock returned on the first two replies); one that answered first
+// freezes. Renewals go on with the other two, by owner on the master
+// whose reply came after the quorum's, so the hold outlives several TTLs
+// and Unlock works. Mutation check: renewing only the masters that
+// confirmed (the first version) fails with "hold lost after the freeze:
+// lock: renew deadline passed" whenever the frozen master was one of them.
+func TestRedlock_HoldSurvivesFrozenMaster(t *testing.T) {
+	srvs := startMasters(t, 3)
+	name := lockName(t)
+	m := mustMutex(t, newRedlock(t, srvs, lock.WithConfig(lock.Config{TTL: time.Second})), name)
+	ctx := t.Context()
+	h, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		return lockKeyOn(t, srvs[0], name) && lockKeyOn(t, srvs[1], name) && lockKeyOn(t, srvs[2], name)
+	})
+	srvs[0].Stop(t)
+	t.Cleanup(func() { srvs[0].Cont(t) })
+	select {
+	case <-h.Context().Done():
+		t.Fatalf("hold lost after the freeze: %v", context.Cause(h.Context()))
+	case <-time.After(3 * time.Second): // three TTLs
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if lockKeyOn(t, srvs[1], name) && lockKeyOn(t, srvs[2], name) {
+		t.Fatal("Unlock left the lock on both live masters")
+	}
+}

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,6 +17,26 @@ type fakeMaster struct{ *fakeStore }
 
 func (f fakeMaster) renewFloor(ctx context.Context, field, _ string) (bool, error) {
 	return f.renew(ctx, field)
+}
+
+func (f fakeMaster) renewOwner(ctx context.Context, owner, _ string) (bool, error) {
+	f.mu.Lock()
+	field := f.field
+	f.mu.Unlock()
+	if !strings.HasSuffix(field, " "+owner) {
+		return false, nil
+	}
+	return f.renew(ctx, field)
+}
+
+func (f fakeMaster) releaseOwner(ctx context.Context, owner, _ string) (int64, error) {
+	f.mu.Lock()
+	field := f.field
+	f.mu.Unlock()
+	if !strings.HasSuffix(field, " "+owner) {
+		return -1, nil
+	}
+	return f.release(ctx, field, true)
 }
 
 func (f fakeMaster) undo(ctx context.Context, owner string) error { return f.abandon(ctx, owner) }
