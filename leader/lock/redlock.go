@@ -59,34 +59,37 @@ var ErrNoQuorum = errors.New("lock: no quorum of masters")
 //     came after the quorum's) and need a quorum; too many "lost" answers
 //     for a quorum to remain end the hold with ErrLockLost, anything else
 //     is retried until the renew deadline. Re-entries and the releases of
-//     inner holds count on the masters that confirmed the acquire. Renewals and releases raise each
-//     master's term counter to the hold's term, so a later quorum, which
-//     shares a master with this one, mints a higher term.
+//     inner holds count on the masters that confirmed the acquire.
+//     Renewals and releases raise each master's term counter to the
+//     hold's term, so a later quorum, which shares a master with this
+//     one, mints a higher term.
 //   - Unlock releases on every master (by owner where the acquire was
-//     never confirmed); an acquire without a quorum
-//     undoes its partial acquisitions on every master that answered
-//     before it returns (a master that answers later keeps its partial
-//     acquisition until its TTL, the owner's next attempt or the Mutex's
-//     abandon).
+//     never confirmed). An acquire without a quorum deletes its partial
+//     acquisitions on every master that answered before it returns; a
+//     master that answers later keeps its partial acquisition until its
+//     TTL, the same Lock call's next attempt (which adopts it) or the
+//     Mutex's abandon.
 //   - Waiters subscribe to the release notices on every master (one
 //     pub/sub connection per master and Client, opened by the first
 //     waiter): a notice from any one wakes them, so a master down or
 //     frozen does not slow the handover.
 //
 // Every master call is bounded by RenewDeadline (or the renewal's time
-// left) on a timer of its own, so a frozen master delays nothing: the
-// outcome is decided by the first quorum of answers. The calls still
-// pending belong to the Client: Close cancels them and waits for them (use
-// clients with ContextTimeoutEnabled, or Close may wait for their read
-// timeouts).
+// left) on a timer of its own, so a frozen master delays little: success
+// is decided by the first quorum of answers, and an acquire that saw a
+// held or failed reply waits at most RenewDeadline/8 more for the others.
+// The calls still pending belong to the Client: Close cancels them and
+// waits for them (use clients with ContextTimeoutEnabled, or Close may
+// wait for their read timeouts).
 //
 // An odd number of masters is advised: an even one tolerates no more
 // failures than one master fewer (4 masters, quorum 3, survive one failure,
 // as 3 do). One master is allowed and is a plain lock with Redlock's
 // overhead. NewRedlockClient returns a *leader.ConfigError naming
-// "masters" for an empty list or a nil client, and an error naming both
-// indexes for a repeated client. Options are
-// NewClient's; it does not contact Redis.
+// "masters" for an empty list or a nil client, an error naming both
+// indexes for a repeated client, and NewClient's errors for bad options
+// (the same for every master). It does not contact Redis. A Mutex with
+// WithFair is refused: there is no FIFO queue across masters.
 //
 // Read the design notes (docs/design.md, "Redlock") before choosing it: its
 // safety rests on bounded clock drift and process pauses shorter than the
@@ -204,9 +207,10 @@ type quorumStore struct {
 	all     []int // 0 … len(masters)-1
 	quorum  int
 	bound   time.Duration // a call's bound when its ctx has no deadline
-	// acquireWait bounds an acquire's wait for the masters' replies
-	// (Redlock's per-master timeout, small against the TTL): a frozen
-	// master must not stall every contended attempt until RenewDeadline.
+	// acquireWait bounds an acquire's wait for the remaining masters once
+	// one answered held or failed (Redlock's per-master timeout, small
+	// against the TTL): a frozen master must not stall every contended
+	// attempt until RenewDeadline. RenewDeadline/8.
 	acquireWait time.Duration
 }
 
