@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,7 +140,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		}
 		if rep.code == codeAcquired || rep.code == codeAdopted {
 			unknown = false
-			h, err := m.held(ctx, owner, rep.term, sent)
+			h, err := m.held(ctx, owner, rep, sent)
 			if err == nil {
 				return h, nil
 			}
@@ -285,8 +286,11 @@ func (m *Mutex) acquire(ctx context.Context, owner string, wait bool) (acquireRe
 
 // held turns a confirmed acquire into a hold, unless its reply came too
 // late (or ctx ended meanwhile): then the lock is handed back.
-func (m *Mutex) held(ctx context.Context, owner string, term uint64, sent time.Time) (*Hold, error) {
-	field := strconv.FormatUint(term, 10) + " " + owner
+func (m *Mutex) held(ctx context.Context, owner string, rep acquireReply, sent time.Time) (*Hold, error) {
+	term, field := rep.term, rep.field
+	if field == "" {
+		field = strconv.FormatUint(term, 10) + " " + owner
+	}
 	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
 		// The lock may already have expired and passed to another owner.
 		// Never hold on it; the release compares the exact field, so it
@@ -633,7 +637,7 @@ func (h *Hold) Term() uint64 { return h.l.term }
 
 // Owner returns the owner ID of the term: unique per Lock call, the holder
 // to give a fence guard beside the term.
-func (h *Hold) Owner() string { return h.l.field[len(strconv.FormatUint(h.l.term, 10))+1:] }
+func (h *Hold) Owner() string { return h.l.field[strings.IndexByte(h.l.field, ' ')+1:] }
 
 // Name returns the lock's name.
 func (h *Hold) Name() string { return h.l.m.name }

@@ -52,6 +52,10 @@ type acquireReply struct {
 	count  int64         // re-entered: holds of the term now
 	holder string        // held: "TERM OWNER" of the holder
 	pttl   time.Duration // held: the holder's time left
+	// field names the hold to renew and release by (acquired, adopted),
+	// when the store does not use "TERM OWNER" (Redlock: every master's
+	// own term).
+	field string
 }
 
 // store keeps one lock. Every method is one atomic step (one script);
