@@ -15,6 +15,7 @@ type state struct {
 	exp  int64  // server time in ns at which the lease expires
 	term uint64 // the term key; 0 when absent
 	cps  map[string]int64
+	lk   lockData // the lock schedules' lock (lock_server.go)
 }
 
 func (s *state) clone() state {
@@ -68,6 +69,8 @@ func (s *state) apply(w repWrite) {
 			s.cps = map[string]int64{}
 		}
 		s.cps[w.key] = w.n
+	default:
+		s.lk.apply(w)
 	}
 }
 
@@ -265,6 +268,7 @@ func (w *world) dataLoss(now time.Time) {
 	w.disconnectWatches(now)
 	w.event(-1, evFault, 0, 0, 0, 0, "DATA LOSS: lease, term and checkpoints gone")
 	w.affectActive("data loss")
+	w.lockFault(now, "data loss")
 }
 
 // failover promotes the replica with what it has applied by now; the old
@@ -282,6 +286,7 @@ func (w *world) failover(now time.Time) {
 	if w.p.Cfg.MinReplicas == 0 {
 		w.affectActive("failover without min_replicas")
 	}
+	w.lockFault(now, "failover")
 }
 
 func quoteVal(v string) string {
