@@ -675,6 +675,10 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		err error
 	)
 	if last {
+		// The release may let another owner in before its reply comes
+		// back: the hold ends first (the release itself ignores ctx's
+		// cancellation, so Unlock(h.Context()) still sends it).
+		h.cancel(ErrUnlocked)
 		n, err = l.releaseLast(ctx)
 	} else {
 		n, err = call(ctx, l.m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {

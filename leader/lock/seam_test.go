@@ -1,0 +1,118 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/leader/lock"
+)
+
+// seamStore is an in-memory lockseam.Store whose release replies come
+// replyDelay after the release executed.
+type seamStore struct {
+	mu         sync.Mutex
+	field      string
+	count      int64
+	term       uint64
+	replyDelay time.Duration
+}
+
+func (s *seamStore) Acquire(_ context.Context, owner, reenter string) (lockseam.AcquireReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reenter != "" {
+		if s.field != reenter {
+			return lockseam.AcquireReply{Code: lockseam.CodeGone}, nil
+		}
+		s.count++
+		return lockseam.AcquireReply{Code: lockseam.CodeReentered, Count: s.count}, nil
+	}
+	if s.field != "" {
+		if strings.HasSuffix(s.field, " "+owner) {
+			return lockseam.AcquireReply{Code: lockseam.CodeAdopted, Term: s.term}, nil
+		}
+		return lockseam.AcquireReply{Code: lockseam.CodeHeld, Holder: s.field, PTTL: time.Second}, nil
+	}
+	s.term++
+	s.field, s.count = strconv.FormatUint(s.term, 10)+" "+owner, 1
+	return lockseam.AcquireReply{Code: lockseam.CodeAcquired, Term: s.term}, nil
+}
+
+func (s *seamStore) Renew(_ context.Context, field string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.field == field, nil
+}
+
+func (s *seamStore) Release(_ context.Context, field string, last bool) (int64, error) {
+	s.mu.Lock()
+	n := int64(-1)
+	if s.field == field {
+		s.count--
+		if last || s.count == 0 {
+			s.field, s.count = "", 0
+		}
+		n = s.count
+	}
+	d := s.replyDelay
+	s.mu.Unlock()
+	time.Sleep(d)
+	return n, nil
+}
+
+func (s *seamStore) Abandon(context.Context, string) error { return nil }
+
+// TestUnlockCancelsBeforeTheLockPasses: the last Unlock ends the hold's
+// context before its release can let another owner in, not when the
+// release's reply comes back. Found by the simulator (internal/sim,
+// TestSim_Lock seed 1: "c0's hold of term …884028 starts while c0's hold
+// of term …730340 is live"). Before the fix: "A's hold context is still
+// live while B holds term 2".
+func TestUnlockCancelsBeforeTheLockPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &seamStore{replyDelay: 100 * time.Millisecond}
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
+		defer rdb.Close()
+		c, err := lock.NewClient(rdb, lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		m, err := c.Mutex("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := m.TryLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Unlock(context.Background()) }()
+		time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
+		b, err := m.TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		if a.Context().Err() == nil {
+			t.Errorf("A's hold context is still live while B holds term %d", b.Term())
+		}
+		if err := <-done; err != nil {
+			t.Errorf("A's Unlock: %v", err)
+		}
+		if cause := context.Cause(a.Context()); !errors.Is(cause, lock.ErrUnlocked) {
+			t.Errorf("A's cause = %v, want ErrUnlocked", cause)
+		}
+		if err := b.Unlock(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+}
