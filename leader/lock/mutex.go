@@ -657,7 +657,14 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
 	}
-	defer h.cancel(ErrUnlocked)
+	// The hold ends before any release is sent: a release may let another
+	// owner in before its reply comes back — the last one, and also one
+	// that is not the last when a re-entry is in flight (counted here, not
+	// yet in Redis), which brings Redis's count to zero.
+	h.cancel(ErrUnlocked)
+	if errors.Is(context.Cause(ctx), ErrUnlocked) {
+		ctx = context.WithoutCancel(ctx) // Unlock(h.Context()) still sends its release
+	}
 	l := h.l
 	l.mu.Lock()
 	l.refs--
@@ -675,10 +682,6 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		err error
 	)
 	if last {
-		// The release may let another owner in before its reply comes
-		// back: the hold ends first (the release itself ignores ctx's
-		// cancellation, so Unlock(h.Context()) still sends it).
-		h.cancel(ErrUnlocked)
 		n, err = l.releaseLast(ctx)
 	} else {
 		n, err = call(ctx, l.m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {

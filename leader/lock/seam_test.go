@@ -19,14 +19,18 @@ import (
 // seamStore is an in-memory lockseam.Store whose release replies come
 // replyDelay after the release executed.
 type seamStore struct {
-	mu         sync.Mutex
-	field      string
-	count      int64
-	term       uint64
-	replyDelay time.Duration
+	mu           sync.Mutex
+	field        string
+	count        int64
+	term         uint64
+	replyDelay   time.Duration // a release's reply comes this late
+	reenterDelay time.Duration // a re-entry executes this late
 }
 
 func (s *seamStore) Acquire(_ context.Context, owner, reenter string) (lockseam.AcquireReply, error) {
+	if reenter != "" {
+		time.Sleep(s.reenterDelay)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if reenter != "" {
@@ -110,6 +114,63 @@ func TestUnlockCancelsBeforeTheLockPasses(t *testing.T) {
 		}
 		if cause := context.Cause(a.Context()); !errors.Is(cause, lock.ErrUnlocked) {
 			t.Errorf("A's cause = %v, want ErrUnlocked", cause)
+		}
+		if err := b.Unlock(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// TestUnlockWithReentryInFlight: an Unlock that is not the term's last
+// (a re-entry is in flight: counted by the Client, not yet by Redis) still
+// brings Redis's count to zero and deletes the lock; the hold's context
+// must end before that release is sent. Found by the simulator
+// (TestSim_Lock seed 12: "c2's hold of term …072647 starts while c3's hold
+// of term …838611 is live"). Before the fix: "A's hold context is still
+// live while B holds term 2".
+func TestUnlockWithReentryInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &seamStore{replyDelay: 100 * time.Millisecond, reenterDelay: 300 * time.Millisecond}
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
+		defer rdb.Close()
+		c, err := lock.NewClient(rdb, lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		m, err := c.Mutex("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := m.TryLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		reentered := make(chan error, 1)
+		go func() {
+			h, err := m.TryLock(lock.WithHold(context.Background(), a))
+			if err == nil {
+				err = errors.New("re-entered a released term")
+				_ = h.Unlock(context.Background())
+			}
+			reentered <- err
+		}()
+		time.Sleep(10 * time.Millisecond) // the re-entry is in flight
+		done := make(chan error, 1)
+		go func() { done <- a.Unlock(context.Background()) }()
+		time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
+		b, err := m.TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		if a.Context().Err() == nil {
+			t.Errorf("A's hold context is still live while B holds term %d", b.Term())
+		}
+		if err := <-done; err != nil {
+			t.Errorf("A's Unlock: %v", err)
+		}
+		if err := <-reentered; !errors.Is(err, lock.ErrLockLost) {
+			t.Errorf("re-entry: %v, want ErrLockLost", err)
 		}
 		if err := b.Unlock(context.Background()); err != nil {
 			t.Error(err)
