@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/lockseam"
@@ -36,8 +37,9 @@ func RunLock(seed uint64, o Options) *Result {
 	for i, cp := range p.Cands {
 		goroutines[i] = 1 + r.intn(3)
 		proc := &lockProc{w: w, lw: lw, idx: i, plan: cp, n: map[op]uint64{}}
-		proc.rdb = redis.NewClient(&redis.Options{Addr: "sim:6379", Dialer: proc.dial, Protocol: 2, DisableIdentity: true,
-			ReadTimeout: cp.ReadTimeout, ContextTimeoutEnabled: cp.CtxTimeouts, PoolSize: 2})
+		proc.rdb = redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", Dialer: proc.dial, Protocol: 2, DisableIdentity: true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			ReadTimeout:              cp.ReadTimeout, ContextTimeoutEnabled: cp.CtxTimeouts, PoolSize: 2})
 		popts := append(append([]lock.Option(nil), opts...),
 			lock.WithID(fmt.Sprintf("p%d", i)),
 			lock.WithLogger(zap.New(&logCore{w: w, cand: i})),
