@@ -19,7 +19,9 @@ import (
 // (anything else, HELLO included, is an unknown command). Subscriptions
 // may be slow, hang or have their connection dropped; notices may be late
 // or lost; a failover or restart drops every connection and refuses dials
-// for a while; a paused process hears replies at wake-up.
+// for a while; a paused process hears confirmations and notices at
+// wake-up. Not modelled: a server slow to answer a reconnect's HELLO (see
+// command).
 
 // psConn is the server's end of one pub/sub connection.
 type psConn struct {
@@ -121,15 +123,19 @@ func (c *psConn) command(args []string) {
 				c.push(respArray("subscribe", ch) + ":" + strconv.Itoa(len(c.subs)) + "\r\n")
 			})
 		}
+	// Other replies come at once, never after fake time passes: go-redis
+	// reads the HELLO reply of a reconnect under its PubSub mutex, and
+	// Close waits for that mutex; a goroutine blocked on a sync.Mutex is
+	// not durably blocked, so the bubble's clock would stop.
 	case "UNSUBSCRIBE":
 		for _, ch := range args[1:] {
 			delete(c.subs, ch)
-			c.pushAt(now, respArray("unsubscribe", ch)+":"+strconv.Itoa(len(c.subs))+"\r\n")
+			c.push(respArray("unsubscribe", ch) + ":" + strconv.Itoa(len(c.subs)) + "\r\n")
 		}
 	case "PING":
-		c.pushAt(now, "*2\r\n$4\r\npong\r\n$0\r\n\r\n")
+		c.push("*2\r\n$4\r\npong\r\n$0\r\n\r\n")
 	default:
-		c.pushAt(now, "-ERR unknown command '"+args[0]+"'\r\n")
+		c.push("-ERR unknown command '" + args[0] + "'\r\n")
 	}
 }
 
