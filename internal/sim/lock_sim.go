@@ -74,6 +74,19 @@ func RunLock(seed uint64, o Options) *Result {
 		for g := range goroutines[proc.idx] {
 			apps.Go(func() { proc.run(g, end, endCtx) })
 		}
+		if r.chance(0.2) {
+			// The process closes its Client while it may hold and wait.
+			at := w.start.Add(r.dur(0, p.FaultEnd))
+			w.mu.Lock()
+			w.event(proc.idx, evNote, 0, 0, 0, 0, "(plan) Client.Close at "+fmtDur(at.Sub(w.start)))
+			w.mu.Unlock()
+			apps.Go(func() {
+				if !sleepOrEnd(time.Until(at), nil, end) {
+					return
+				}
+				proc.close()
+			})
+		}
 	}
 	sleepFake(w.faultEnd.Add(3*cfg.TTL+p.Cfg.RetryInterval), w.abort)
 	close(end)
@@ -82,19 +95,18 @@ func RunLock(seed uint64, o Options) *Result {
 	// L5: the application's goroutines end once their contexts ended, and
 	// Close returns: the Clients' goroutines and watchdogs are gone.
 	rd := lw.cfg.RenewDeadline
-	if !waitBounded(&apps, 8*rd+lw.cfg.RetryInterval+100*time.Millisecond) {
+	bound := 8*rd + lw.cfg.RetryInterval + 100*time.Millisecond
+	stall := time.Duration(0)
+	for _, proc := range lw.procs {
+		stall = max(stall, proc.logStalled(time.Now(), time.Now().Add(bound)))
+	}
+	if !waitBounded(&apps, bound+stall) {
 		w.mu.Lock()
-		w.violate(InvLockLeak, "lock calls or holds still running "+(8*rd+lw.cfg.RetryInterval+100*time.Millisecond).String()+" after every context ended")
+		w.violate(InvLockLeak, "lock calls or holds still running "+(bound+stall).String()+" after every context ended")
 		w.mu.Unlock()
 	}
 	for _, proc := range lw.procs {
-		var closed sync.WaitGroup
-		closed.Go(func() { _ = proc.client.Close() })
-		if !waitBounded(&closed, rd+100*time.Millisecond) {
-			w.mu.Lock()
-			w.violate(InvLockLeak, fmt.Sprintf("c%d: Client.Close did not return within RenewDeadline + 100ms", proc.idx))
-			w.mu.Unlock()
-		}
+		proc.close()
 	}
 	w.mu.Lock()
 	w.stats.FakeTime = time.Since(w.start)
@@ -128,6 +140,37 @@ func RunLock(seed uint64, o Options) *Result {
 	return res
 }
 
+// close is L5 for Client.Close: it returns within RenewDeadline + 100ms,
+// and every hold of the process has its context cancelled by then.
+func (p *lockProc) close() {
+	w, lw := p.w, p.lw
+	var closed sync.WaitGroup
+	closed.Go(func() { _ = p.client.Close() })
+	// A watchdog blocked in a log write (a full stderr pipe) delays Close,
+	// as it delays the elector's Run: the bound grows by the stall.
+	bound := lw.cfg.RenewDeadline + 100*time.Millisecond
+	bound += p.logStalled(time.Now(), time.Now().Add(bound))
+	ok := waitBounded(&closed, bound)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.event(p.idx, evNote, 0, 0, 0, 0, "Client.Close returned")
+	if !ok {
+		w.violate(InvLockLeak, fmt.Sprintf("c%d: Client.Close did not return within RenewDeadline + 100ms + log stalls (%s)", p.idx, bound))
+		return
+	}
+	for _, r := range lw.tracks {
+		if r.proc == p.idx && r.started && r.ctx.Err() == nil {
+			w.violate(InvLockLeak, fmt.Sprintf("c%d: the context of its hold of term %d is live after Client.Close returned", p.idx, r.term))
+		}
+	}
+}
+
+// logStalled is how much of [from, to] falls inside the process's log
+// stalls (candidate.logStalled).
+func (p *lockProc) logStalled(from, to time.Time) time.Duration {
+	return (&candidate{w: p.w, idx: p.idx}).logStalled(from, to)
+}
+
 // waitBounded waits for wg at most d of fake time.
 func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
@@ -154,6 +197,9 @@ func (p *lockProc) run(g int, end <-chan struct{}, endCtx context.Context) {
 		}
 		r := keyed(p.w.p.Seed, uint64(opLProc), uint64(p.idx), uint64(g), iter)
 		h, err := p.attempt(&r, endCtx)
+		if errors.Is(err, lock.ErrClosed) {
+			return
+		}
 		if err == nil {
 			p.handed(h, nil)
 			p.hold(h, &r, end, endCtx, 0)
