@@ -35,8 +35,8 @@ type AcquireReply struct {
 type Store interface {
 	// Acquire takes the lock for owner, adopts it when owner already holds
 	// it, or (reenter non-empty) adds one hold to the term whose field is
-	// reenter.
-	Acquire(ctx context.Context, owner, reenter string) (AcquireReply, error)
+	// reenter. wait says the caller will wait (a fair lock queues it).
+	Acquire(ctx context.Context, owner, reenter string, wait bool) (AcquireReply, error)
 	// Renew extends the lock if field still holds it.
 	Renew(ctx context.Context, field string) (bool, error)
 	// Release drops one hold (all when last) of field; it returns the
@@ -52,6 +52,7 @@ type Lock struct {
 	KeyPrefix string
 	Channel   string // the release notices' pub/sub channel
 	TTL       time.Duration
+	Fair      bool // WithFair: waiters take the lock in FIFO order
 }
 
 // WithStore is set by package leader/lock (in its init): it returns a

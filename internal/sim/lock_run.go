@@ -200,7 +200,7 @@ type lockStore struct {
 	ttl     time.Duration
 }
 
-func (s *lockStore) Acquire(ctx context.Context, owner, reenter string) (lockseam.AcquireReply, error) {
+func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, _ bool) (lockseam.AcquireReply, error) {
 	sent := time.Now()
 	res, err := s.p.roundTrip(ctx, opLAcquire, func(now time.Time) lockRes {
 		return s.p.w.execLockAcquire(now, owner, reenter, s.ttl)

@@ -116,12 +116,11 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.fair {
-		return nil, errors.New("lock: fair mode is not implemented yet")
-	}
-	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, log: c.log.With(zap.String("lock", name))}
+	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline, log: c.log.With(zap.String("lock", name))}
 	m.key = holdKey{cfg.KeyPrefix + ":{" + name + "}"}
 	rs := newRedisStore(c.rdb, cfg, name)
+	rs.fair = o.fair
+	m.fair = o.fair
 	m.channel = rs.channel
 	m.st = rs
 	if o.newStore != nil {

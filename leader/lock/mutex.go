@@ -20,6 +20,8 @@ type Mutex struct {
 	name    string
 	cfg     Config
 	fixed   bool
+	inline  bool // WithInlineCalls
+	fair    bool // WithFair
 	key     holdKey
 	channel string
 	st      store
@@ -95,6 +97,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	var (
 		w       *waiter
 		unknown bool // an attempt's outcome is unknown: it may have taken the lock
+		queued  bool // fair: this call has a slot in the queue
 		lastErr error
 		rng     *rand.Rand
 	)
@@ -104,8 +107,8 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		}
 	}()
 	giveUp := func(err error) (*Hold, error) {
-		if unknown {
-			m.abandon(ctx, owner)
+		if unknown || queued {
+			m.abandon(ctx, owner) // fair: also leaves the queue
 		}
 		return nil, err
 	}
@@ -113,7 +116,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		// The send time is taken before the request: the server sets the
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
-		rep, err := m.acquire(ctx, owner)
+		rep, err := m.acquire(ctx, owner, wait)
 		if err != nil {
 			unknown = true
 			if ctx.Err() != nil {
@@ -149,8 +152,12 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			return giveUp(fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.code))
 		}
 		if !wait {
+			if rep.holder == "" {
+				return giveUp(fmt.Errorf("%w: %s: waiters are queued (fair)", ErrNotObtained, m.name))
+			}
 			return giveUp(fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
 		}
+		queued = m.fair
 		if w == nil {
 			// First wait: subscribe, and try once more when the
 			// subscription is live, so no release notice can fall between
@@ -261,9 +268,18 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 	}
 }
 
-func (m *Mutex) acquire(ctx context.Context, owner string) (acquireReply, error) {
-	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, owner, "")
+// callOp runs a Lock/TryLock/Unlock call: bounded on a goroutine of its
+// own, or inline with WithInlineCalls.
+func callOp[T any](m *Mutex, ctx context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	if m.inline {
+		return f(ctx)
+	}
+	return call(ctx, m.cfg.RenewDeadline, f)
+}
+
+func (m *Mutex) acquire(ctx context.Context, owner string, wait bool) (acquireReply, error) {
+	return callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
+		return m.st.acquire(ctx, owner, "", wait)
 	})
 }
 
@@ -334,8 +350,8 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	}
 	l.refs++ // counted before the request, so no Unlock thinks it is the last
 	l.mu.Unlock()
-	rep, err := call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, "", l.field)
+	rep, err := callOp(m, ctx, func(ctx context.Context) (acquireReply, error) {
+		return m.st.acquire(ctx, "", l.field, false)
 	})
 	if err == nil && rep.code == codeReentered {
 		if cause := l.lost(); cause != nil {
@@ -371,9 +387,13 @@ func randDuration(r *rand.Rand, d time.Duration) time.Duration {
 }
 
 // lease is one term's holding of a lock, shared by the term's holds (the
-// first and its re-entries). It owns the watchdog goroutine, which renews
-// it; the watchdog stops when the last hold is unlocked, when the lease is
-// lost, or when the Client closes.
+// first and its re-entries). It owns its watchdog: two timers, one that
+// renews every RenewInterval from the last successful renewal's send time
+// and one that ends the lease at that send time + RenewDeadline. Neither
+// holds a goroutine between firings, so an uncontended hold costs no
+// goroutine start and no join; a renewal runs on its timer's goroutine
+// and is awaited by stopWatchdog. The watchdog stops when the last hold
+// is unlocked, when the lease is lost, or when the Client closes.
 type lease struct {
 	m     *Mutex
 	term  uint64
@@ -383,13 +403,17 @@ type lease struct {
 	// a goroutine of its own, so nothing can delay it.
 	cancel context.CancelCauseFunc
 
-	deadline *time.Timer  // at last successful renewal's send time + RenewDeadline
-	expired  atomic.Bool  // set by the deadline timer before it cancels
-	lastOK   atomic.Int64 // send time of the last successful renewal, UnixNano
+	deadline *time.Timer // at last successful renewal's send time + RenewDeadline
+	expired  atomic.Bool // set by the deadline timer before it cancels
+	stopCtx  context.Context
+	stopNow  context.CancelFunc // cancels a renewal in flight on stop
 
-	stopOnce sync.Once
-	stop     chan struct{} // closed: watchdog stops
-	done     chan struct{} // closed by the watchdog on its way out
+	wmu      sync.Mutex // guards the watchdog fields below
+	stopped  bool
+	renewAt  *time.Timer // nil for a fixed lease
+	lastOK   time.Time   // send time of the last successful renewal (or the acquire)
+	failing  bool
+	inflight sync.WaitGroup
 
 	mu        sync.Mutex // guards the fields below
 	refs      int        // holds not unlocked, plus re-entries in flight
@@ -399,24 +423,27 @@ type lease struct {
 
 func newLease(m *Mutex, term uint64, field string, sent time.Time) *lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l := &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	l.lastOK.Store(sent.UnixNano())
-	return l
+	stopCtx, stopNow := context.WithCancel(context.Background())
+	return &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel,
+		stopCtx: stopCtx, stopNow: stopNow, lastOK: sent}
 }
 
-// start arms the deadline and starts the watchdog.
+// start arms the deadline and the renewals.
 func (l *lease) start(sent time.Time) {
 	cause := ErrRenewDeadline
 	if l.m.fixed {
 		cause = ErrLeaseExpired
 	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.deadline = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewDeadline)), func() {
 		l.expired.Store(true)
 		l.expire(cause)
+		l.logLoss() // after the cancel: a slow log sink cannot delay it
 	})
-	l.m.c.wg.Add(1)
-	go l.watchdog(sent)
+	if !l.m.fixed {
+		l.renewAt = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewInterval)), l.renew)
+	}
 }
 
 // expire marks the lease lost with cause and cancels every hold's context.
@@ -436,105 +463,81 @@ func (l *lease) lost() error {
 	return l.lostCause
 }
 
-// stopWatchdog stops the renewals and waits for the watchdog.
+// stopWatchdog stops the timers, cancels a renewal in flight and waits
+// for it.
 func (l *lease) stopWatchdog() {
-	l.stopOnce.Do(func() { close(l.stop) })
-	<-l.done
+	l.wmu.Lock()
+	l.stopped = true
+	if l.deadline != nil {
+		l.deadline.Stop()
+	}
+	if l.renewAt != nil {
+		l.renewAt.Stop()
+	}
+	l.wmu.Unlock()
+	l.stopNow()
+	l.inflight.Wait()
 }
 
-// watchdog renews the lease every RenewInterval from the last successful
-// renewal's send time, retrying a failed renewal until the deadline timer
-// ends the lease. A fixed lease only waits for its end.
-func (l *lease) watchdog(sent time.Time) {
-	defer l.m.c.wg.Done()
-	defer close(l.done)
-	defer l.deadline.Stop()
-	m := l.m
-	cfg := m.cfg
-	if m.fixed {
-		select {
-		case <-l.stop:
-		case <-l.ctx.Done():
-		}
+// renew runs on the renewal timer's goroutine: one renewal, bounded by
+// the time left to the deadline; then it arms the next one (after
+// RenewInterval from this send time on success, a quarter of it after a
+// failure, until the deadline timer ends the lease).
+func (l *lease) renew() {
+	cfg := l.m.cfg
+	l.wmu.Lock()
+	if l.stopped || l.ctx.Err() != nil {
+		l.wmu.Unlock()
 		return
 	}
-	renewAt := time.NewTimer(cfg.RenewInterval)
-	defer renewAt.Stop()
-	lastOK := sent
-	failing := false
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-l.ctx.Done():
-			l.logLoss()
-			return
-		case <-renewAt.C:
-		}
-		now := time.Now()
-		left := lastOK.Add(cfg.RenewDeadline).Sub(now)
-		if left <= 0 {
-			continue // the deadline timer is ending the lease
-		}
-		ok, err := l.renewWithin(now, left)
-		switch {
-		case errors.Is(err, errStopped):
-			return
-		case err == nil && ok && !l.expired.Load():
-			if failing {
-				failing = false
-				m.log.Info("renew succeeded again", zap.Uint64("term", l.term))
-			}
-			lastOK = now
-			l.lastOK.Store(now.UnixNano())
-			l.deadline.Reset(time.Until(now.Add(cfg.RenewDeadline)))
-			renewAt.Reset(time.Until(now.Add(cfg.RenewInterval)))
-		case err == nil && !ok:
-			l.expire(ErrLockLost)
-		case err != nil:
-			if !failing {
-				failing = true
-				m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
-			}
-			renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
-		default:
-			// Answered after the deadline ended the lease.
-		}
+	l.inflight.Add(1) // under wmu, before stopped is read as false: Wait sees it
+	lastOK := l.lastOK
+	l.wmu.Unlock()
+	defer l.inflight.Done()
+
+	now := time.Now()
+	left := lastOK.Add(cfg.RenewDeadline).Sub(now)
+	if left <= 0 {
+		return // the deadline timer is ending the lease
 	}
-}
-
-var errStopped = errors.New("lock: watchdog stopped")
-
-// renewWithin sends one renewal bounded by the time left to the deadline,
-// and gives up on it at once when the watchdog is stopped.
-func (l *lease) renewWithin(sent time.Time, left time.Duration) (bool, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancel(l.stopCtx)
 	stop := context.AfterFunc(l.ctx, cancel)
-	defer stop()
-	go func() {
-		select {
-		case <-l.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	ok, err := call(ctx, left, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
-	select {
-	case <-l.stop:
-		return false, errStopped
-	default:
+	stop()
+	cancel()
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.stopped || l.ctx.Err() != nil {
+		return // stopped, or answered after the deadline ended the lease
 	}
-	return ok, err
+	switch {
+	case err == nil && ok && !l.expired.Load():
+		if l.failing {
+			l.failing = false
+			l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term))
+		}
+		l.lastOK = now
+		l.deadline.Reset(time.Until(now.Add(cfg.RenewDeadline)))
+		l.renewAt.Reset(time.Until(now.Add(cfg.RenewInterval)))
+	case err == nil && !ok:
+		l.expire(ErrLockLost)
+		l.logLoss()
+	case err != nil:
+		if !l.failing {
+			l.failing = true
+			l.m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
+		}
+		l.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
+	}
 }
 
 func (l *lease) logLoss() {
 	cause := context.Cause(l.ctx)
-	if errors.Is(cause, ErrUnlocked) || errors.Is(cause, ErrClosed) {
+	if errors.Is(cause, ErrUnlocked) || errors.Is(cause, ErrClosed) || errors.Is(cause, ErrLeaseExpired) {
 		return
 	}
-	l.m.log.Error("lock lost", zap.Uint64("term", l.term), zap.NamedError("cause", cause),
-		zap.Time("last_renew_sent", time.Unix(0, l.lastOK.Load())))
+	l.m.log.Error("lock lost", zap.Uint64("term", l.term), zap.NamedError("cause", cause))
 }
 
 // newHold adds a hold to the lease; parent gives its context's values.
@@ -569,7 +572,8 @@ func (l *lease) unref(ctx context.Context) {
 // releaseLast deletes the lock for the term's last hold and stops the
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
-	n, err := call(context.WithoutCancel(ctx), l.m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {
+	l.cancel(ErrUnlocked) // every hold of the term ends before the lock can pass on
+	n, err := callOp(l.m, context.WithoutCancel(ctx), func(ctx context.Context) (int64, error) {
 		return l.m.st.release(ctx, l.field, true)
 	})
 	l.finish(n, err)
@@ -684,7 +688,7 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if last {
 		n, err = l.releaseLast(ctx)
 	} else {
-		n, err = call(ctx, l.m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {
+		n, err = callOp(l.m, ctx, func(ctx context.Context) (int64, error) {
 			return l.m.st.release(ctx, l.field, false)
 		})
 		l.finish(n, err)

@@ -531,6 +531,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"name", nil, "a{b}", `invalid name "a{b}"`},
 		{"empty name", nil, "", `invalid name ""`},
 		{"fixed lease", []lock.Option{lock.WithFixedLease(time.Microsecond)}, "x", "invalid fixed_lease 1µs"},
+		{"fixed lease name", []lock.Option{lock.WithFixedLease(time.Second)}, "a b", `invalid name "a b"`},
+		{"prefix", []lock.Option{lock.WithConfig(lock.Config{KeyPrefix: "p{"})}, "x", `invalid key_prefix "p{"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := lock.NewClient(rdb)
@@ -581,5 +583,143 @@ func TestHold_ContextCancelIsSynchronous(t *testing.T) {
 		if !errors.Is(context.Cause(hh.Context()), lock.ErrClosed) {
 			t.Fatalf("cause right after Close: %v, want ErrClosed", context.Cause(hh.Context()))
 		}
+	}
+}
+
+// TestMutex_FairOrder: with WithFair, waiters take the lock in the order
+// they started waiting, whatever order the release notice wakes them in;
+// a TryLock never jumps the queue; a waiter that gives up leaves it.
+// Mutation check: with fair_acquire.lua granting a free lock to anyone
+// (the head check removed) it fails with "order [w5 w4 w3 w2 w1 w0], want
+// [w0 w1 w2 w3 w4 w5]" (the notice wakes waiters in any order).
+func TestMutex_FairOrder(t *testing.T) {
+	_, rdb := startRedis(t)
+	name := lockName(t)
+	c := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: 5 * time.Second}), lock.WithFair())
+	m := mustMutex(t, c, name)
+	ctx := t.Context()
+	h, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A waiter that gives up while queued must not block the others.
+	qctx, qcancel := context.WithCancel(ctx)
+	quitter := make(chan error, 1)
+	go func() { _, err := m.Lock(qctx); quitter <- err }()
+	waitFor(t, func() bool { n, _ := rdb.LLen(ctx, "solo:{"+name+"}:lock.queue").Result(); return n == 1 })
+	const n = 6
+	var (
+		mu    sync.Mutex
+		order []string
+		wg    sync.WaitGroup
+	)
+	for i := range n {
+		who := fmt.Sprintf("w%d", i)
+		wg.Go(func() {
+			wh, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, who)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			_ = wh.Unlock(context.Background())
+		})
+		// Queue them one by one, in a known order.
+		waitFor(t, func() bool { q, _ := rdb.LLen(ctx, "solo:{"+name+"}:lock.queue").Result(); return q == int64(i+2) })
+	}
+	qcancel()
+	if err := <-quitter; !errors.Is(err, context.Canceled) {
+		t.Fatalf("quitter: %v", err)
+	}
+	if _, err := m.TryLock(ctx); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock while held with a queue: %v", err)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	want := []string{"w0", "w1", "w2", "w3", "w4", "w5"}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	if q, _ := rdb.Exists(ctx, "solo:{"+name+"}:lock.queue", "solo:{"+name+"}:lock.timeouts").Result(); q != 0 {
+		t.Fatalf("%d queue keys left", q)
+	}
+}
+
+// TestMutex_FairDeadWaiterSlotExpires: a waiter that died in the queue
+// (its slot is no longer refreshed) holds the others up only until its
+// slot times out on the server clock; then the next waiter takes the lock.
+func TestMutex_FairDeadWaiterSlotExpires(t *testing.T) {
+	_, rdb := startRedis(t)
+	name := lockName(t)
+	c := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: 5 * time.Second}), lock.WithFair())
+	m := mustMutex(t, c, name)
+	ctx := t.Context()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, z := "solo:{"+name+"}:lock.queue", "solo:{"+name+"}:lock.timeouts"
+	if err := rdb.RPush(ctx, q, "ghost").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, z, redis.Z{Score: float64(now.Add(300 * time.Millisecond).UnixMilli()), Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryLock(ctx); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock behind a queued waiter: %v, want ErrNotObtained", err)
+	}
+	start := time.Now()
+	h, err := m.LockTimeout(ctx, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took the lock after %s", d)
+	}
+	if n, _ := rdb.ZScore(ctx, z, "ghost").Result(); n != 0 {
+		t.Fatal("dead waiter still queued")
+	}
+	_ = h.Unlock(ctx)
+}
+
+// TestMutex_RedisRestartEmpty: Redis restarts without its data (no
+// persistence). The holder learns it lost the lock (the renewal finds it
+// gone, or the deadline passes while Redis is down) and the next holder's
+// term is still above the old one: the term key was lost too, and the
+// server clock floor keeps terms from going back. Mutation check: minting
+// stored+1 without the TIME floor fails with "term 1 after 1".
+func TestMutex_RedisRestartEmpty(t *testing.T) {
+	srv, rdb := startRedis(t)
+	c := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: 600 * time.Millisecond}))
+	m := mustMutex(t, c, lockName(t))
+	h, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	select {
+	case <-h.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("hold not ended 5s after Redis lost it")
+	}
+	cause := context.Cause(h.Context())
+	if !errors.Is(cause, lock.ErrLockLost) && !errors.Is(cause, lock.ErrRenewDeadline) {
+		t.Fatalf("cause %v", cause)
+	}
+	h2, err := m.LockTimeout(t.Context(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Term() <= h.Term() {
+		t.Fatalf("term %d after %d", h2.Term(), h.Term())
+	}
+	_ = h2.Unlock(t.Context())
+	if err := h.Unlock(t.Context()); !errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("Unlock of the lost hold: %v", err)
 	}
 }

@@ -12,7 +12,7 @@ func init() {
 	lockseam.WithStore = func(newStore func(lockseam.Lock) lockseam.Store) any {
 		return optionFunc(func(o *options) {
 			o.newStore = func(m *Mutex) store {
-				return seamStore{newStore(lockseam.Lock{Name: m.name, KeyPrefix: m.cfg.KeyPrefix, Channel: m.channel, TTL: m.cfg.TTL})}
+				return seamStore{newStore(lockseam.Lock{Name: m.name, KeyPrefix: m.cfg.KeyPrefix, Channel: m.channel, TTL: m.cfg.TTL, Fair: m.fair})}
 			}
 		})
 	}
@@ -21,8 +21,8 @@ func init() {
 // seamStore adapts a lockseam.Store to store.
 type seamStore struct{ s lockseam.Store }
 
-func (s seamStore) acquire(ctx context.Context, owner, reenter string) (acquireReply, error) {
-	r, err := s.s.Acquire(ctx, owner, reenter)
+func (s seamStore) acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error) {
+	r, err := s.s.Acquire(ctx, owner, reenter, wait)
 	return acquireReply{code: r.Code, term: r.Term, count: r.Count, holder: r.Holder, pttl: r.PTTL}, err
 }
 

@@ -27,7 +27,7 @@ type seamStore struct {
 	reenterDelay time.Duration // a re-entry executes this late
 }
 
-func (s *seamStore) Acquire(_ context.Context, owner, reenter string) (lockseam.AcquireReply, error) {
+func (s *seamStore) Acquire(_ context.Context, owner, reenter string, _ bool) (lockseam.AcquireReply, error) {
 	if reenter != "" {
 		time.Sleep(s.reenterDelay)
 	}

@@ -26,6 +26,14 @@ var (
 	//go:embed abandon.lua
 	abandonLua    string
 	abandonScript = redis.NewScript(abandonLua)
+
+	//go:embed fair_acquire.lua
+	fairAcquireLua    string
+	fairAcquireScript = redis.NewScript(fairAcquireLua)
+
+	//go:embed fair_abandon.lua
+	fairAbandonLua    string
+	fairAbandonScript = redis.NewScript(fairAbandonLua)
 )
 
 // Outcomes of the acquire script.
@@ -51,8 +59,9 @@ type acquireReply struct {
 type store interface {
 	// acquire takes the lock for owner, adopts it when owner already
 	// holds it, or (reenter non-empty) adds one hold to the term whose
-	// field is reenter.
-	acquire(ctx context.Context, owner, reenter string) (acquireReply, error)
+	// field is reenter. wait says the caller will wait (a fair lock
+	// queues it).
+	acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error)
 	// renew extends the lock if field still holds it.
 	renew(ctx context.Context, field string) (bool, error)
 	// release drops one hold (all when last) of field; returns the holds
@@ -70,6 +79,9 @@ type redisStore struct {
 	oneKey   []string // lock hash
 	ttl      string   // milliseconds
 	channel  string
+	fair     bool
+	fairKeys []string // lock hash, term key, queue, slot timeouts
+	slot     string   // fair: a waiter's slot lifetime, milliseconds
 }
 
 func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redisStore {
@@ -80,11 +92,29 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 		oneKey:   []string{base + "lock"},
 		ttl:      strconv.FormatInt(cfg.TTL.Milliseconds(), 10),
 		channel:  base + "lock.events",
+		fairKeys: []string{base + "lock", base + "lock.term", base + "lock.queue", base + "lock.timeouts"},
+		// A waiter sleeps at most the holder's PTTL (≤ TTL) plus jitter, or
+		// RetryInterval, between attempts, and each attempt refreshes its
+		// slot: two TTLs keep a live waiter's slot, and bound how long a
+		// dead one holds up the queue.
+		slot: strconv.FormatInt((2*cfg.TTL + cfg.RetryInterval).Milliseconds(), 10),
 	}
 }
 
-func (s *redisStore) acquire(ctx context.Context, owner, reenter string) (acquireReply, error) {
-	res, err := acquireScript.Run(ctx, s.client, s.lockKeys, owner, s.ttl, reenter).Slice()
+func (s *redisStore) acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error) {
+	var (
+		res []any
+		err error
+	)
+	if s.fair {
+		q := "0"
+		if wait {
+			q = "1"
+		}
+		res, err = fairAcquireScript.Run(ctx, s.client, s.fairKeys, owner, s.ttl, reenter, q, s.slot).Slice()
+	} else {
+		res, err = acquireScript.Run(ctx, s.client, s.lockKeys, owner, s.ttl, reenter).Slice()
+	}
 	if err != nil {
 		return acquireReply{}, fmt.Errorf("acquire %s: %w", s.oneKey[0], err)
 	}
@@ -144,7 +174,11 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 }
 
 func (s *redisStore) abandon(ctx context.Context, owner string) error {
-	if err := abandonScript.Run(ctx, s.client, s.oneKey, owner, s.channel).Err(); err != nil {
+	script, keys := abandonScript, s.oneKey
+	if s.fair {
+		script, keys = fairAbandonScript, s.fairKeys
+	}
+	if err := script.Run(ctx, s.client, keys, owner, s.channel).Err(); err != nil {
 		return fmt.Errorf("abandon %s: %w", s.oneKey[0], err)
 	}
 	return nil

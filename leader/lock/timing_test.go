@@ -29,13 +29,14 @@ type fakeStore struct {
 	renewHang  chan struct{} // non-nil: renewals block until closed, ignoring ctx
 	renewSent  []time.Time
 	renewReply time.Duration // a successful renewal's reply comes this late
+	onRelease  func()        // called as a release arrives
 }
 
 func (f *fakeStore) liveLocked() bool {
 	return f.field != "" && time.Now().Before(f.expires)
 }
 
-func (f *fakeStore) acquire(ctx context.Context, owner, reenter string) (acquireReply, error) {
+func (f *fakeStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
 	f.mu.Lock()
 	delay := f.replyDelay
 	r, err := f.acquireLocked(owner, reenter)
@@ -92,6 +93,9 @@ func (f *fakeStore) renew(ctx context.Context, field string) (bool, error) {
 }
 
 func (f *fakeStore) release(ctx context.Context, field string, last bool) (int64, error) {
+	if f.onRelease != nil {
+		f.onRelease()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.releases = append(f.releases, field)
@@ -281,5 +285,72 @@ func TestTiming_AcquireReplyLost(t *testing.T) {
 			t.Fatalf("adopted hold cancelled at %s, retry sent at ~%s", got, retrySent)
 		}
 		close(f.renewHang)
+	})
+}
+
+// TestTiming_ContextEndsBeforeRelease: a hold's context (and, for the
+// last hold, every hold of the term) is cancelled before the release is
+// sent, so the work under it is told to stop before another owner can
+// get the lock. Mutation check: cancelling after the release (a deferred
+// cancel, as first written) fails with "release sent while the hold's
+// context was live" (and made TestMutex_LostAcquireReplyNoTwoHolders
+// flaky with "two holders").
+func TestTiming_ContextEndsBeforeRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{}
+		m, c := newFakeMutex(t, f)
+		defer c.Close()
+		outer, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := m.Lock(outer.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.onRelease = func() {
+			if inner.Context().Err() == nil {
+				t.Error("release sent while the hold's context was live")
+			}
+		}
+		if err := inner.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		f.onRelease = func() {
+			if outer.Context().Err() == nil {
+				t.Error("last release sent while the hold's context was live")
+			}
+		}
+		if err := outer.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestTiming_LateAcquireReplyReleased: with WithInlineCalls nothing but
+// the reply bounds the call, so a reply can come after the attempt's send
+// time + RenewDeadline: it must never make a hold (the lock may already
+// have passed on); the lock is released instead. Mutation check: without
+// the late check in held it fails with "TryLock held on a reply 2.5s
+// after its send time".
+func TestTiming_LateAcquireReplyReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
+		m, c := newFakeMutex(t, f, WithInlineCalls(), WithConfig(Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second}))
+		defer c.Close()
+		h, err := m.TryLock(t.Context())
+		if err == nil {
+			_ = h.Unlock(t.Context())
+			t.Fatal("TryLock held on a reply 2.5s after its send time")
+		}
+		if !errors.Is(err, errLate) {
+			t.Fatalf("TryLock: %v, want errLate", err)
+		}
+		f.mu.Lock()
+		held, releases := f.liveLocked(), len(f.releases)
+		f.mu.Unlock()
+		if held || releases != 1 {
+			t.Fatalf("after a late reply: held %v, %d releases; want the lock released", held, releases)
+		}
 	})
 }

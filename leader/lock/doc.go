@@ -1,0 +1,51 @@
+// Package lock is a fenced, reentrant distributed lock on Redis, built on
+// the election's lease, term and timing rules (package leader).
+//
+// A Client owns one pub/sub connection shared by all its locks; a Mutex is
+// one lock name; a Hold is one holding of it:
+//
+//	c, err := lock.NewClient(rdb)            // once per process; Close at exit
+//	m, err := c.Mutex("account-42")
+//	h, err := m.Lock(ctx)                     // or TryLock, LockTimeout
+//	defer h.Unlock(context.Background())
+//	work(h.Context(), h.Term())               // cancelled before the lock can pass on
+//
+// # Guarantees
+//
+//   - Every hold has a term (Hold.Term): a fencing token that grows with
+//     every new holding of the lock and is never reused, even when Redis
+//     loses its data (the term's floor is the Redis server's clock in
+//     microseconds). Give it to package leader/fence with Hold.Owner, or to
+//     any store that refuses lower terms.
+//   - A holder learns it lost the lock before anyone else can take it: its
+//     hold context is cancelled by a local timer at the last successful
+//     renewal's send time + RenewDeadline, while the key lasts on the
+//     server until at least that send time + TTL × (1 − Drift). The
+//     difference, TTL − RenewDeadline, is the stop budget of the work under
+//     the hold. Config is checked for RenewInterval < RenewDeadline <
+//     TTL × (1 − Drift).
+//   - Every Redis call is bounded by a local timer, not by the client's
+//     timeouts (WithInlineCalls trades that for speed on the
+//     Lock/TryLock/Unlock path; safety stays). An acquire confirmed after
+//     its send time + RenewDeadline is released, never held.
+//   - Waiters wake on the release notice, or when the holder's lease runs
+//     out; they never poll at a fixed interval.
+//   - Reentrancy: Lock with a context that carries a hold of the same lock
+//     (Hold.Context, WithHold) adds one to the hold count in Redis; the
+//     lock is released when the term's last hold is unlocked. Another
+//     context never re-enters.
+//
+// # Non-guarantees
+//
+//   - A process paused past the stop budget (GC, SIGSTOP, a frozen VM) can
+//     wake up believing it holds the lock; no lease prevents that. Fence
+//     the writes with the term.
+//   - Redis replication is asynchronous: a failover can lose a fresh lock.
+//     The term survives (clock floor); the fence refuses the stale holder.
+//   - Without WithFair, no fairness: every waiter wakes on a notice and
+//     one wins. WithFair grants the lock in the order Lock calls started
+//     waiting (a queue in Redis; a dead waiter's slot lapses after
+//     2×TTL + RetryInterval), at the cost of a longer acquire script.
+//   - No read-write lock: readers could not be fenced by a term (see
+//     docs/design.md, Locks).
+package lock
