@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/internal/lockseam"
 	"github.com/solo-run/solo/leader/lock"
@@ -176,4 +178,77 @@ func TestUnlockWithReentryInFlight(t *testing.T) {
 			t.Error(err)
 		}
 	})
+}
+
+// failingRenewStore is seamStore whose renewals fail.
+type failingRenewStore struct{ seamStore }
+
+func (s *failingRenewStore) Renew(context.Context, string) (bool, error) {
+	return false, errors.New("link down")
+}
+
+// blockingCore is a zap core whose Warn writes block until release is
+// closed: a full stderr pipe.
+type blockingCore struct {
+	zapcore.LevelEnabler
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (c *blockingCore) With([]zapcore.Field) zapcore.Core { return c }
+func (c *blockingCore) Sync() error                       { return nil }
+func (c *blockingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level >= zapcore.WarnLevel {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+func (c *blockingCore) Write(zapcore.Entry, []zapcore.Field) error {
+	c.once.Do(func() { close(c.entered) })
+	<-c.release
+	return nil
+}
+
+// TestUnlockNotDelayedByBlockedLog: the watchdog logs a failed renewal
+// after it let go of the lease's watchdog lock, so Unlock does not wait for
+// a blocked log sink. Found by the simulator (TestSim_Lock under -race: a
+// bubble hung with Unlock blocked on the watchdog's mutex while the
+// watchdog was in a stalled log write). Real time, not synctest: before the
+// fix a bubble would hang for ever. Before the fix: "Unlock still blocked
+// 2s after it was called, behind a blocked log write".
+func TestUnlockNotDelayedByBlockedLog(t *testing.T) {
+	core := &blockingCore{LevelEnabler: zapcore.DebugLevel, entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(core.release)
+	st := &failingRenewStore{}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
+	defer rdb.Close()
+	c, err := lock.NewClient(rdb, lock.WithLogger(zap.New(core)),
+		lock.WithConfig(lock.Config{TTL: 10 * time.Second, RenewInterval: 10 * time.Millisecond, RenewDeadline: 5 * time.Second}),
+		lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Mutex("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-core.entered // the watchdog's warning about the failed renewal blocks
+	done := make(chan error, 1)
+	go func() { done <- h.Unlock(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Errorf("Unlock still blocked 2s after it was called, behind a blocked log write")
+		core.release <- struct{}{} // let it go (the deferred close follows)
+		<-done
+	}
+	_ = c.Close()
 }
