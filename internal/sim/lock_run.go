@@ -46,8 +46,6 @@ type lockWorld struct {
 	fenceBy    string
 	losses     []time.Time
 	lossWhy    []string
-	holds      int
-	reentries  int
 	stats      LockStats
 }
 
