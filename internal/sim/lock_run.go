@@ -21,7 +21,32 @@ import (
 // lock.Client and one to three goroutines that Lock, TryLock, LockTimeout,
 // re-enter (nested, and from a goroutine sharing the hold's context), try
 // again with a context that does not carry the hold, make fenced writes
-// while they hold, and Unlock.
+// while they hold, and Unlock; a fifth of the processes close their Client
+// at a random time while they may hold or wait. 15% of schedules use a
+// fixed lease (WithFixedLease). The fair mode is not modelled.
+//
+// Invariants, checked against the simulated server's own state:
+//
+//	L1 no two holds of different terms are live (context not cancelled)
+//	   at once, and a live hold's "TERM OWNER" is the server's unexpired
+//	   lock (at its start and at every fenced write); after a data loss or
+//	   a failover (the lock takes no WAIT, so every failover may lose
+//	   writes) an overlap is out of the model if the newer term is the
+//	   larger, so the fence refuses the older; otherwise it is a violation;
+//	L2 the server never mints a term at or below an earlier one, data loss
+//	   included, and holds are handed out in increasing term order;
+//	L3 a term's hold contexts are cancelled no later than the send time of
+//	   its last successful renewal (or acquire) + RenewDeadline
+//	   (TTL×(1−Drift) for a fixed lease);
+//	L4 the lock is deleted only when its count reaches zero with no hold
+//	   of the term handed out and not unlocked, the server never counts
+//	   fewer holds than are held, abandon never deletes a held term, a
+//	   context without the hold never gets a hold of an existing term, and
+//	   a context carrying a live hold re-enters it;
+//	L5 Client.Close returns within RenewDeadline + 100ms (plus any log
+//	   stall it meets) and leaves no hold context live, and every
+//	   application goroutine (waiters, holders, re-entries) ends within a
+//	   bound once its contexts ended.
 
 const lockName = "sim"
 
