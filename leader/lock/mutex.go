@@ -489,6 +489,16 @@ func (l *lease) stopWatchdog() {
 // failure, until the deadline timer ends the lease).
 func (l *lease) renew() {
 	cfg := l.m.cfg
+	// Logged last, after wmu is released and inflight is done (defers run
+	// in reverse): Unlock and Close stop the watchdog under wmu and wait
+	// for inflight, and a blocked log sink (a full stderr pipe) must not
+	// delay them.
+	var logf func()
+	defer func() {
+		if logf != nil {
+			logf()
+		}
+	}()
 	l.wmu.Lock()
 	if l.stopped || l.ctx.Err() != nil {
 		l.wmu.Unlock()
@@ -511,29 +521,32 @@ func (l *lease) renew() {
 	cancel()
 
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
 	if l.stopped || l.ctx.Err() != nil {
+		l.wmu.Unlock()
 		return // stopped, or answered after the deadline ended the lease
 	}
 	switch {
 	case err == nil && ok && !l.expired.Load():
 		if l.failing {
 			l.failing = false
-			l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term))
+			logf = func() { l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term)) }
 		}
 		l.lastOK = now
 		l.deadline.Reset(time.Until(now.Add(cfg.RenewDeadline)))
 		l.renewAt.Reset(time.Until(now.Add(cfg.RenewInterval)))
 	case err == nil && !ok:
 		l.expire(ErrLockLost)
-		l.logLoss()
+		logf = l.logLoss
 	case err != nil:
 		if !l.failing {
 			l.failing = true
-			l.m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
+			logf = func() {
+				l.m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
+			}
 		}
 		l.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
 	}
+	l.wmu.Unlock()
 }
 
 func (l *lease) logLoss() {
@@ -665,9 +678,14 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
 	}
-	// The hold's context ends before the release is sent: the work under
-	// it is told to stop before the lock can pass to another owner.
+	// The hold ends before any release is sent: a release may let another
+	// owner in before its reply comes back — the last one, and also one
+	// that is not the last when a re-entry is in flight (counted here, not
+	// yet in Redis), which brings Redis's count to zero.
 	h.cancel(ErrUnlocked)
+	if errors.Is(context.Cause(ctx), ErrUnlocked) {
+		ctx = context.WithoutCancel(ctx) // Unlock(h.Context()) still sends its release
+	}
 	l := h.l
 	l.mu.Lock()
 	l.refs--
