@@ -86,7 +86,11 @@ func forgetCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		}
 		return &codeError{code: exitLeading, err: fmt.Errorf("%s: a leader holds the lease: stop every instance first, then forget", name)}
 	}
-	fmt.Fprintf(stdout, "%s: forgot %d keys (%s)\n", name, n, strings.Join(keys, " "))
+	noun := "keys"
+	if n == 1 {
+		noun = "key"
+	}
+	fmt.Fprintf(stdout, "%s: forgot %d %s (%s)\n", name, n, noun, strings.Join(keys, " "))
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/lock"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -54,6 +55,9 @@ type CandidateConfig struct {
 	IgnoreCancel time.Duration `json:"ignore_cancel,omitempty"`
 	// Seed seeds the job's write intervals.
 	Seed uint64 `json:"seed"`
+	// Lock runs the LOCK mode (lock_candidate.go) instead of an elector:
+	// the candidate takes the lock named Election over and over.
+	Lock *LockMode `json:"lock,omitempty"`
 }
 
 // Timing is an election's timing and the candidates' Redis client timeouts.
@@ -124,6 +128,9 @@ func CandidateMain() int {
 		return 2
 	}
 	defer c.close()
+	if cfg.Lock != nil {
+		return c.runLock()
+	}
 	return c.run()
 }
 
@@ -137,7 +144,9 @@ type candidate struct {
 	log    *zap.Logger
 	e      *leader.Elector
 	rnd    *rand.Rand
-	seq    int64 // write sequence number, unique within the process
+	seq    int64        // write sequence number, unique within the process
+	locks  *lock.Client // LOCK mode only, as is mu
+	mu     *lock.Mutex
 }
 
 func newCandidate(cfg CandidateConfig) (*candidate, error) {
@@ -173,6 +182,13 @@ func newCandidate(cfg CandidateConfig) (*candidate, error) {
 		c.close()
 		return nil, err
 	}
+	if cfg.Lock != nil {
+		if err := c.newLockMode(); err != nil {
+			c.close()
+			return nil, err
+		}
+		return c, nil
+	}
 	lcfg := cfg.LeaderConfig()
 	lock, err := leader.NewRedisLock(c.client, lcfg)
 	if err != nil {
@@ -189,6 +205,9 @@ func newCandidate(cfg CandidateConfig) (*candidate, error) {
 }
 
 func (c *candidate) close() {
+	if c.locks != nil {
+		_ = c.locks.Close()
+	}
 	if c.client != nil {
 		_ = c.client.Close()
 	}
@@ -302,7 +321,7 @@ func (c *candidate) job(ctx context.Context) error {
 	claim := claimPending
 	for running() {
 		if claim == claimPending {
-			claim = c.claim(wctx, term)
+			claim = c.claim(wctx, term, c.e.ID())
 		}
 		if claim == claimStale && c.cfg.IgnoreCancel <= 0 {
 			// A higher term has been claimed: this term can never write.
@@ -315,7 +334,7 @@ func (c *candidate) job(ctx context.Context) error {
 			continue // running() decides
 		}
 		if claim == claimOK {
-			c.write(wctx, term)
+			c.write(wctx, term, c.e.ID())
 		}
 	}
 	return nil
@@ -330,12 +349,12 @@ const (
 	claimStale // refused: a higher term is stored
 )
 
-// claim claims the term in the store once and reports it.
-func (c *candidate) claim(wctx func() (context.Context, context.CancelFunc), term uint64) claimState {
+// claim claims the term for holder in the store once and reports it.
+func (c *candidate) claim(wctx func() (context.Context, context.CancelFunc), term uint64, holder string) claimState {
 	ctx, cancel := wctx()
 	defer cancel()
 	t0 := Mono()
-	err := c.guard.Claim(ctx, c.cfg.Election, term, c.e.ID())
+	err := c.guard.Claim(ctx, c.cfg.Election, term, holder)
 	ev := Event{Mono: t0, Dur: Mono() - t0, Kind: KindClaim, Term: term, Result: classify(err)}
 	if err != nil {
 		ev.Detail = err.Error()
@@ -368,14 +387,14 @@ func (c *candidate) pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// write performs one fenced write and reports it.
-func (c *candidate) write(wctx func() (context.Context, context.CancelFunc), term uint64) {
+// write performs one fenced write of term and holder and reports it.
+func (c *candidate) write(wctx func() (context.Context, context.CancelFunc), term uint64, holder string) {
 	c.seq++
 	n := c.seq
 	ctx, cancel := wctx()
 	defer cancel()
 	t0 := Mono()
-	err := c.guard.Do(ctx, c.cfg.Election, term, c.e.ID(), func(tx *sql.Tx) error {
+	err := c.guard.Do(ctx, c.cfg.Election, term, holder, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO witness (kind, term, cand, n, mono) VALUES ('write', ?, ?, ?, ?)`,
 			int64(term), c.cfg.ID, n, t0)
 		return err

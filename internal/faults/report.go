@@ -186,7 +186,22 @@ var rowOrder = []string{
 	"12 candidates",
 }
 
+// lockRowOrder orders the rows of package leader/lock (lock_test.go,
+// named "lock: …"), which follow the elections' rows.
+var lockRowOrder = []string{
+	"holder SIGKILL", "holder SIGSTOP", "link cut both", "link cut replies",
+	"redis-server SIGKILL", "6 candidates",
+}
+
 func rowRank(name string) int {
+	if rest, ok := strings.CutPrefix(name, "lock: "); ok {
+		for i, key := range lockRowOrder {
+			if strings.Contains(rest, key) {
+				return len(rowOrder) + 1 + i
+			}
+		}
+		return len(rowOrder) + 1 + len(lockRowOrder)
+	}
 	for i, key := range rowOrder {
 		if strings.Contains(name, key) {
 			return i
@@ -212,6 +227,9 @@ func (r *Report) Markdown(p Profile, failed bool) string {
 	t := DefaultTiming()
 	fmt.Fprintf(&b, "- Timing: TTL %s, renew interval %s, renew deadline %s (stop budget %s), retry %s; Redis client timeouts %s; jobs write every %s–%s.\n",
 		t.TTL, t.RenewInterval, t.RenewDeadline, t.TTL-t.RenewDeadline, t.RetryInterval, t.RedisTimeout, t.WriteMin, t.WriteMax)
+	lt, lm := LockTiming(), DefaultLockMode()
+	fmt.Fprintf(&b, "- Lock rows (`lock: …`) timing: TTL %s, renew interval %s, renew deadline %s (stop budget %s), retry %s; Redis client timeouts %s; holds of %s–%s.\n",
+		lt.TTL, lt.RenewInterval, lt.RenewDeadline, lt.TTL-lt.RenewDeadline, lt.RetryInterval, lt.RedisTimeout, lm.HoldMin, lm.HoldMax)
 	fmt.Fprintf(&b, "- Seed %d (replay: `SOLO_FAULTS_SEED=%d`).", Seed(), Seed())
 	if failed {
 		b.WriteString(" **Some invariant failed in this run; see the test output.**")

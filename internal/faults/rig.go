@@ -66,6 +66,9 @@ type RigConfig struct {
 	Worker bool
 	// IgnoreCancel makes the job write on this long after cancellation.
 	IgnoreCancel time.Duration
+	// Lock runs the candidates in LOCK mode (lock_candidate.go): holds of
+	// the lock named Election instead of an election.
+	Lock *LockMode
 }
 
 // Rig is one test's world: Redis, the store, the candidates and their
@@ -236,6 +239,7 @@ func (r *Rig) Spawn(s *Slot) *Proc {
 		Worker:       r.Cfg.Worker,
 		IgnoreCancel: r.Cfg.IgnoreCancel,
 		Seed:         r.Rand.Uint64(),
+		Lock:         r.Cfg.Lock,
 	}
 	if r.Sentinel != nil {
 		cc.Sentinels, cc.Master = r.Sentinel.SentinelAddrs(), r.Sentinel.MasterName()

@@ -82,4 +82,12 @@
 // (Go's select among ready channels, e.g. an elector handling its deadline
 // timer and a renew reply at the same instant), which random nanosecond
 // delays make rare, and IDs with a random part if the elector adds one.
+//
+// # Lock schedules
+//
+// RunLock (TestSim_Lock) runs the real leader/lock Client, Mutex and Hold
+// over the same plan of faults, with lock holders in place of electors:
+// see lock_run.go for what they do and invariants L1–L5. The lock's own
+// jitter draws from math/rand's global source, so a lock replay repeats
+// the plan and every per-call decision but may diverge in timing.
 package sim

@@ -40,6 +40,9 @@ var opNames = [...]string{
 }
 
 func (o op) String() string {
+	if s, ok := lockOpNames[o]; ok {
+		return s
+	}
 	if int(o) < len(opNames) && opNames[o] != "" {
 		return opNames[o]
 	}

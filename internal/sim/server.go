@@ -16,6 +16,7 @@ type state struct {
 	ttl  int64  // the info hash's ttl_ms (acquire.lua), which lives and dies with val
 	term uint64 // the term key; 0 when absent
 	cps  map[string]int64
+	lk   lockData // the lock schedules' lock (lock_server.go)
 }
 
 func (s *state) clone() state {
@@ -73,6 +74,8 @@ func (s *state) apply(w repWrite) {
 			s.cps = map[string]int64{}
 		}
 		s.cps[w.key] = w.n
+	default:
+		s.lk.apply(w)
 	}
 }
 
@@ -274,6 +277,7 @@ func (w *world) dataLoss(now time.Time) {
 	w.disconnectWatches(now)
 	w.event(-1, evFault, 0, 0, 0, 0, "DATA LOSS: lease, term and checkpoints gone")
 	w.affectActive("data loss")
+	w.lockFault(now, "data loss")
 }
 
 // failover promotes the replica with what it has applied by now; the old
@@ -291,6 +295,7 @@ func (w *world) failover(now time.Time) {
 	if w.p.Cfg.MinReplicas == 0 {
 		w.affectActive("failover without min_replicas")
 	}
+	w.lockFault(now, "failover")
 }
 
 func quoteVal(v string) string {

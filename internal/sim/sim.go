@@ -14,6 +14,7 @@ type Result struct {
 	Plan       Plan
 	Violations []Violation
 	Stats      Stats
+	Lock       *LockStats // lock schedules (RunLock) only
 	log        []event
 }
 
@@ -28,7 +29,11 @@ func (r *Result) Log(max int) string { return formatLog(r.log, max) }
 // and the event log.
 func (r *Result) Report(max int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d violation(s); replay: SOLO_SIM_SEED=%d go test ./internal/sim -run TestSim\n", r.Seed, len(r.Violations), r.Seed)
+	test := "TestSim"
+	if r.Lock != nil {
+		test = "'TestSim_Lock$'"
+	}
+	fmt.Fprintf(&b, "seed %d: %d violation(s); replay: SOLO_SIM_SEED=%d go test ./internal/sim -run %s\n", r.Seed, len(r.Violations), r.Seed, test)
 	for _, v := range r.Violations {
 		b.WriteString("  " + v.String() + "\n")
 	}

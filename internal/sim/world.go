@@ -134,6 +134,7 @@ type world struct {
 	mintedAt  map[uint64]time.Time // fake time each term's lease was created
 
 	cands []*candidate
+	lk    *lockWorld // lock schedules only (lock_run.go)
 
 	// history
 	ev        []event

@@ -45,6 +45,10 @@ type Client struct {
 	ps       *redis.PubSub
 	channels map[string]*channelState
 	holds    map[*lease]struct{} // live leases, stopped by Close
+
+	// notices are Redlock's other masters' Clients, used only for their
+	// release notices; closed by Close.
+	notices []*Client
 }
 
 // channelState is one notice channel's waiters and subscription.
@@ -64,6 +68,8 @@ type waiter struct {
 	channel string
 	notify  chan struct{} // size one: a release notice (or a reconnect) came
 	ready   chan struct{} // the channel's ready when the waiter joined
+	also    []*waiter     // Redlock: the same wait on the other masters' Clients
+	owner   *Client
 }
 
 // NewClient returns a Client over rdb (single node, Sentinel failover or
@@ -126,7 +132,10 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	m.channel = rs.channelName()
 	m.st = rs
 	if o.newStore != nil {
-		m.st = o.newStore(m)
+		if m.st = o.newStore(m); m.st == nil {
+			// The store refuses the options (Redlock has no fair mode).
+			return nil, fmt.Errorf("lock %s: fair mode is not available with Redlock", name)
+		}
 	}
 	return m, nil
 }
@@ -157,6 +166,9 @@ func (c *Client) Close() error {
 		l.stopWatchdog()
 	}
 	c.wg.Wait()
+	for _, x := range c.notices {
+		_ = x.Close()
+	}
 	return nil
 }
 
@@ -206,6 +218,20 @@ func (c *Client) untrack(l *lease) {
 // once the subscription is live; notify gets a token on every release
 // notice (and after a reconnect, when notices may have been missed).
 func (c *Client) subscribe(channel string) (*waiter, error) {
+	w, err := c.subscribeNotify(channel, make(chan struct{}, 1))
+	if err != nil {
+		return nil, err
+	}
+	// Redlock: a notice from any master wakes the waiter.
+	for _, x := range c.notices {
+		if xw, err := x.subscribeNotify(channel, w.notify); err == nil {
+			w.also = append(w.also, xw)
+		}
+	}
+	return w, nil
+}
+
+func (c *Client) subscribeNotify(channel string, notify chan struct{}) (*waiter, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -223,7 +249,7 @@ func (c *Client) subscribe(channel string) (*waiter, error) {
 		st = &channelState{waiters: map[*waiter]struct{}{}, ready: make(chan struct{})}
 		c.channels[channel] = st
 	}
-	w := &waiter{channel: channel, notify: make(chan struct{}, 1), ready: st.ready}
+	w := &waiter{channel: channel, notify: notify, ready: st.ready, owner: c}
 	st.waiters[w] = struct{}{}
 	if !st.subscribed {
 		c.kickLocked()
@@ -234,6 +260,9 @@ func (c *Client) subscribe(channel string) (*waiter, error) {
 // unsubscribe removes a waiter; the channel is unsubscribed when it was
 // the last.
 func (c *Client) unsubscribe(w *waiter) {
+	for _, xw := range w.also {
+		xw.owner.unsubscribe(xw)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.channels[w.channel]

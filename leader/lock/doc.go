@@ -52,4 +52,15 @@
 //     2×TTL + RetryInterval), at the cost of a longer acquire script.
 //   - No read-write lock: readers could not be fenced by a term (see
 //     docs/design.md, Locks).
+//
+// # Redlock
+//
+// NewRedlockClient makes the same Mutexes and Holds over N independent
+// masters: a hold needs a quorum of N/2+1, its context ends at the
+// acquire's send time + RenewDeadline like any hold, and its term is the
+// highest the quorum minted (renewals and releases raise every master's
+// term counter to it, so two quorums sharing a master keep terms growing).
+// It buys little over one master with replicas and WAIT
+// (leader.Config.MinReplicas); docs/design.md, Redlock, says when to use
+// which and what its term does and does not guarantee.
 package lock

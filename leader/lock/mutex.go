@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,7 +145,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		}
 		if rep.code == codeAcquired || rep.code == codeAdopted {
 			unknown = false
-			h, err := m.held(ctx, owner, rep.term, sent)
+			h, err := m.held(ctx, owner, rep, sent)
 			if err == nil {
 				return h, nil
 			}
@@ -332,8 +333,11 @@ func makeField(term uint64, owner string) string {
 
 // held turns a confirmed acquire into a hold, unless its reply came too
 // late (or ctx ended meanwhile): then the lock is handed back.
-func (m *Mutex) held(ctx context.Context, owner string, term uint64, sent time.Time) (*Hold, error) {
-	field := makeField(term, owner)
+func (m *Mutex) held(ctx context.Context, owner string, rep acquireReply, sent time.Time) (*Hold, error) {
+	term, field := rep.term, rep.field
+	if field == "" {
+		field = makeField(term, owner)
+	}
 	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
 		// The lock may already have expired and passed to another owner.
 		// Never hold on it; the release compares the exact field, so it
@@ -559,6 +563,16 @@ func (l *lease) stopWatchdog() {
 // failure, until the deadline timer ends the lease).
 func (l *lease) renew() {
 	cfg := l.m.cfg
+	// Logged last, after wmu is released and inflight is done (defers run
+	// in reverse): Unlock and Close stop the watchdog under wmu and wait
+	// for inflight, and a blocked log sink (a full stderr pipe) must not
+	// delay them.
+	var logf func()
+	defer func() {
+		if logf != nil {
+			logf()
+		}
+	}()
 	l.wmu.Lock()
 	if l.stopped || l.ctx.Err() != nil {
 		l.wmu.Unlock()
@@ -581,29 +595,32 @@ func (l *lease) renew() {
 	ok, err := call(l.ctx, left, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
 
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
 	if l.stopped || l.ctx.Err() != nil {
+		l.wmu.Unlock()
 		return // stopped, or answered after the deadline ended the lease
 	}
 	switch {
 	case err == nil && ok && !l.expired.Load():
 		if l.failing {
 			l.failing = false
-			l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term))
+			logf = func() { l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term)) }
 		}
 		l.lastOK = now
 		l.deadline.Reset(time.Until(now.Add(cfg.RenewDeadline)))
 		l.renewAt.Reset(time.Until(now.Add(cfg.RenewInterval)))
 	case err == nil && !ok:
 		l.expire(ErrLockLost)
-		l.logLoss()
+		logf = l.logLoss
 	case err != nil:
 		if !l.failing {
 			l.failing = true
-			l.m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
+			logf = func() {
+				l.m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
+			}
 		}
 		l.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
 	}
+	l.wmu.Unlock()
 }
 
 func (l *lease) logLoss() {
@@ -723,7 +740,7 @@ func (h *Hold) Term() uint64 { return h.l.term }
 
 // Owner returns the owner ID of the term: unique per Lock call, the holder
 // to give a fence guard beside the term.
-func (h *Hold) Owner() string { return h.l.field[len(strconv.FormatUint(h.l.term, 10))+1:] }
+func (h *Hold) Owner() string { return h.l.field[strings.IndexByte(h.l.field, ' ')+1:] }
 
 // Name returns the lock's name.
 func (h *Hold) Name() string { return h.l.m.name }
@@ -751,9 +768,14 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
 	}
-	// The hold's context ends before the release is sent: the work under
-	// it is told to stop before the lock can pass to another owner.
+	// The hold ends before any release is sent: a release may let another
+	// owner in before its reply comes back — the last one, and also one
+	// that is not the last when a re-entry is in flight (counted here, not
+	// yet in Redis), which brings Redis's count to zero.
 	h.cancel(ErrUnlocked)
+	if errors.Is(context.Cause(ctx), ErrUnlocked) {
+		ctx = context.WithoutCancel(ctx) // Unlock(h.Context()) still sends its release
+	}
 	l := h.l
 	l.mu.Lock()
 	delete(l.more, h) // an unlocked re-entry is not kept until the term ends

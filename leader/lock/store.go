@@ -101,6 +101,10 @@ type acquireReply struct {
 	count  int64         // re-entered: holds of the term now
 	holder string        // held: "TERM OWNER" of the holder
 	pttl   time.Duration // held: the holder's time left
+	// field names the hold to renew and release by (acquired, adopted),
+	// when the store does not use "TERM OWNER" (Redlock: every master's
+	// own term).
+	field string
 }
 
 // store keeps one lock. Every method is one atomic step (one script);
@@ -125,12 +129,16 @@ type store interface {
 // and boxed once, so a call allocates only its argument slice, the boxes
 // of its owner or field, and its command.
 type redisStore struct {
-	client  redis.UniversalClient
-	key     string // the lock hash, for errors
-	ttl     any    // milliseconds, as a string
-	channel any
-	fair    bool
-	slot    any // fair: a waiter's slot lifetime, milliseconds, as a string
+	client   redis.UniversalClient
+	key      string   // the lock hash, for errors
+	lockKeys []string // lock hash, term key (Redlock's scripts)
+	oneKey   []string // lock hash (Redlock's scripts)
+	ttl      string   // milliseconds
+	channel  string
+	ttlArg   any // ttl, boxed once
+	chanArg  any // channel, boxed once
+	fair     bool
+	slot     any // fair: a waiter's slot lifetime, milliseconds, as a string
 
 	acquireHead, fairAcquireHead []any
 	renewHead, releaseHead       []any
@@ -140,11 +148,16 @@ type redisStore struct {
 func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redisStore {
 	base := cfg.KeyPrefix + ":{" + name + "}:"
 	lock, term, queue, timeouts := base+"lock", base+"lock.term", base+"lock.queue", base+"lock.timeouts"
+	ttl, channel := strconv.FormatInt(cfg.TTL.Milliseconds(), 10), base+"lock.events"
 	return &redisStore{
-		client:  client,
-		key:     lock,
-		ttl:     strconv.FormatInt(cfg.TTL.Milliseconds(), 10),
-		channel: base + "lock.events",
+		client:   client,
+		key:      lock,
+		lockKeys: []string{lock, term},
+		oneKey:   []string{lock},
+		ttl:      ttl,
+		channel:  channel,
+		ttlArg:   ttl,
+		chanArg:  channel,
 		// A waiter sleeps at most the holder's PTTL (≤ TTL) plus jitter, or
 		// RetryInterval, between attempts, and each attempt refreshes its
 		// slot: two TTLs keep a live waiter's slot, and bound how long a
@@ -160,7 +173,7 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 }
 
 // channelName is the lock's notice channel.
-func (s *redisStore) channelName() string { return s.channel.(string) }
+func (s *redisStore) channelName() string { return s.channel }
 
 func (s *redisStore) acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error) {
 	var cmd *redis.Cmd
@@ -169,10 +182,10 @@ func (s *redisStore) acquire(ctx context.Context, owner, reenter string, wait bo
 		if wait {
 			q = "1"
 		}
-		a := append(args(s.fairAcquireHead, 5), owner, s.ttl, reenter, q, s.slot)
+		a := append(args(s.fairAcquireHead, 5), owner, s.ttlArg, reenter, q, s.slot)
 		cmd = fairAcquireScript.run(ctx, s.client, a)
 	} else {
-		a := append(args(s.acquireHead, 3), owner, s.ttl, reenter)
+		a := append(args(s.acquireHead, 3), owner, s.ttlArg, reenter)
 		cmd = acquireScript.run(ctx, s.client, a)
 	}
 	res, err := cmd.Slice()
@@ -215,7 +228,7 @@ func parseAcquire(res []any) (acquireReply, error) {
 }
 
 func (s *redisStore) renew(ctx context.Context, field string) (bool, error) {
-	a := append(args(s.renewHead, 2), field, s.ttl)
+	a := append(args(s.renewHead, 2), field, s.ttlArg)
 	n, err := renewScript.run(ctx, s.client, a).Int64()
 	if err != nil {
 		return false, fmt.Errorf("renew %s: %w", s.key, err)
@@ -228,7 +241,7 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 	if last {
 		flag = "1"
 	}
-	a := append(args(s.releaseHead, 3), field, flag, s.channel)
+	a := append(args(s.releaseHead, 3), field, flag, s.chanArg)
 	n, err := releaseScript.run(ctx, s.client, a).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", s.key, err)
@@ -241,7 +254,7 @@ func (s *redisStore) abandon(ctx context.Context, owner string) error {
 	if s.fair {
 		sc, head = fairAbandonScript, s.fairAbandonHead
 	}
-	a := append(args(head, 2), owner, s.channel)
+	a := append(args(head, 2), owner, s.chanArg)
 	if err := sc.run(ctx, s.client, a).Err(); err != nil {
 		return fmt.Errorf("abandon %s: %w", s.key, err)
 	}

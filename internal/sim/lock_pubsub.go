@@ -1,0 +1,296 @@
+package sim
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The lock's waiters subscribe through a real go-redis client (the
+// lock.Client's one PubSub connection), so the simulated server speaks
+// just enough RESP2 over net.Pipe for it: SUBSCRIBE, UNSUBSCRIBE and PING
+// (anything else, HELLO included, is an unknown command). Subscriptions
+// may be slow, hang or have their connection dropped; notices may be late
+// or lost; a failover or restart drops every connection and refuses dials
+// for a while; a paused process hears confirmations and notices at
+// wake-up. Not modelled: a server slow to answer a reconnect's HELLO (see
+// command).
+
+// psConn is the server's end of one pub/sub connection.
+type psConn struct {
+	w       *world
+	proc    *lockProc
+	id      uint64
+	conn    net.Conn
+	subs    map[string]bool // under w.mu: subscribed on the server
+	q       [][]byte        // under w.mu: frames to write, in order
+	kick    chan struct{}
+	done    chan struct{} // closed when the connection ends
+	notices uint64        // under w.mu
+	subN    uint64        // under w.mu
+	closed  bool          // under w.mu
+}
+
+// dial is the go-redis Dialer of a lock process: a net.Pipe to the
+// simulated server, refused while the server is restarting. It never
+// waits: go-redis dials under a sync.Mutex, and a goroutine blocked on a
+// mutex is not durably blocked, so waiting for fake time here would hang
+// the bubble.
+func (p *lockProc) dial(_ context.Context, _, _ string) (net.Conn, error) {
+	w := p.w
+	w.mu.Lock()
+	down := time.Now().Before(w.lk.downUntil)
+	w.mu.Unlock()
+	if down {
+		return nil, errRefused
+	}
+	cli, srv := net.Pipe()
+	w.mu.Lock()
+	if w.lk.tornDown {
+		w.mu.Unlock()
+		_ = cli.Close()
+		_ = srv.Close()
+		return nil, errClosed
+	}
+	w.lk.connN++
+	c := &psConn{w: w, proc: p, id: w.lk.connN, conn: srv, subs: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	w.lk.conns[c] = struct{}{}
+	w.event(p.idx, evNote, opLSub, c.id, 0, 0, "pub/sub connection opened")
+	w.mu.Unlock()
+	w.lk.wg.Add(2)
+	go c.read()
+	go c.write()
+	return cli, nil
+}
+
+// read serves the client's commands; it ends the connection at EOF.
+func (c *psConn) read() {
+	defer c.w.lk.wg.Done()
+	defer c.close()
+	br := bufio.NewReader(c.conn)
+	for {
+		args, err := readCommand(br)
+		if err != nil {
+			return
+		}
+		c.command(args)
+	}
+}
+
+func (c *psConn) command(args []string) {
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.closed {
+		return
+	}
+	now := time.Now()
+	switch strings.ToUpper(args[0]) {
+	case "SUBSCRIBE":
+		for _, ch := range args[1:] {
+			c.subN++
+			r := keyed(w.p.Seed, uint64(c.proc.idx)+1, uint64(opLSub), c.id<<20|c.subN)
+			d := r.dur(20*time.Microsecond, time.Millisecond)
+			desc := ""
+			if w.faulty(now) {
+				in := w.p.Intensity
+				switch x := r.float(); {
+				case x < 0.03*in:
+					w.event(c.proc.idx, evFault, opLSub, c.id, 0, 0, "SUBSCRIBE "+ch+": connection dropped")
+					c.closeLocked()
+					return
+				case x < 0.06*in:
+					w.event(c.proc.idx, evFault, opLSub, c.id, 0, 0, "SUBSCRIBE "+ch+": never confirmed")
+					continue
+				case x < 0.2*in:
+					d = r.logDur(w.p.Cfg.RenewDeadline/4, 2*w.p.Cfg.TTL)
+					desc = " (slow)"
+				}
+			}
+			w.event(c.proc.idx, evNote, opLSub, c.id, 0, 0, "SUBSCRIBE "+ch+" confirmed in "+d.String()+desc)
+			w.at(c.proc.wake(now.Add(d)), func(time.Time) {
+				if c.closed {
+					return
+				}
+				c.subs[ch] = true
+				c.push(respArray("subscribe", ch) + ":" + strconv.Itoa(len(c.subs)) + "\r\n")
+			})
+		}
+	// Other replies come at once, never after fake time passes: go-redis
+	// reads the HELLO reply of a reconnect under its PubSub mutex, and
+	// Close waits for that mutex; a goroutine blocked on a sync.Mutex is
+	// not durably blocked, so the bubble's clock would stop.
+	case "UNSUBSCRIBE":
+		for _, ch := range args[1:] {
+			delete(c.subs, ch)
+			c.push(respArray("unsubscribe", ch) + ":" + strconv.Itoa(len(c.subs)) + "\r\n")
+		}
+	case "PING":
+		c.push("*2\r\n$4\r\npong\r\n$0\r\n\r\n")
+	default:
+		c.push("-ERR unknown command '" + args[0] + "'\r\n")
+	}
+}
+
+// respArray returns the header and bulk strings of an array of
+// len(parts)+1 elements (the caller appends the last).
+func respArray(parts ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(parts)+1)
+	for _, p := range parts {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(p), p)
+	}
+	return b.String()
+}
+
+// pushAt queues a frame for fake time t (a paused process reads it at
+// wake-up), under w.mu.
+func (c *psConn) pushAt(t time.Time, frame string) {
+	c.w.at(c.proc.wake(t), func(time.Time) {
+		if !c.closed {
+			c.push(frame)
+		}
+	})
+}
+
+func (c *psConn) push(frame string) {
+	c.q = append(c.q, []byte(frame))
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// write writes the queued frames in order.
+func (c *psConn) write() {
+	defer c.w.lk.wg.Done()
+	for {
+		select {
+		case <-c.kick:
+		case <-c.done:
+			return
+		}
+		for {
+			c.w.mu.Lock()
+			if len(c.q) == 0 || c.closed {
+				c.w.mu.Unlock()
+				break
+			}
+			f := c.q[0]
+			c.q = c.q[1:]
+			c.w.mu.Unlock()
+			if _, err := c.conn.Write(f); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (c *psConn) close() {
+	c.w.mu.Lock()
+	c.closeLocked()
+	c.w.mu.Unlock()
+}
+
+// closeLocked ends the connection, under w.mu.
+func (c *psConn) closeLocked() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	delete(c.w.lk.conns, c)
+	_ = c.conn.Close() // net.Pipe: never blocks
+	close(c.done)
+}
+
+// lockPublish sends a release notice to every connection subscribed to
+// channel, each delayed or lost by the network, under w.mu.
+func (w *world) lockPublish(now time.Time, channel, msg string) {
+	if w.lk == nil {
+		return
+	}
+	conns := make([]*psConn, 0, len(w.lk.conns))
+	for c := range w.lk.conns {
+		if c.subs[channel] {
+			conns = append(conns, c)
+		}
+	}
+	sort.Slice(conns, func(i, j int) bool { return conns[i].id < conns[j].id })
+	for _, c := range conns {
+		c.notices++
+		r := keyed(w.p.Seed, uint64(c.proc.idx)+1, uint64(opLNotice), c.id<<32|c.notices)
+		d := r.dur(20*time.Microsecond, time.Millisecond)
+		if w.faulty(now) {
+			if r.chance(0.05 * w.p.Intensity) {
+				w.event(c.proc.idx, evFault, opLNotice, c.notices, 0, 0, "notice lost: "+msg)
+				continue
+			}
+			if r.chance(0.05 * w.p.Intensity) {
+				d = r.logDur(time.Millisecond, w.p.Cfg.TTL)
+			}
+		}
+		c.pushAt(now.Add(d), respArray("message", channel)+"$"+strconv.Itoa(len(msg))+"\r\n"+msg+"\r\n")
+	}
+}
+
+// dropConns closes every pub/sub connection (a failover or restart), and
+// refuses dials for a while, under w.mu.
+func (w *world) dropConns(now time.Time) {
+	conns := make([]*psConn, 0, len(w.lk.conns))
+	for c := range w.lk.conns {
+		conns = append(conns, c)
+	}
+	sort.Slice(conns, func(i, j int) bool { return conns[i].id < conns[j].id })
+	for _, c := range conns {
+		c.closeLocked()
+	}
+	r := keyed(w.p.Seed, uint64(opLSub), 1<<40+w.epoch)
+	w.lk.downUntil = now.Add(r.dur(time.Millisecond, w.p.Cfg.TTL))
+}
+
+var (
+	errProtocol = errors.New("sim: bad RESP request")
+	errRefused  = errors.New("sim: dial: connection refused (server restarting)")
+)
+
+// readCommand reads one RESP array of bulk strings.
+func readCommand(br *bufio.Reader) ([]string, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 4 || line[0] != '*' {
+		return nil, errProtocol
+	}
+	n, err := strconv.Atoi(strings.TrimRight(line[1:], "\r\n"))
+	if err != nil || n <= 0 {
+		return nil, errProtocol
+	}
+	args := make([]string, 0, n)
+	for range n {
+		h, err := br.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		if len(h) < 4 || h[0] != '$' {
+			return nil, errProtocol
+		}
+		l, err := strconv.Atoi(strings.TrimRight(h[1:], "\r\n"))
+		if err != nil || l < 0 {
+			return nil, errProtocol
+		}
+		buf := make([]byte, l+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, err
+		}
+		args = append(args, string(buf[:l]))
+	}
+	return args, nil
+}

@@ -1,0 +1,358 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/leader/lock"
+)
+
+// Lock schedules run the real leader/lock code (lock.Client, Mutex, Hold,
+// watchdog, pub/sub waiters) over the simulated server, under the same
+// plan of faults as the election's schedules (NewPlan: per-call delays and
+// losses, stalls, data loss, failovers, a lagging replica, process
+// pauses, client timeout settings), with lock holders in place of
+// electors: every candidate of the plan is one process with one
+// lock.Client and one to three goroutines that Lock, TryLock, LockTimeout,
+// re-enter (nested, and from a goroutine sharing the hold's context), try
+// again with a context that does not carry the hold, make fenced writes
+// while they hold, and Unlock; a fifth of the processes close their Client
+// at a random time while they may hold or wait. 15% of schedules use a
+// fixed lease (WithFixedLease). The fair mode is not modelled.
+//
+// Invariants, checked against the simulated server's own state:
+//
+//	L1 no two holds of different terms are live (context not cancelled)
+//	   at once, and a live hold's "TERM OWNER" is the server's unexpired
+//	   lock (at its start and at every fenced write); after a data loss or
+//	   a failover (the lock takes no WAIT, so every failover may lose
+//	   writes) an overlap is out of the model if the newer term is the
+//	   larger, so the fence refuses the older; otherwise it is a violation;
+//	L2 the server never mints a term at or below an earlier one, data loss
+//	   included, and holds are handed out in increasing term order;
+//	L3 a term's hold contexts are cancelled no later than the send time of
+//	   its last successful renewal (or acquire) + RenewDeadline
+//	   (TTL×(1−Drift) for a fixed lease);
+//	L4 the lock is deleted only when its count reaches zero with no hold
+//	   of the term handed out and not unlocked, the server never counts
+//	   fewer holds than are held, abandon never deletes a held term, a
+//	   context without the hold never gets a hold of an existing term, and
+//	   a context carrying a live hold re-enters it;
+//	L5 Client.Close returns within RenewDeadline + 100ms (plus any log
+//	   stall it meets) and leaves no hold context live, and every
+//	   application goroutine (waiters, holders, re-entries) ends within a
+//	   bound once its contexts ended.
+
+const lockName = "sim"
+
+// lockWorld is a lock schedule's processes, pub/sub connections and
+// checker state, under world.mu unless noted.
+type lockWorld struct {
+	w      *world
+	cfg    lock.Config // as resolved by the Mutex (fixed lease applied)
+	fixed  bool
+	procs  []*lockProc
+	tracks map[string]*leaseRec // by field "TERM OWNER"
+
+	conns     map[*psConn]struct{}
+	connN     uint64
+	downUntil time.Time
+	tornDown  bool
+	wg        sync.WaitGroup // the pub/sub connections' goroutines
+
+	lastMint   uint64
+	maxStarted uint64
+	fenceTerm  uint64
+	fenceBy    string
+	losses     []time.Time
+	lossWhy    []string
+	stats      LockStats
+}
+
+// LockStats are a lock schedule's counters (in Result.Lock).
+type LockStats struct {
+	Holds, Reentries, Writes, StaleRefused   int
+	NotObtained, LockErrors, UnlockErrors    int
+	Lost                                     map[string]int // hold contexts ended other than by Unlock, by cause
+	NoticesDelivered, Reconnects, CloseWaits int
+}
+
+// leaseRec is the checker's view of one term of the lock.
+type leaseRec struct {
+	field    string
+	term     uint64
+	proc     int
+	minted   time.Time // zero if not seen (data loss wiped the mint? never: always seen)
+	acqSent  time.Time // send time of the latest acquire that returned it
+	renewOK  time.Time // send time of the latest renewal that returned true
+	started  bool      // its first hold was handed out
+	ctx      context.Context
+	cancelAt time.Time
+	app      int // holds handed out and not yet unlocked
+	deleted  bool
+}
+
+// lockProc is one process: a lock.Client over its own connection.
+type lockProc struct {
+	w      *world
+	lw     *lockWorld
+	idx    int
+	plan   CandPlan
+	n      map[op]uint64 // call counters, under w.mu
+	rdb    *redis.Client
+	client *lock.Client
+	m      *lock.Mutex
+}
+
+// Invariant names of the lock schedules, as printed.
+const (
+	InvLockExcl     = "L1 lock holds exclusive, and the server's"
+	InvLockTerms    = "L2 lock terms strictly increase"
+	InvLockDeadline = "L3 hold cancelled by last renewal's send time + RenewDeadline"
+	InvLockCount    = "L4 re-entry counts"
+	InvLockLeak     = "L5 lock goroutines end"
+)
+
+// wake is client.wake for a lock process.
+func (p *lockProc) wake(t time.Time) time.Time {
+	d := t.Sub(p.w.start)
+	for _, pw := range p.plan.Pauses {
+		if pw.contains(d) {
+			return p.w.start.Add(pw.To + (d-pw.From)/1024)
+		}
+	}
+	return t
+}
+
+// roundTrip sends one lock request and waits for its reply as a go-redis
+// client with this process's options would (see client.roundTrip).
+func (p *lockProc) roundTrip(ctx context.Context, o op, exec func(now time.Time) lockRes) (lockRes, error) {
+	w := p.w
+	w.mu.Lock()
+	p.n[o]++
+	n := p.n[o]
+	w.stats.Calls++
+	if err := ctx.Err(); err != nil {
+		w.event(p.idx, evReturn, o, n, 0, 0, "not sent: "+err.Error())
+		w.mu.Unlock()
+		return lockRes{}, err
+	}
+	now := time.Now()
+	cp := w.drawCall(p.idx, o, n, now)
+	depart := p.wake(now)
+	execAt := w.execAt(depart.Add(cp.req))
+	flags := ""
+	switch {
+	case cp.lostReq:
+		flags = " LOST-REQUEST"
+	case cp.lostRep:
+		flags = " LOST-REPLY"
+	}
+	if depart.After(now) {
+		flags += " (paused: sent at wake-up)"
+	}
+	if !execAt.Equal(depart.Add(cp.req)) {
+		flags += " (stalled)"
+	}
+	w.event(p.idx, evSend, o, n, int64(cp.req), int64(cp.rep), flags)
+	done := make(chan lockRes, 1)
+	w.at(execAt, func(t time.Time) {
+		if cp.lostReq {
+			return
+		}
+		res := exec(t)
+		w.event(p.idx, evExec, o, n, 0, 0, res.String(o))
+		w.at(p.wake(t.Add(cp.rep)), func(time.Time) {
+			switch {
+			case cp.lostRep:
+			case res.epoch != w.epoch:
+				w.event(p.idx, evReturn, o, n, 0, 0, "reply lost: the connection dropped (failover or restart)")
+			default:
+				done <- res
+			}
+		})
+	})
+	w.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if rt := p.plan.ReadTimeout; rt > 0 {
+		t := time.NewTimer(depart.Add(rt).Sub(now))
+		defer t.Stop()
+		timeout = t.C
+	}
+	var ctxDone <-chan struct{}
+	if p.plan.CtxTimeouts {
+		ctxDone = ctx.Done()
+	}
+	var res lockRes
+	var err error
+	select {
+	case res = <-done:
+	case <-ctxDone:
+		err = ctx.Err()
+	case <-timeout:
+		err = errReadTimeout
+	case <-w.stop:
+		err = errClosed
+	}
+	if err != nil && err != errClosed {
+		if wk := p.wake(time.Now()); wk.After(time.Now()) {
+			w.sleepUntil(wk)
+		}
+	}
+	w.mu.Lock()
+	if err != nil {
+		w.event(p.idx, evReturn, o, n, 0, 0, "error: "+err.Error())
+	} else {
+		w.event(p.idx, evReturn, o, n, 0, 0, "ok")
+	}
+	w.mu.Unlock()
+	return res, err
+}
+
+// lockStore is a process's lockseam.Store: the scripts on the simulated
+// server, over the simulated network.
+type lockStore struct {
+	p       *lockProc
+	channel string
+	ttl     time.Duration
+}
+
+func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, _ bool) (lockseam.AcquireReply, error) {
+	sent := time.Now()
+	res, err := s.p.roundTrip(ctx, opLAcquire, func(now time.Time) lockRes {
+		return s.p.w.execLockAcquire(now, owner, reenter, s.ttl)
+	})
+	if err != nil {
+		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
+	}
+	if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted {
+		s.p.w.mu.Lock()
+		r := s.p.lw.rec(fmt.Sprintf("%d %s", res.rep.Term, owner))
+		r.acqSent = maxTime(r.acqSent, sent)
+		s.p.w.mu.Unlock()
+	}
+	return res.rep, nil
+}
+
+func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
+	sent := time.Now()
+	res, err := s.p.roundTrip(ctx, opLRenew, func(now time.Time) lockRes {
+		return s.p.w.execLockRenew(now, field, s.ttl)
+	})
+	if err != nil {
+		return false, fmt.Errorf("renew: %w", err)
+	}
+	if res.n == 1 {
+		s.p.w.mu.Lock()
+		r := s.p.lw.rec(field)
+		r.renewOK = maxTime(r.renewOK, sent)
+		s.p.w.mu.Unlock()
+	}
+	return res.n == 1, nil
+}
+
+func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
+	res, err := s.p.roundTrip(ctx, opLRelease, func(now time.Time) lockRes {
+		return s.p.w.execLockRelease(now, field, last, s.channel)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release: %w", err)
+	}
+	return res.n, nil
+}
+
+func (s *lockStore) Abandon(ctx context.Context, owner string) error {
+	_, err := s.p.roundTrip(ctx, opLAbandon, func(now time.Time) lockRes {
+		return s.p.w.execLockAbandon(now, owner, s.channel)
+	})
+	if err != nil {
+		return fmt.Errorf("abandon: %w", err)
+	}
+	return nil
+}
+
+// rec returns the checker's record of field, under w.mu.
+func (lw *lockWorld) rec(field string) *leaseRec {
+	r := lw.tracks[field]
+	if r == nil {
+		var t uint64
+		fmt.Sscanf(field, "%d", &t)
+		r = &leaseRec{field: field, term: t, proc: -1}
+		lw.tracks[field] = r
+	}
+	return r
+}
+
+// affected says why term r is out of the model (a data loss or failover
+// after its mint: the lock takes no WAIT, so any failover may lose it), or "".
+func (lw *lockWorld) affected(r *leaseRec) string {
+	for i, l := range lw.losses {
+		if !l.Before(r.minted) {
+			return lw.lossWhy[i]
+		}
+	}
+	return ""
+}
+
+// mintedTerm is called by the acquire script for a new term: L2 on the
+// server (terms never repeat or go back, data loss included).
+func (lw *lockWorld) mintedTerm(now time.Time, term uint64, owner string) {
+	r := lw.rec(fmt.Sprintf("%d %s", term, owner))
+	r.minted = now
+	if term <= lw.lastMint {
+		lw.w.violate(InvLockTerms, fmt.Sprintf("the server minted term %d after term %d", term, lw.lastMint))
+	}
+	lw.lastMint = max(lw.lastMint, term)
+}
+
+// serverCount is L4 when a re-entry or a non-last release leaves count
+// holds of field on the server: never fewer than the holds handed out and
+// not unlocked.
+func (lw *lockWorld) serverCount(field string, count int64) {
+	r := lw.rec(field)
+	if count < int64(r.app) && lw.affected(r) == "" {
+		lw.w.violate(InvLockCount, fmt.Sprintf("the server counts %d holds of %q while %d are held", count, field, r.app))
+	}
+}
+
+// deleting is L4 when a release deletes field's hash.
+func (lw *lockWorld) deleting(field string, last bool) {
+	r := lw.rec(field)
+	r.deleted = true
+	if r.app > 0 && lw.affected(r) == "" {
+		how := "the count reached zero"
+		if last {
+			how = "a last-hold release"
+		}
+		lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked", field, how, r.app))
+	}
+}
+
+// abandoning is L4 when abandon deletes field's hash: only a term nobody
+// was handed may be abandoned.
+func (lw *lockWorld) abandoning(field string) {
+	r := lw.rec(field)
+	r.deleted = true
+	if r.started && lw.affected(r) == "" {
+		lw.w.violate(InvLockCount, fmt.Sprintf("%q abandoned although it was handed out (%d holds not unlocked)", field, r.app))
+	}
+}
+
+// fault records a data loss or failover and drops the pub/sub
+// connections.
+func (lw *lockWorld) fault(now time.Time, reason string) {
+	lw.losses = append(lw.losses, now)
+	lw.lossWhy = append(lw.lossWhy, reason)
+	for _, r := range lw.tracks {
+		if r.started && r.cancelAt.IsZero() {
+			lw.w.outOfModel("lock " + reason + " while held")
+		}
+	}
+	lw.w.dropConns(now)
+}

@@ -1,0 +1,568 @@
+package lock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/leader"
+)
+
+var (
+	//go:embed redlock_renew.lua
+	redlockRenewLua    string
+	redlockRenewScript = redis.NewScript(redlockRenewLua)
+
+	//go:embed redlock_renew_owner.lua
+	redlockRenewOwnerLua    string
+	redlockRenewOwnerScript = redis.NewScript(redlockRenewOwnerLua)
+
+	//go:embed redlock_release_owner.lua
+	redlockReleaseOwnerLua    string
+	redlockReleaseOwnerScript = redis.NewScript(redlockReleaseOwnerLua)
+
+	//go:embed redlock_undo.lua
+	redlockUndoLua    string
+	redlockUndoScript = redis.NewScript(redlockUndoLua)
+
+	//go:embed redlock_release.lua
+	redlockReleaseLua    string
+	redlockReleaseScript = redis.NewScript(redlockReleaseLua)
+)
+
+// ErrNoQuorum is returned (wrapped, with the masters' errors) when too few
+// Redlock masters answered for an acquire, renewal or release to reach
+// its quorum, and no other owner holds the lock.
+var ErrNoQuorum = errors.New("lock: no quorum of masters")
+
+// NewRedlockClient returns a Client whose Mutexes are Redlock locks over
+// masters: independent Redis servers (not replicas of one another, not one
+// Cluster), quorum len(masters)/2 + 1. A hold is the same *Hold as
+// NewClient's: a term, a context cancelled before anyone else can take the
+// lock, Unlock.
+//
+//   - Lock and TryLock run the acquire script on every master in parallel
+//     and hold when a quorum took the lock. The hold's term is the highest
+//     of the terms the quorum's masters minted. The hold's context is
+//     cancelled at the acquire's send time + RenewDeadline (by the usual
+//     rule), which makes Redlock's validity (TTL − elapsed − drift) the
+//     hold's deadline: a quorum reached late shortens it, a quorum
+//     confirmed after it is released, never held.
+//   - Renewals run on every master (by owner where the acquire's reply
+//     came after the quorum's) and need a quorum; too many "lost" answers
+//     for a quorum to remain end the hold with ErrLockLost, anything else
+//     is retried until the renew deadline. Re-entries and the releases of
+//     inner holds count on the masters that confirmed the acquire.
+//     Renewals and releases raise each master's term counter to the
+//     hold's term, so a later quorum, which shares a master with this
+//     one, mints a higher term.
+//   - Unlock releases on every master (by owner where the acquire was
+//     never confirmed). An acquire without a quorum deletes its partial
+//     acquisitions on every master that answered before it returns; a
+//     master that answers later keeps its partial acquisition until its
+//     TTL, the same Lock call's next attempt (which adopts it) or the
+//     Mutex's abandon.
+//   - Waiters subscribe to the release notices on every master (one
+//     pub/sub connection per master and Client, opened by the first
+//     waiter): a notice from any one wakes them, so a master down or
+//     frozen does not slow the handover.
+//
+// Every master call is bounded by RenewDeadline (or the renewal's time
+// left) on a timer of its own, so a frozen master delays little: success
+// is decided by the first quorum of answers, and an acquire that saw a
+// held or failed reply waits at most RenewDeadline/8 more for the others.
+// The calls still pending belong to the Client: Close cancels them and
+// waits for them (use clients with ContextTimeoutEnabled, or Close may
+// wait for their read timeouts).
+//
+// An odd number of masters is advised: an even one tolerates no more
+// failures than one master fewer (4 masters, quorum 3, survive one failure,
+// as 3 do). One master is allowed and is a plain lock with Redlock's
+// overhead. NewRedlockClient returns a *leader.ConfigError naming
+// "masters" for an empty list or a nil client, an error naming both
+// indexes for a repeated client, and NewClient's errors for bad options
+// (the same for every master). It does not contact Redis. A Mutex with
+// WithFair is refused: there is no FIFO queue across masters.
+//
+// Read the design notes (docs/design.md, "Redlock") before choosing it: its
+// safety rests on bounded clock drift and process pauses shorter than the
+// stop budget, and on masters that do not come back empty while a hold
+// needs them; one master with replicas and WAIT is usually the better
+// choice.
+func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
+	if len(masters) == 0 {
+		return nil, &leader.ConfigError{Field: "masters", Value: 0,
+			Reason: "must list at least one Redis master (3 or 5 independent ones are advised)"}
+	}
+	for i, m := range masters {
+		if m == nil {
+			return nil, &leader.ConfigError{Field: fmt.Sprintf("masters[%d]", i), Value: nil, Reason: "must be a Redis client"}
+		}
+		if j := slices.Index(masters[:i], m); j >= 0 {
+			return nil, fmt.Errorf("lock: invalid masters[%d]: the same client as masters[%d] (every master counts once toward the quorum)", i, j)
+		}
+	}
+	ms := slices.Clone(masters)
+	all := make([]Option, 0, len(opts)+1)
+	all = append(all, opts...)
+	all = append(all, optionFunc(func(o *options) {
+		o.newStore = func(m *Mutex) store {
+			if m.fair {
+				return nil // Mutex refuses it: no FIFO queue across masters
+			}
+			return newQuorumStore(m, ms)
+		}
+	}))
+	c, err := NewClient(ms[0], all...)
+	if err != nil {
+		return nil, err
+	}
+	for _, rdb := range ms[1:] {
+		x, err := NewClient(rdb, opts...)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c.notices = append(c.notices, x)
+	}
+	return c, nil
+}
+
+// master is one Redlock master's lock: the store's steps, with renewals
+// and releases that also raise the master's term counter to floor.
+type master interface {
+	acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error)
+	renewFloor(ctx context.Context, field, floor string) (bool, error)
+	// renewOwner renews the lock if owner holds it, whatever the term
+	// (a master whose acquire reply came after the quorum's).
+	renewOwner(ctx context.Context, owner, floor string) (bool, error)
+	releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error)
+	// releaseOwner deletes the lock if owner holds it, whatever the term:
+	// 0 deleted, -1 not owner's.
+	releaseOwner(ctx context.Context, owner, floor string) (int64, error)
+	abandon(ctx context.Context, owner string) error
+	// undo is abandon without the release notice.
+	undo(ctx context.Context, owner string) error
+}
+
+// redlockMaster is a master in Redis.
+type redlockMaster struct{ *redisStore }
+
+func (s redlockMaster) renewFloor(ctx context.Context, field, floor string) (bool, error) {
+	n, err := redlockRenewScript.Run(ctx, s.client, s.lockKeys, field, s.ttl, floor).Int64()
+	if err != nil {
+		return false, fmt.Errorf("renew %s: %w", s.oneKey[0], err)
+	}
+	return n == 1, nil
+}
+
+func (s redlockMaster) renewOwner(ctx context.Context, owner, floor string) (bool, error) {
+	n, err := redlockRenewOwnerScript.Run(ctx, s.client, s.lockKeys, owner, s.ttl, floor).Int64()
+	if err != nil {
+		return false, fmt.Errorf("renew %s: %w", s.oneKey[0], err)
+	}
+	return n == 1, nil
+}
+
+func (s redlockMaster) releaseOwner(ctx context.Context, owner, floor string) (int64, error) {
+	n, err := redlockReleaseOwnerScript.Run(ctx, s.client, s.lockKeys, owner, s.channel, floor).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
+	}
+	return n, nil
+}
+
+func (s redlockMaster) releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error) {
+	flag := "0"
+	if last {
+		flag = "1"
+	}
+	n, err := redlockReleaseScript.Run(ctx, s.client, s.lockKeys, field, flag, s.channel, "released "+field, floor).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
+	}
+	return n, nil
+}
+
+func (s redlockMaster) undo(ctx context.Context, owner string) error {
+	if err := redlockUndoScript.Run(ctx, s.client, s.oneKey, owner).Err(); err != nil {
+		return fmt.Errorf("undo %s: %w", s.oneKey[0], err)
+	}
+	return nil
+}
+
+// quorumStore is the store of one Redlock lock: one master per server.
+// The hold's field it hands out is "T0,T1,… OWNER", the term of every
+// master (0: not confirmed), so renewals and releases need no state here.
+type quorumStore struct {
+	c       *Client
+	masters []master
+	all     []int // 0 … len(masters)-1
+	quorum  int
+	bound   time.Duration // a call's bound when its ctx has no deadline
+	// acquireWait bounds an acquire's wait for the remaining masters once
+	// one answered held or failed (Redlock's per-master timeout, small
+	// against the TTL): a frozen master must not stall every contended
+	// attempt until RenewDeadline. RenewDeadline/8.
+	acquireWait time.Duration
+}
+
+var _ store = (*quorumStore)(nil)
+
+func newQuorumStore(m *Mutex, clients []redis.UniversalClient) *quorumStore {
+	masters := make([]master, len(clients))
+	for i, rdb := range clients {
+		masters[i] = redlockMaster{newRedisStore(rdb, m.cfg, m.name)}
+	}
+	return newQuorumOf(m, masters)
+}
+
+func newQuorumOf(m *Mutex, masters []master) *quorumStore {
+	q := &quorumStore{c: m.c, masters: masters, quorum: len(masters)/2 + 1, bound: m.cfg.RenewDeadline,
+		acquireWait: max(m.cfg.RenewDeadline/8, time.Millisecond)}
+	for i := range masters {
+		q.all = append(q.all, i)
+	}
+	return q
+}
+
+// reply is one master's answer.
+type reply[T any] struct {
+	i   int
+	v   T
+	err error
+}
+
+// fanOut calls f on the masters idx in parallel and collects their replies
+// until decided says the outcome is known, every master answered, ctx's
+// deadline (or the store's bound) passed, wait passed since hurry first
+// said so (a failure was seen: stop waiting for stragglers soon), or ctx
+// ended (then with ctx's error). Each call runs in
+// a goroutine of the Client, bounded by ctx's deadline (or the store's
+// bound) and wait on a timer of its own, and cancelled by Client.Close but
+// not by ctx's cancellation: a call fanOut stops waiting for (a frozen
+// master's) still reaches its master if it can, which releases and undos
+// need.
+func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx context.Context, i int, s master) (T, error), decided, hurry func([]reply[T]) bool, wait time.Duration) ([]reply[T], error) {
+	now := time.Now()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = now.Add(q.bound)
+	}
+	// Give up a little before ctx's deadline, so that the verdict (which
+	// masters failed, ErrNoQuorum) reaches the caller before its own
+	// timer reports a bare timeout.
+	dl = dl.Add(-dl.Sub(now) / 16)
+	c := q.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.wg.Add(len(idx))
+	c.mu.Unlock()
+	ch := make(chan reply[T], len(idx)) // never blocks a sender
+	for _, i := range idx {
+		go func() {
+			defer c.wg.Done()
+			mctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+			defer cancel()
+			stop := context.AfterFunc(c.ctx, cancel)
+			defer stop()
+			v, err := f(mctx, i, q.masters[i])
+			ch <- reply[T]{i: i, v: v, err: err}
+		}()
+	}
+	timer := time.NewTimer(time.Until(dl))
+	defer timer.Stop()
+	rs := make([]reply[T], 0, len(idx))
+	hurried := false
+	for len(rs) < len(idx) {
+		select {
+		case r := <-ch:
+			rs = append(rs, r)
+			if decided != nil && decided(rs) {
+				return rs, nil
+			}
+			if hurry != nil && !hurried && hurry(rs) {
+				hurried = true
+				if soon := time.Now().Add(wait); soon.Before(dl) {
+					timer.Reset(time.Until(soon))
+				}
+			}
+		case <-timer.C:
+			return rs, nil // the others count as failed
+		case <-ctx.Done():
+			return rs, ctx.Err()
+		}
+	}
+	return rs, nil
+}
+
+// acquire takes the lock on a quorum. Without one it undoes its partial
+// acquisitions and reports the holder when other owners hold the lock on
+// enough masters to deny the quorum (or on any, when the other masters did
+// not answer), or an error wrapping ErrNoQuorum.
+func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
+	if reenter != "" {
+		return q.reenter(ctx, reenter)
+	}
+	n := len(q.masters)
+	won := func(r reply[acquireReply]) bool {
+		return r.err == nil && (r.v.code == codeAcquired || r.v.code == codeAdopted)
+	}
+	// Success is decided by the first quorum; failure waits for every
+	// master, or acquireWait after the first reply that was not a win,
+	// so that every live master's acquisition is collected and undone
+	// before the next attempt (an undo that could land after it would
+	// delete that attempt's adoption). Only a master that answers later
+	// still keeps a partial acquisition: until its TTL, or until this
+	// owner's next attempt adopts it or the Mutex abandons it.
+	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (acquireReply, error) {
+		return s.acquire(ctx, owner, "", false)
+	}, func(rs []reply[acquireReply]) bool {
+		return countIf(rs, won) >= q.quorum
+	}, func(rs []reply[acquireReply]) bool {
+		return countIf(rs, won) < len(rs) // held or failed somewhere
+	}, q.acquireWait)
+	if errors.Is(ctxErr, ErrClosed) {
+		return acquireReply{}, ErrClosed
+	}
+	terms := make([]uint64, n)
+	var (
+		top     uint64
+		wins    int
+		held    []acquireReply
+		errs    []error
+		answers []int
+	)
+	for _, r := range rs {
+		answers = append(answers, r.i)
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case won(r):
+			wins++
+			terms[r.i] = r.v.term
+			top = max(top, r.v.term)
+		case r.v.code == codeHeld:
+			held = append(held, r.v)
+		default:
+			errs = append(errs, fmt.Errorf("master %d: unexpected acquire outcome %d", r.i, r.v.code))
+		}
+	}
+	if wins >= q.quorum {
+		return acquireReply{code: codeAcquired, term: top, field: encodeField(terms, owner)}, nil
+	}
+	if wins > 0 {
+		// Redlock's rule: a failed attempt unlocks at once on every
+		// master, or two contenders with a master each would block one
+		// another (and refresh their halves by adoption) until one gives
+		// up. The delete sends no release notice: these keys were never
+		// a hold, and a notice would only wake the other contenders into
+		// the same collision.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.bound)
+		q.undo(uctx, owner, answers)
+		cancel()
+	}
+	if ctxErr == nil && len(held) > 0 {
+		return heldReply(held, n, q.quorum), nil
+	}
+	err := fmt.Errorf("%w: %d of %d took the lock, %d needed", ErrNoQuorum, wins, n, q.quorum)
+	return acquireReply{}, errors.Join(append([]error{err, ctxErr}, errs...)...)
+}
+
+// heldReply reports the holder and when enough masters will be free for a
+// quorum: the holds' expiries in order, assuming the masters that did not
+// report a holder are free.
+func heldReply(held []acquireReply, n, quorum int) acquireReply {
+	slices.SortFunc(held, func(a, b acquireReply) int { return int(a.pttl - b.pttl) })
+	k := quorum - (n - len(held)) // holds that must end first
+	r := held[max(k-1, 0)]
+	return acquireReply{code: codeHeld, holder: r.holder, pttl: r.pttl}
+}
+
+// undo abandons owner's acquisitions on every master, waiting only for
+// the masters in wait.
+func (q *quorumStore) undo(ctx context.Context, owner string, wait []int) {
+	_, _ = fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
+		return struct{}{}, s.undo(ctx, owner)
+	}, func(rs []reply[struct{}]) bool {
+		return countIf(rs, func(r reply[struct{}]) bool { return slices.Contains(wait, r.i) }) == len(wait)
+	}, nil, 0)
+}
+
+// reenter adds a hold on the masters of field; a quorum of them must
+// count it.
+func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, error) {
+	terms, owner, idx, err := q.decodeField(field)
+	if err != nil {
+		return acquireReply{}, err
+	}
+	ok := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeReentered }
+	gone := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeGone }
+	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (acquireReply, error) {
+		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner, false)
+	}, func(rs []reply[acquireReply]) bool {
+		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
+	}, nil, 0)
+	var count int64
+	for _, r := range rs {
+		if ok(r) {
+			count = max(count, r.v.count)
+		}
+	}
+	switch {
+	case countIf(rs, ok) >= q.quorum:
+		return acquireReply{code: codeReentered, count: count}, nil
+	case countIf(rs, gone) > len(idx)-q.quorum:
+		return acquireReply{code: codeGone}, nil
+	}
+	return acquireReply{}, noQuorum(q, "re-enter", rs, len(idx), ctxErr)
+}
+
+// renew renews on every master: by the exact hold on the masters that
+// confirmed the acquire, by owner on the others (their acquire may have
+// landed after the quorum answered: the key is this hold's all the same).
+// It reports true with a quorum of renewals, false when too many masters
+// deny the hold for a quorum to remain. So a hold that took every master
+// survives the loss of any N − quorum of them, not only of those outside
+// the quorum that answered first.
+func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
+	terms, owner, _, err := q.decodeField(field)
+	if err != nil {
+		return false, err
+	}
+	floor := strconv.FormatUint(slices.Max(terms), 10)
+	ok := func(r reply[bool]) bool { return r.err == nil && r.v }
+	lost := func(r reply[bool]) bool { return r.err == nil && !r.v }
+	n := len(q.masters)
+	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (bool, error) {
+		if terms[i] == 0 {
+			return s.renewOwner(ctx, owner, floor)
+		}
+		return s.renewFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, floor)
+	}, func(rs []reply[bool]) bool {
+		return countIf(rs, ok) >= q.quorum || countIf(rs, lost) > n-q.quorum
+	}, nil, 0)
+	switch {
+	case countIf(rs, ok) >= q.quorum:
+		return true, nil
+	case countIf(rs, lost) > n-q.quorum:
+		return false, nil
+	}
+	return false, noQuorum(q, "renew", rs, n, ctxErr)
+}
+
+// release drops a hold. An inner hold's release counts on the masters
+// that confirmed the acquire; the last one deletes the lock on every
+// master (by owner where the acquire was never confirmed) and counts on
+// all of them. It reports the holds left once a quorum agrees that the
+// hold is theirs, -1 once too many deny it for a quorum to remain.
+func (q *quorumStore) release(ctx context.Context, field string, last bool) (int64, error) {
+	terms, owner, idx, err := q.decodeField(field)
+	if err != nil {
+		return 0, err
+	}
+	floor := strconv.FormatUint(slices.Max(terms), 10)
+	targets := idx
+	if last {
+		targets = q.all
+	}
+	ours := func(r reply[int64]) bool { return r.err == nil && r.v >= 0 }
+	notOurs := func(r reply[int64]) bool { return r.err == nil && r.v < 0 }
+	rs, ctxErr := fanOut(ctx, q, targets, func(ctx context.Context, i int, s master) (int64, error) {
+		if terms[i] == 0 {
+			return s.releaseOwner(ctx, owner, floor)
+		}
+		return s.releaseFloor(ctx, strconv.FormatUint(terms[i], 10)+" "+owner, last, floor)
+	}, func(rs []reply[int64]) bool {
+		return countIf(rs, ours) >= q.quorum || countIf(rs, notOurs) > len(targets)-q.quorum
+	}, nil, 0)
+	var left int64
+	for _, r := range rs {
+		if ours(r) {
+			left = max(left, r.v)
+		}
+	}
+	switch {
+	case countIf(rs, ours) >= q.quorum:
+		return left, nil
+	case countIf(rs, notOurs) > len(targets)-q.quorum:
+		return -1, nil
+	}
+	return 0, noQuorum(q, "release", rs, len(targets), ctxErr)
+}
+
+// abandon deletes owner's lock on every master, after an acquire whose
+// outcome is unknown; it waits for all of them (within ctx).
+func (q *quorumStore) abandon(ctx context.Context, owner string) error {
+	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
+		return struct{}{}, s.abandon(ctx, owner)
+	}, nil, nil, 0)
+	errs := []error{ctxErr}
+	for _, r := range rs {
+		errs = append(errs, r.err)
+	}
+	return errors.Join(errs...)
+}
+
+// noQuorum is the error of a step that got no quorum either way.
+func noQuorum[T any](q *quorumStore, op string, rs []reply[T], of int, ctxErr error) error {
+	errs := []error{fmt.Errorf("%s: %w: %d of %d masters answered, %d needed", op, ErrNoQuorum, len(rs), of, q.quorum), ctxErr}
+	for _, r := range rs {
+		errs = append(errs, r.err)
+	}
+	return errors.Join(errs...)
+}
+
+// encodeField returns "T0,T1,… OWNER".
+func encodeField(terms []uint64, owner string) string {
+	var b strings.Builder
+	for i, t := range terms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(t, 10))
+	}
+	b.WriteByte(' ')
+	b.WriteString(owner)
+	return b.String()
+}
+
+// decodeField parses encodeField's result and returns the masters whose
+// term is set.
+func (q *quorumStore) decodeField(field string) (terms []uint64, owner string, idx []int, err error) {
+	list, owner, ok := strings.Cut(field, " ")
+	parts := strings.Split(list, ",")
+	if !ok || len(parts) != len(q.masters) {
+		return nil, "", nil, fmt.Errorf("lock: redlock field %q does not name %d masters", field, len(q.masters))
+	}
+	terms = make([]uint64, len(parts))
+	for i, p := range parts {
+		if terms[i], err = strconv.ParseUint(p, 10, 64); err != nil {
+			return nil, "", nil, fmt.Errorf("lock: redlock field %q: %w", field, err)
+		}
+		if terms[i] != 0 {
+			idx = append(idx, i)
+		}
+	}
+	return terms, owner, idx, nil
+}
+
+func countIf[T any](rs []T, f func(T) bool) int {
+	n := 0
+	for _, r := range rs {
+		if f(r) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,22 @@
+-- redlock release: release.lua on one Redlock master, which also raises the
+-- master's term key to the hold's term (the highest of its quorum's) before
+-- the lock can go, so that every later acquire on this master mints a
+-- higher one.
+-- KEYS[1] lock hash, KEYS[2] term key; ARGV[1] "TERM OWNER" (this master's
+-- term), ARGV[2] "1" when the caller's last hold goes, ARGV[3] channel,
+-- ARGV[4] notice, ARGV[5] the hold's term
+-- Returns the holds left (0: deleted and announced), -1 not ours.
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return -1
+end
+local old = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if old < tonumber(ARGV[5]) then
+  redis.call('SET', KEYS[2], ARGV[5])
+end
+if ARGV[2] ~= '1' then
+  local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+  if n > 0 then return n end
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 0

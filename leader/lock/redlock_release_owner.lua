@@ -1,0 +1,22 @@
+-- redlock release by owner: the last release on a Redlock master whose
+-- acquire was never confirmed (its reply came after the quorum's): delete
+-- the lock if exactly this owner holds it (owners are unique per Lock
+-- call), raise the master's term key to the hold's term first, and tell
+-- the waiters.
+-- KEYS[1] lock hash, KEYS[2] term key; ARGV[1] owner, ARGV[2] channel,
+-- ARGV[3] the hold's term
+-- Returns 0 deleted and announced, -1 not held by owner.
+local h = redis.call('HKEYS', KEYS[1])
+if h[1] then
+  local sp = string.find(h[1], ' ', 1, true)
+  if sp and string.sub(h[1], sp + 1) == ARGV[1] then
+    local old = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+    if old < tonumber(ARGV[3]) then
+      redis.call('SET', KEYS[2], ARGV[3])
+    end
+    redis.call('DEL', KEYS[1])
+    redis.call('PUBLISH', ARGV[2], 'released ' .. h[1])
+    return 0
+  end
+end
+return -1
