@@ -309,12 +309,14 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // and, when counting, the same counter.
 type clients []*redis.Client
 
-// dial returns a client per address with go-redis's default options. A
+// dial returns a client per address with go-redis's default options and
+// ContextTimeoutEnabled (what solo's docs ask of a client: context
+// deadlines bound its calls; solo's lock then calls Redis inline). A
 // non-nil counter is added to each as a hook.
 func dial(addrs []string, c *counter) clients {
 	out := make(clients, len(addrs))
 	for i, a := range addrs {
-		out[i] = redis.NewClient(&redis.Options{Addr: a})
+		out[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
 		if c != nil {
 			out[i].AddHook(c)
 		}
@@ -327,7 +329,7 @@ func dial(addrs []string, c *counter) clients {
 func dialNamed(addrs []string, name string) clients {
 	out := make(clients, len(addrs))
 	for i, a := range addrs {
-		out[i] = redis.NewClient(&redis.Options{Addr: a, ClientName: name})
+		out[i] = redis.NewClient(&redis.Options{Addr: a, ClientName: name, ContextTimeoutEnabled: true})
 	}
 	return out
 }
