@@ -299,7 +299,7 @@ peers:
 		fmt.Fprintf(&b, "| %s | %s |\n", p.name, p.about)
 	}
 	b.WriteString("\nAll peers use solo's timing for the TTL of the figure: renew every TTL/3 (RenewInterval), " +
-		"retry every TTL/5 (RetryInterval). Every peer gets its own go-redis v9 clients with default options.\n")
+		"retry every TTL/5 (RetryInterval). Every peer gets its own go-redis v9 clients with default options plus ContextTimeoutEnabled.\n")
 	for _, f := range figs {
 		fmt.Fprintf(&b, "\n## %s\n\n%s", f.title, f.body)
 	}
@@ -349,6 +349,7 @@ const cycleMissNote = "\n**Why solo's lock cycles trail the bare `SET NX PX`:** 
 	"solo's acquire scripts mint a fencing term (TIME, the stored term, a write of each key) and its releases PUBLISH the " +
 	"release notice; a script call also costs Redis a few µs before its first command: figure 1's Redis cost table gives " +
 	"both against a bare SET NX PX and a compare-and-DEL. The term and the notice are what the design requires. solo-lock's " +
-	"client adds work the design does not require: by default a goroutine per Redis call (to bound the call by RenewDeadline " +
-	"whatever the client's timeouts; `lock.WithInlineCalls()` drops it, the solo-lock-inline rows), and per hold two timers " +
-	"and the hold's contexts; `bench/README.md` gives the profile and what would remove the rest.\n"
+	"client now does about what redislock's does (with a client that honours context deadlines it calls Redis on the " +
+	"caller's goroutine, the solo-lock row; solo-lock-inline forces that mode), so what is left is mostly the Redis side: the " +
+	"acquire script's five calls (HKEYS, TIME, SET…GET on the term, HSET, PEXPIRE: a hold count per owner in a hash, as the " +
+	"issue asks, plus the term) against one SET NX PX; `bench/README.md` gives the profile.\n"

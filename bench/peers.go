@@ -122,7 +122,7 @@ func peers() []peer {
 		},
 		{
 			name:     "solo-lock-inline",
-			about:    "the same with `lock.WithInlineCalls()`: each Redis call on the caller's goroutine, bounded by the client's timeouts (go-redis's default ReadTimeout of 3s, under RenewDeadline) instead of a goroutine and a local timer",
+			about:    "the same with `lock.WithInlineCalls()`, which forces what solo-lock already does with these clients (ContextTimeoutEnabled): each Redis call on the caller's goroutine with a RenewDeadline context deadline, instead of a goroutine and a local timer",
 			nodes:    1,
 			mutex:    newInlineLockMutex,
 			ours:     true,
