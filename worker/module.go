@@ -47,24 +47,13 @@ const JobGroup = "solo.jobs"
 // To spread the jobs over the instances instead, each job an election of
 // its own, use SpreadModule (same job group, same options).
 func Module(cfg leader.Config, opts ...ModuleOption) fx.Option {
-	var mo moduleOptions
-	for _, o := range opts {
-		o.applyModule(&mo)
-	}
-	group, name, tag := JobGroup, "solo", ""
-	if mo.name != "" {
-		group += "." + mo.name
-		name += "." + mo.name
-		tag = `name:"` + mo.name + `"`
-	}
+	mo := newModuleOptions(opts)
+	tag := mo.tag()
 	build := func(p moduleParams, jobs jobList) (*Worker, *leader.Elector, error) {
 		return newModuleWorker(p, jobs, cfg, mo)
 	}
-	return fx.Module(name,
-		fx.Provide(
-			fx.Private,
-			fx.Annotate(func(jobs []Job) jobList { return jobs }, fx.ParamTags(`group:"`+group+`"`)),
-		),
+	return fx.Module(mo.moduleName("solo"),
+		mo.provideJobs(),
 		fx.Provide(fx.Annotate(build, fx.ResultTags(tag, tag))),
 		// The module's purpose is to run the jobs: force the worker into
 		// existence, so applications need no Invoke of their own.
@@ -86,6 +75,44 @@ type moduleOptions struct {
 type moduleOptionFunc func(*moduleOptions)
 
 func (f moduleOptionFunc) applyModule(o *moduleOptions) { f(o) }
+
+func newModuleOptions(opts []ModuleOption) moduleOptions {
+	var mo moduleOptions
+	for _, o := range opts {
+		o.applyModule(&mo)
+	}
+	return mo
+}
+
+// moduleName is the fx module's name: base, or base.NAME with Named(NAME).
+func (mo moduleOptions) moduleName(base string) string {
+	if mo.name != "" {
+		return base + "." + mo.name
+	}
+	return base
+}
+
+// tag is the fx tag of what the module provides: name:"NAME" with
+// Named(NAME), else none.
+func (mo moduleOptions) tag() string {
+	if mo.name != "" {
+		return `name:"` + mo.name + `"`
+	}
+	return ""
+}
+
+// provideJobs provides, privately, the module's jobList: the value group
+// JobGroup, or JobGroup.NAME with Named(NAME).
+func (mo moduleOptions) provideJobs() fx.Option {
+	group := JobGroup
+	if mo.name != "" {
+		group += "." + mo.name
+	}
+	return fx.Provide(
+		fx.Private,
+		fx.Annotate(func(jobs []Job) jobList { return jobs }, fx.ParamTags(`group:"`+group+`"`)),
+	)
+}
 
 // Named tags the module's *Worker and *leader.Elector name:"NAME" and
 // collects its jobs from the group JobGroup + "." + NAME (AsJobOf), so that
@@ -137,9 +164,10 @@ type moduleParams struct {
 	Fence      Fence                 `optional:"true"`
 }
 
-// newModuleWorker builds the elector and the Worker, registers the jobs (in
-// name order) and hooks the worker to the fx lifecycle.
-func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleOptions) (*Worker, *leader.Elector, error) {
+// workerOptions returns the logger (a no-op one if the graph has none) and
+// the Worker options a module passes on: logger, metrics (when the graph
+// has a Registerer), fence, then the module's WithOptions.
+func (p moduleParams) workerOptions(mo moduleOptions) (*zap.Logger, *Metrics, []Option, error) {
 	log := p.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -148,37 +176,73 @@ func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleO
 	if p.Registerer != nil {
 		var err error
 		if metrics, err = NewMetrics(p.Registerer); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+	}
+	opts := append([]Option{WithLogger(log), WithMetrics(metrics), WithFence(p.Fence)}, mo.worker...)
+	return log, metrics, opts, nil
+}
+
+// sortedJobs returns a copy of jobs in name order.
+func sortedJobs(jobs jobList) []Job {
+	sorted := append([]Job(nil), jobs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name() < sorted[j].Name() })
+	return sorted
+}
+
+// newModuleWorker builds the elector and the Worker, registers the jobs (in
+// name order) and hooks the worker to the fx lifecycle.
+func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleOptions) (*Worker, *leader.Elector, error) {
+	log, metrics, opts, err := p.workerOptions(mo)
+	if err != nil {
+		return nil, nil, err
 	}
 	e, err := leader.New(p.Client, cfg, leader.WithLogger(log), leader.WithMetrics(metrics.Elector(cfg.Name)))
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := append([]Option{WithLogger(log), WithMetrics(metrics), WithFence(p.Fence)}, mo.worker...)
 	w, err := New(e, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	sorted := append([]Job(nil), jobs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name() < sorted[j].Name() })
-	for _, j := range sorted {
+	for _, j := range sortedJobs(jobs) {
 		if err := w.Add(j); err != nil {
 			return nil, nil, err
 		}
 	}
-	r := &runner{w: w, log: log, addr: mo.httpAddr, gatherer: p.Gatherer, shutdown: p.Shutdowner}
+	r := &runner{
+		what: "worker",
+		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner,
+		// Quick and fallible: Redis must answer now (no leader is fine).
+		ping: func(ctx context.Context) error {
+			if _, err := e.Leader(ctx); err != nil && !errors.Is(err, leader.ErrNoLeader) {
+				return err
+			}
+			return nil
+		},
+		handler: func() http.Handler { return Handler(w, p.Gatherer) },
+		run: func(ctx context.Context) error {
+			err := w.Run(ctx)
+			if errors.Is(err, ErrGaveUp) {
+				// Logged by the worker; the app lives on, /readyz failing.
+				return nil
+			}
+			return err
+		},
+	}
 	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
 	return w, e, nil
 }
 
-// runner owns the goroutines the module starts: the worker and, if
-// configured, the HTTP server.
+// runner owns the goroutines a module (Module, SpreadModule) starts: the
+// run function and, if configured, the HTTP server.
 type runner struct {
-	w        *Worker
+	what     string                      // in the log: "<what> stopped"
+	ping     func(context.Context) error // at start: Redis must answer
+	handler  func() http.Handler         // served on addr, if set
+	run      func(context.Context) error // runs until its context ends
 	log      *zap.Logger
 	addr     string
-	gatherer prometheus.Gatherer
 	shutdown fx.Shutdowner
 
 	cancel  context.CancelFunc
@@ -188,8 +252,7 @@ type runner struct {
 }
 
 func (r *runner) start(ctx context.Context) error {
-	// Quick and fallible: Redis must answer now (no leader is fine).
-	if _, err := r.w.Elector().Leader(ctx); err != nil && !errors.Is(err, leader.ErrNoLeader) {
+	if err := r.ping(ctx); err != nil {
 		return fmt.Errorf("worker: redis unreachable at start: %w", err)
 	}
 	if r.addr != "" {
@@ -197,7 +260,7 @@ func (r *runner) start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("worker: http listen on %s: %w", r.addr, err)
 		}
-		r.srv = &http.Server{Handler: Handler(r.w, r.gatherer), ReadHeaderTimeout: 5 * time.Second}
+		r.srv = &http.Server{Handler: r.handler(), ReadHeaderTimeout: 5 * time.Second}
 		r.srvDone = make(chan struct{})
 		go func() {
 			defer close(r.srvDone)
@@ -212,15 +275,11 @@ func (r *runner) start(ctx context.Context) error {
 	r.cancel, r.done = cancel, make(chan struct{})
 	go func() {
 		defer close(r.done)
-		err := r.w.Run(runCtx)
+		err := r.run(runCtx)
 		if err == nil {
 			return
 		}
-		if errors.Is(err, ErrGaveUp) {
-			// Logged by the worker; the app lives on, /readyz failing.
-			return
-		}
-		r.log.Error("worker stopped", zap.Error(err))
+		r.log.Error(r.what+" stopped", zap.Error(err))
 		if runCtx.Err() == nil { // stopped on its own: ask fx to shut down
 			_ = r.shutdown.Shutdown(fx.ExitCode(1))
 		}
