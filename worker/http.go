@@ -116,17 +116,12 @@ func (w *Worker) Info(ctx context.Context) LeaderInfo {
 // deadline passed and the instance stepped down.
 func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
-	ok := func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = rw.Write([]byte("ok\n"))
-	}
+	ok := func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") }
 	cfg := w.elector.Config()
 	tolerance := (cfg.RenewDeadline - cfg.RenewInterval) / 2
 	mux.HandleFunc("GET /livez", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.elector.Healthy(tolerance); err != nil {
-			rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			rw.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = rw.Write([]byte(err.Error() + "\n"))
+			writeText(rw, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		ok(rw, r)
@@ -137,27 +132,42 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	// restarts it.
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.GaveUp(); err != nil {
-			rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			rw.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = rw.Write([]byte(err.Error() + "\n"))
+			writeText(rw, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		ok(rw, r)
 	})
+	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
+		info := w.Info(ctx)
+		return info, info.Error != ""
+	}, gatherer)
+	return mux
+}
+
+// writeText writes body and a newline as text/plain with status code.
+func writeText(rw http.ResponseWriter, code int, body string) {
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	rw.WriteHeader(code)
+	_, _ = rw.Write([]byte(body + "\n"))
+}
+
+// handleLeaderMetrics adds to mux GET /leader, which serves info (asked
+// within 2 s) as indented JSON, with 503 when info reports it failed, and,
+// when gatherer is not nil, GET /metrics.
+func handleLeaderMetrics(mux *http.ServeMux, info func(context.Context) (body any, failed bool), gatherer prometheus.Gatherer) {
 	mux.HandleFunc("GET /leader", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		info := w.Info(ctx)
+		body, failed := info(ctx)
 		rw.Header().Set("Content-Type", "application/json")
-		if info.Error != "" {
+		if failed {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 		}
 		enc := json.NewEncoder(rw)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(info)
+		_ = enc.Encode(body)
 	})
 	if gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
-	return mux
 }

@@ -2,16 +2,13 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/leader"
@@ -130,11 +127,6 @@ func LookupMembers(ctx context.Context, client redis.UniversalClient, cfg leader
 // (SpreadInfo as JSON) and, when gatherer is not nil, /metrics.
 func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
-	text := func(rw http.ResponseWriter, code int, body string) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		rw.WriteHeader(code)
-		_, _ = rw.Write([]byte(body + "\n"))
-	}
 	tolerance := (s.cfg.RenewDeadline - s.cfg.RenewInterval) / 2
 	mux.HandleFunc("GET /livez", func(rw http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()
@@ -142,27 +134,16 @@ func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 		s.mu.Unlock()
 		for _, u := range units {
 			if err := u.e.Healthy(tolerance); err != nil {
-				text(rw, http.StatusServiceUnavailable, "job "+u.name+": "+err.Error())
+				writeText(rw, http.StatusServiceUnavailable, "job "+u.name+": "+err.Error())
 				return
 			}
 		}
-		text(rw, http.StatusOK, "ok")
+		writeText(rw, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) { text(rw, http.StatusOK, "ok") })
-	mux.HandleFunc("GET /leader", func(rw http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") })
+	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
 		info := s.Info(ctx)
-		rw.Header().Set("Content-Type", "application/json")
-		if info.Error != "" {
-			rw.WriteHeader(http.StatusServiceUnavailable)
-		}
-		enc := json.NewEncoder(rw)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(info)
-	})
-	if gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	}
+		return info, info.Error != ""
+	}, gatherer)
 	return mux
 }
