@@ -67,6 +67,35 @@ var flagEnv = map[string]string{
 	"fence-table": "SOLO_FENCE_TABLE",
 }
 
+// loadOne parses args (flags on fs, at most one election name) of the
+// command cmd, which takes one election, and loads the configuration. The
+// election is the name given, else election.name; neither is a usage error.
+func (c *common) loadOne(fs *flag.FlagSet, cmd string, args, env []string) (Config, string, error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return Config{}, "", err
+	}
+	var name string
+	switch len(pos) {
+	case 0:
+	case 1:
+		name = pos[0]
+	default:
+		return Config{}, "", usageErr("%s takes one election name, got %q", cmd, pos)
+	}
+	cfg, err := c.load(fs, env, name)
+	if err != nil {
+		return Config{}, "", err
+	}
+	if name == "" {
+		name = cfg.Election.Name
+	}
+	if name == "" {
+		return Config{}, "", usageErr("election.name \"\": must not be empty: %s, or name it: solo %s NAME", nameRemedy, cmd)
+	}
+	return cfg, name, nil
+}
+
 // load reads the configuration: file, then SOLO_* environment, then flags.
 // name, when not empty, is an election named on the command line: it
 // stands in for election.name so that a configuration without one is valid.

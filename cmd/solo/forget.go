@@ -41,27 +41,9 @@ func forgetCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs, "forget", true)
-	pos, err := parseInterleaved(fs, args)
+	cfg, name, err := c.loadOne(fs, "forget", args, env)
 	if err != nil {
 		return err
-	}
-	var name string
-	switch len(pos) {
-	case 0:
-	case 1:
-		name = pos[0]
-	default:
-		return usageErr("forget takes one election name, got %q", pos)
-	}
-	cfg, err := c.load(fs, env, name)
-	if err != nil {
-		return err
-	}
-	if name == "" {
-		name = cfg.Election.Name
-	}
-	if name == "" {
-		return usageErr("election.name \"\": must not be empty: %s, or name it: solo forget NAME", nameRemedy)
 	}
 	ctx := context.Background()
 	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)

@@ -184,27 +184,9 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	var c common
 	c.register(fs, "resign", true)
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for another instance to take over")
-	pos, err := parseInterleaved(fs, args)
+	cfg, name, err := c.loadOne(fs, "resign", args, env)
 	if err != nil {
 		return err
-	}
-	var name string
-	switch len(pos) {
-	case 0:
-	case 1:
-		name = pos[0]
-	default:
-		return usageErr("resign takes one election name, got %q", pos)
-	}
-	cfg, err := c.load(fs, env, name)
-	if err != nil {
-		return err
-	}
-	if name == "" {
-		name = cfg.Election.Name
-	}
-	if name == "" {
-		return usageErr("election.name \"\": must not be empty: %s, or name it: solo resign NAME", nameRemedy)
 	}
 	if *wait <= 0 {
 		return usageErr("--wait %s: must be positive", *wait)
