@@ -74,13 +74,55 @@ func (w *world) delay(r *rng) time.Duration {
 // wake returns when a frozen process sees time t: the end of a pause that
 // covers t (order kept within the pause), else t.
 func (cl *client) wake(t time.Time) time.Time {
-	d := t.Sub(cl.w.start)
-	for _, p := range cl.plan.Pauses {
-		if p.contains(d) {
-			return cl.w.start.Add(p.To + (d-p.From)/1024)
+	return cl.plan.wake(cl.w.start, t)
+}
+
+// wake returns when a process of plan p, in a world started at start, sees
+// time t: the end of a pause that covers t (order kept within the pause),
+// else t.
+func (p CandPlan) wake(start, t time.Time) time.Time {
+	d := t.Sub(start)
+	for _, pw := range p.Pauses {
+		if pw.contains(d) {
+			return start.Add(pw.To + (d-pw.From)/1024)
 		}
 	}
 	return t
+}
+
+// awaitReply waits, without w.mu, for the reply of a simulated call of a
+// process of plan p sent at depart (now: when the caller started it) on
+// done, bounded by p's read timeout, by ctx when p's client honours
+// context deadlines, and by the world's teardown (errClosed).
+func awaitReply[T any](ctx context.Context, w *world, p CandPlan, depart, now time.Time, done <-chan T) (T, error) {
+	var timeout <-chan time.Time
+	if rt := p.ReadTimeout; rt > 0 {
+		t := time.NewTimer(depart.Add(rt).Sub(now))
+		defer t.Stop()
+		timeout = t.C
+	}
+	var ctxDone <-chan struct{}
+	if p.CtxTimeouts {
+		ctxDone = ctx.Done()
+	}
+	var res T
+	var err error
+	select {
+	case res = <-done:
+	case <-ctxDone:
+		err = ctx.Err()
+	case <-timeout:
+		err = errReadTimeout
+	case <-w.stop:
+		err = errClosed
+	}
+	if err != nil && err != errClosed {
+		// A frozen process learns of its timeout only when it wakes up.
+		if wk := p.wake(w.start, time.Now()); wk.After(time.Now()) {
+			w.sleepUntil(wk)
+		}
+	}
+	return res, err
 }
 
 // sleepUntil waits until fake time t; false on teardown.
@@ -210,33 +252,7 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 	})
 	w.mu.Unlock()
 
-	var timeout <-chan time.Time
-	if rt := cl.plan.ReadTimeout; rt > 0 {
-		t := time.NewTimer(depart.Add(rt).Sub(now))
-		defer t.Stop()
-		timeout = t.C
-	}
-	var ctxDone <-chan struct{}
-	if cl.plan.CtxTimeouts {
-		ctxDone = ctx.Done()
-	}
-	var res execResult
-	var err error
-	select {
-	case res = <-done:
-	case <-ctxDone:
-		err = ctx.Err()
-	case <-timeout:
-		err = errReadTimeout
-	case <-w.stop:
-		err = errClosed
-	}
-	if err != nil && err != errClosed {
-		// A frozen process learns of its timeout only when it wakes up.
-		if wk := cl.wake(time.Now()); wk.After(time.Now()) {
-			w.sleepUntil(wk)
-		}
-	}
+	res, err := awaitReply(ctx, w, cl.plan, depart, now, done)
 	w.mu.Lock()
 	if err != nil {
 		w.event(cl.idx, evReturn, o, n, 0, 0, "error: "+err.Error())

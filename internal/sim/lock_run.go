@@ -120,13 +120,7 @@ const (
 
 // wake is client.wake for a lock process.
 func (p *lockProc) wake(t time.Time) time.Time {
-	d := t.Sub(p.w.start)
-	for _, pw := range p.plan.Pauses {
-		if pw.contains(d) {
-			return p.w.start.Add(pw.To + (d-pw.From)/1024)
-		}
-	}
-	return t
+	return p.plan.wake(p.w.start, t)
 }
 
 // roundTrip sends one lock request and waits for its reply as a go-redis
@@ -179,32 +173,7 @@ func (p *lockProc) roundTrip(ctx context.Context, o op, exec func(now time.Time)
 	})
 	w.mu.Unlock()
 
-	var timeout <-chan time.Time
-	if rt := p.plan.ReadTimeout; rt > 0 {
-		t := time.NewTimer(depart.Add(rt).Sub(now))
-		defer t.Stop()
-		timeout = t.C
-	}
-	var ctxDone <-chan struct{}
-	if p.plan.CtxTimeouts {
-		ctxDone = ctx.Done()
-	}
-	var res lockRes
-	var err error
-	select {
-	case res = <-done:
-	case <-ctxDone:
-		err = ctx.Err()
-	case <-timeout:
-		err = errReadTimeout
-	case <-w.stop:
-		err = errClosed
-	}
-	if err != nil && err != errClosed {
-		if wk := p.wake(time.Now()); wk.After(time.Now()) {
-			w.sleepUntil(wk)
-		}
-	}
+	res, err := awaitReply(ctx, w, p.plan, depart, now, done)
 	w.mu.Lock()
 	if err != nil {
 		w.event(p.idx, evReturn, o, n, 0, 0, "error: "+err.Error())
