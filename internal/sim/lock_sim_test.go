@@ -2,14 +2,11 @@ package sim_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,43 +44,11 @@ func TestSim_Lock(t *testing.T) {
 	if os.Getenv("SOLO_SIM") == "long" {
 		profile, n = "lock-long", 30_000
 	}
-	if s := os.Getenv("SOLO_SIM_LOCK_SCHEDULES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			t.Fatalf("SOLO_SIM_LOCK_SCHEDULES=%q: want a positive number", s)
-		}
-		n = v
-	}
-	base := rand.Uint64() >> 16
-	if s := os.Getenv("SOLO_SIM_BASE"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SOLO_SIM_BASE=%q: %v", s, err)
-		}
-		base = v
-	}
-	agg := newAggregate(profile, base)
+	n = schedulesFromEnv(t, "SOLO_SIM_LOCK_SCHEDULES", n)
+	agg := newAggregate(profile, baseSeed(t))
 	lagg := &lockAggregate{lost: map[string]int{}}
 	start := time.Now()
-	var next atomic.Int64
-	t.Run("schedules", func(t *testing.T) {
-		for i := range runtime.GOMAXPROCS(0) {
-			t.Run(fmt.Sprintf("w%d", i), func(t *testing.T) {
-				t.Parallel()
-				for {
-					k := next.Add(1) - 1
-					if k >= int64(n) {
-						return
-					}
-					seed := base + uint64(k)
-					var res *sim.Result
-					synctest.Test(t, func(t *testing.T) { res = sim.RunLock(seed, sim.Options{}) })
-					agg.add(k, res)
-					lagg.add(res.Lock)
-				}
-			})
-		}
-	})
+	runSchedules(t, n, agg, sim.RunLock, func(res *sim.Result) { lagg.add(res.Lock) })
 	t.Log(agg.summary(n, time.Since(start)))
 	t.Log(lagg.summary())
 	if agg.failed > 0 {

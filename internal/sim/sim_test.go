@@ -55,23 +55,47 @@ func TestSim_CI(t *testing.T) {
 	if os.Getenv("SOLO_SIM") == "long" {
 		profile, n = "long", 100_000
 	}
-	if s := os.Getenv("SOLO_SIM_SCHEDULES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			t.Fatalf("SOLO_SIM_SCHEDULES=%q: want a positive number", s)
-		}
-		n = v
-	}
-	base := rand.Uint64() >> 16
-	if s := os.Getenv("SOLO_SIM_BASE"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SOLO_SIM_BASE=%q: %v", s, err)
-		}
-		base = v
-	}
-	agg := newAggregate(profile, base)
+	n = schedulesFromEnv(t, "SOLO_SIM_SCHEDULES", n)
+	agg := newAggregate(profile, baseSeed(t))
 	start := time.Now()
+	runSchedules(t, n, agg, sim.Run, nil)
+	t.Log(agg.summary(n, time.Since(start)))
+	if agg.failed > 0 {
+		t.Errorf("%s", agg.failures())
+	}
+}
+
+// schedulesFromEnv returns the number of schedules to run: def, or the
+// positive number in the environment variable env.
+func schedulesFromEnv(t *testing.T, env string, def int) int {
+	s := os.Getenv(env)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		t.Fatalf("%s=%q: want a positive number", env, s)
+	}
+	return v
+}
+
+// baseSeed returns the first seed: SOLO_SIM_BASE, random when unset.
+func baseSeed(t *testing.T) uint64 {
+	s := os.Getenv("SOLO_SIM_BASE")
+	if s == "" {
+		return rand.Uint64() >> 16
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("SOLO_SIM_BASE=%q: %v", s, err)
+	}
+	return v
+}
+
+// runSchedules runs n schedules, seeds agg.base on, each by run in a
+// synctest bubble, on GOMAXPROCS parallel subtests; each result goes to
+// agg and, when each is not nil, to each.
+func runSchedules(t *testing.T, n int, agg *aggregate, run func(uint64, sim.Options) *sim.Result, each func(*sim.Result)) {
 	var next atomic.Int64
 	t.Run("schedules", func(t *testing.T) {
 		for i := range runtime.GOMAXPROCS(0) {
@@ -82,18 +106,17 @@ func TestSim_CI(t *testing.T) {
 					if k >= int64(n) {
 						return
 					}
-					seed := base + uint64(k)
+					seed := agg.base + uint64(k)
 					var res *sim.Result
-					synctest.Test(t, func(t *testing.T) { res = sim.Run(seed, sim.Options{}) })
+					synctest.Test(t, func(t *testing.T) { res = run(seed, sim.Options{}) })
 					agg.add(k, res)
+					if each != nil {
+						each(res)
+					}
 				}
 			})
 		}
 	})
-	t.Log(agg.summary(n, time.Since(start)))
-	if agg.failed > 0 {
-		t.Errorf("%s", agg.failures())
-	}
 }
 
 // aggregate collects a profile's figures.
