@@ -2,39 +2,13 @@
 
 package faults
 
-import (
-	"fmt"
-	"time"
-)
-
 // Holder waits until exactly one candidate holds the lock (LOCK mode) and
 // has had a write of its hold's term accepted (so its claim is done), and
 // returns it. Holds are short: the caller checks Leading before a fault
 // and HeldAt after it to know whether the fault landed on the hold.
 func (r *Rig) Holder() Leading {
 	r.T.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		seen := r.H.Len()
-		if ls := r.Leaders(); len(ls) == 1 {
-			l := ls[0]
-			id := l.Slot.ID()
-			for _, ev := range r.H.Events(l.Index) {
-				if ev.Cand == id && ev.Kind == KindWrite && ev.Term == l.Term && ev.Result == ResultAccepted {
-					return l
-				}
-			}
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			var holding []string
-			for _, l := range r.Leaders() {
-				holding = append(holding, fmt.Sprintf("%s (term %d, for %s)", l.Slot.ID(), l.Term, time.Duration(Mono()-l.Start).Round(time.Millisecond)))
-			}
-			r.T.Fatalf("no single holder with an accepted write within %s; holding now: %v", waitLimit, holding)
-		}
-		r.H.Wait(left, seen, func(Event) bool { return true })
-	}
+	return r.soleLeaderWith(KindWrite, ResultAccepted, "no single holder with an accepted write", "holding")
 }
 
 // HeldAt reports whether cand's hold that started at history index from

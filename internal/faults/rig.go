@@ -373,6 +373,14 @@ func (r *Rig) Leading(s *Slot) bool {
 // lease at least once, and returns it.
 func (r *Rig) StableLeader() Leading {
 	r.T.Helper()
+	return r.soleLeaderWith(KindRenew, ResultOK, "no stable leader", "leading")
+}
+
+// soleLeaderWith waits until exactly one candidate leads and has an event
+// of kind with result in its term, and returns it; past waitLimit it fails
+// the test with "<none> within …; <now> now: …".
+func (r *Rig) soleLeaderWith(kind Kind, result, none, now string) Leading {
+	r.T.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
 		seen := r.H.Len()
@@ -380,7 +388,7 @@ func (r *Rig) StableLeader() Leading {
 			l := ls[0]
 			id := l.Slot.ID()
 			for _, ev := range r.H.Events(l.Index) {
-				if ev.Cand == id && ev.Kind == KindRenew && ev.Term == l.Term && ev.Result == ResultOK {
+				if ev.Cand == id && ev.Kind == kind && ev.Term == l.Term && ev.Result == result {
 					return l
 				}
 			}
@@ -391,7 +399,7 @@ func (r *Rig) StableLeader() Leading {
 			for _, l := range r.Leaders() {
 				leading = append(leading, fmt.Sprintf("%s (term %d, for %s)", l.Slot.ID(), l.Term, time.Duration(Mono()-l.Start).Round(time.Millisecond)))
 			}
-			r.T.Fatalf("no stable leader within %s; leading now: %v", waitLimit, leading)
+			r.T.Fatalf("%s within %s; %s now: %v", none, waitLimit, now, leading)
 		}
 		r.H.Wait(left, seen, func(Event) bool { return true })
 	}
