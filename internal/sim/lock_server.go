@@ -174,13 +174,12 @@ func (w *world) execLockRelease(now time.Time, field string, last bool, channel 
 		return res
 	}
 	if !last {
-		d.count--
-		if d.count > 0 {
-			w.lockHashWrite(now)
-			res.n = d.count
-			w.lk.serverCount(d.field, d.count)
-			return res
-		}
+		// Never deletes (release.lua): the caller's last hold does.
+		d.count = max(d.count-1, 1)
+		w.lockHashWrite(now)
+		res.n = d.count
+		w.lk.serverCount(d.field, d.count)
+		return res
 	}
 	w.lk.deleting(field, last)
 	d.field, d.count = "", 0

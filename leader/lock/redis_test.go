@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/internal/faultproxy"
+	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/lock"
 )
@@ -721,5 +722,83 @@ func TestMutex_RedisRestartEmpty(t *testing.T) {
 	_ = h2.Unlock(t.Context())
 	if err := h.Unlock(t.Context()); !errors.Is(err, lock.ErrLockLost) {
 		t.Fatalf("Unlock of the lost hold: %v", err)
+	}
+}
+
+// TestMutex_NonLastReleaseRunTwiceKeepsTheLock: go-redis re-sends a command
+// whose connection broke after the server ran it (MaxRetries), so a
+// release can run twice. A re-entered hold's release (not the term's last)
+// ran twice took the count from 2 to 0 and deleted the lock while the outer
+// hold's context was live: "second owner holds term …; outer hold's context
+// err = lock: unlocked" (review finding). A non-last release now never
+// deletes; only the caller's last hold does.
+func TestMutex_NonLastReleaseRunTwiceKeepsTheLock(t *testing.T) {
+	srv := redistest.Start(t)
+	p, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	// One connection, so the kill below breaks the one the release used.
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, PoolSize: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin := newRedis(t, srv.Addr())
+	cfg := lock.WithConfig(lock.Config{TTL: 3 * time.Second, RenewInterval: time.Second, RenewDeadline: 2 * time.Second})
+	name := lockName(t)
+	m := mustMutex(t, newLockClient(t, rdb, cfg), name)
+	ctx := t.Context()
+	outer, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "solo:{" + name + "}:lock"
+	field := fmt.Sprintf("%d %s", outer.Term(), outer.Owner())
+	// A first re-entry and release load the script into Redis's cache, so
+	// the release below is one EVALSHA the server runs (not a NOSCRIPT
+	// reply lost in the blackhole).
+	warm, err := m.Lock(outer.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inner, err := m.Lock(outer.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := admin.HGet(ctx, key, field).Val(); n != "2" {
+		t.Fatalf("count after the re-entry = %q, want 2", n)
+	}
+	// The release runs on the server but its reply never comes back; then
+	// the connection breaks and go-redis sends it again.
+	p.BlackholeReplies(true)
+	done := make(chan error, 1)
+	go func() { done <- inner.Unlock(ctx) }()
+	waitFor(t, func() bool { return admin.HGet(ctx, key, field).Val() == "1" })
+	p.BlackholeReplies(false)
+	if err := admin.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("inner Unlock: %v", <-done)
+
+	if n := admin.HGet(ctx, key, field).Val(); n != "1" {
+		t.Fatalf("count after the release ran again = %q, want 1 (the outer hold's)", n)
+	}
+	if err := context.Cause(outer.Context()); err != nil {
+		t.Fatalf("outer hold's context ended: %v", err)
+	}
+	other := mustMutex(t, newLockClient(t, newRedis(t, srv.Addr()), cfg), name)
+	if h, err := other.TryLock(ctx); !errors.Is(err, lock.ErrNotObtained) {
+		if err == nil {
+			_ = h.Unlock(ctx)
+		}
+		t.Fatalf("another owner's TryLock = %v, want ErrNotObtained while the outer hold lives", err)
+	}
+	if err := outer.Unlock(ctx); err != nil {
+		t.Fatalf("outer Unlock = %v", err)
+	}
+	if n := admin.Exists(ctx, key).Val(); n != 0 {
+		t.Fatal("lock left after the last Unlock")
 	}
 }

@@ -14,8 +14,14 @@ if old < tonumber(ARGV[5]) then
   redis.call('SET', KEYS[2], ARGV[5])
 end
 if ARGV[2] ~= '1' then
+  -- Not the caller's last hold: never delete (see release.lua: a release
+  -- run twice must not free the lock under the term's other holds).
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
-  if n > 0 then return n end
+  if n < 1 then
+    redis.call('HSET', KEYS[1], ARGV[1], 1)
+    n = 1
+  end
+  return n
 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
