@@ -223,9 +223,9 @@ func (l *RedisLock) useHub(opts []Option) error {
 // has a hub and needs no replica acknowledgement.
 func (l *RedisLock) renewEval(ctx context.Context, lease Lease, ttl time.Duration) (any, int64, error) {
 	if l.hub == nil || l.minReplicas > 0 {
-		return l.eval(ctx, renewScript, []string{l.leaseKey, l.infoKey}, lease.String(), ttl.Milliseconds())
+		return l.eval(ctx, renewScript, []string{l.leaseKey, l.infoKey}, lease.String(), pxMillis(ttl))
 	}
-	res, err := l.hub.renew(ctx, l.leaseKey, lease.String(), ttl.Milliseconds())
+	res, err := l.hub.renew(ctx, l.leaseKey, lease.String(), pxMillis(ttl))
 	return res, 0, err
 }
 

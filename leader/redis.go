@@ -122,7 +122,7 @@ func infoKeyOf(leaseKey string) string {
 // adopted it with enough acknowledgements.
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
 	keys := []string{l.leaseKey, l.termKey, l.infoKey, l.candKey}
-	res, acked, err := l.eval(ctx, acquireScript, keys, id, ttl.Milliseconds(), l.channel,
+	res, acked, err := l.eval(ctx, acquireScript, keys, id, pxMillis(ttl), l.channel,
 		l.renewMs, *l.value.Load(), l.windowMs, MaxCandidates)
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
@@ -502,4 +502,12 @@ func (w *redisWatch) pause(d time.Duration) bool {
 	case <-w.stop:
 		return false
 	}
+}
+
+// pxMillis is a TTL as Redis's PX milliseconds, rounded up: truncating
+// 10.5ms to PX 10 would let the key die before the holder's deadline when
+// RenewDeadline sits within a millisecond of TTL × (1 − Drift). Rounding
+// up only makes the key outlive the holder's own view a little longer.
+func pxMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

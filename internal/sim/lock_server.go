@@ -112,7 +112,7 @@ func (w *world) execLockAcquire(now time.Time, owner, reenter string, ttl time.D
 	d := &w.prim.lk
 	d.expire(srv)
 	res := lockRes{epoch: w.epoch}
-	ms := ttl.Milliseconds()
+	ms := pxMillis(ttl)
 	if reenter != "" {
 		if d.field == reenter {
 			d.count++
@@ -158,7 +158,7 @@ func (w *world) execLockRenew(now time.Time, field string, ttl time.Duration) lo
 	if d.field != field {
 		return res
 	}
-	d.exp = srv + ttl.Milliseconds()*int64(time.Millisecond)
+	d.exp = srv + pxMillis(ttl)*int64(time.Millisecond)
 	w.lockHashWrite(now)
 	res.n = 1
 	return res

@@ -161,7 +161,7 @@ func (w *world) execAcquire(now time.Time, id string, ttl time.Duration) execRes
 	srv := w.srvNs(now)
 	st := &w.prim
 	st.expire(srv)
-	ms := ttl.Milliseconds()
+	ms := pxMillis(ttl)
 	res := execResult{epoch: w.epoch}
 	if st.val != "" {
 		l, _ := parseLease(st.val)
@@ -200,7 +200,7 @@ func (w *world) execRenew(now time.Time, l leader.Lease, ttl time.Duration) exec
 	if st.val != l.String() {
 		return res
 	}
-	st.exp = srv + ttl.Milliseconds()*int64(time.Millisecond)
+	st.exp = srv + pxMillis(ttl)*int64(time.Millisecond)
 	at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp})
 	w.waitFor(opRenew, now, at, &res)
 	res.code = 1
@@ -327,4 +327,10 @@ func parseLease(s string) (leader.Lease, bool) {
 		return leader.Lease{}, false
 	}
 	return leader.Lease{Term: term, ID: id}, true
+}
+
+// pxMillis is what the real stores send as PX: the TTL in milliseconds,
+// rounded up (leader/redis.go, leader/lock/store.go).
+func pxMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

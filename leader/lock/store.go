@@ -148,7 +148,7 @@ type redisStore struct {
 func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redisStore {
 	base := cfg.KeyPrefix + ":{" + name + "}:"
 	lock, term, queue, timeouts := base+"lock", base+"lock.term", base+"lock.queue", base+"lock.timeouts"
-	ttl, channel := strconv.FormatInt(cfg.TTL.Milliseconds(), 10), base+"lock.events"
+	ttl, channel := strconv.FormatInt(pxMillis(cfg.TTL), 10), base+"lock.events"
 	return &redisStore{
 		client:   client,
 		key:      lock,
@@ -259,4 +259,13 @@ func (s *redisStore) abandon(ctx context.Context, owner string) error {
 		return fmt.Errorf("abandon %s: %w", s.key, err)
 	}
 	return nil
+}
+
+// pxMillis is a TTL as Redis's PX milliseconds, rounded up, never down:
+// a key that died a fraction of a millisecond before the hold's deadline
+// (TTL 1.9ms sent as PX 1) would let another owner in while the hold's
+// context lives. Rounding up only makes the key outlive the hold's own
+// view a little longer.
+func pxMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
