@@ -29,8 +29,8 @@ type SpreadConfig struct {
 
 	// MemberTTL is how long a member stays in the group after its last
 	// heartbeat, on the Redis server's clock: a crashed instance leaves
-	// the group this long after its last heartbeat. Default TTL; must be
-	// above Heartbeat.
+	// the group this long after its last heartbeat. Default TTL; at least
+	// twice Heartbeat.
 	MemberTTL time.Duration `yaml:"member_ttl"`
 
 	// MinHold is the least time an instance runs a job before it may shed
@@ -72,8 +72,11 @@ func (c SpreadConfig) Validate(e leader.Config) error {
 	if d.Heartbeat < time.Millisecond {
 		return &leader.ConfigError{Field: "heartbeat", Value: d.Heartbeat, Reason: "must be at least 1ms"}
 	}
-	if d.MemberTTL <= d.Heartbeat {
-		return &leader.ConfigError{Field: "member_ttl", Value: d.MemberTTL, Reason: "must be above heartbeat " + d.Heartbeat.String()}
+	// A live member beats every heartbeat plus the call's time: with
+	// member_ttl barely above heartbeat it would drop out between beats,
+	// and every drop and rejoin wakes the whole group.
+	if d.MemberTTL < 2*d.Heartbeat {
+		return &leader.ConfigError{Field: "member_ttl", Value: d.MemberTTL, Reason: "must be at least twice heartbeat " + d.Heartbeat.String()}
 	}
 	return nil
 }
@@ -425,7 +428,10 @@ func (c *control) step() {
 		}
 	}
 	s.mu.Unlock()
-	hctx, cancel := context.WithTimeout(c.ctx, s.sc.Heartbeat)
+	// Bounded like an election's calls, not by the interval: at the
+	// smallest legal heartbeat no call on a real network would finish in
+	// time, and a member whose every heartbeat fails never campaigns.
+	hctx, cancel := context.WithTimeout(c.ctx, max(s.sc.Heartbeat, s.cfg.RenewDeadline))
 	members, err := s.heartbeat(hctx, load, false)
 	cancel()
 	if err != nil {

@@ -202,7 +202,7 @@ func TestSpread_Sharded(t *testing.T) {
 func TestSpread_BadInput(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{Heartbeat: 2 * time.Second}); err == nil || err.Error() != "worker: spread: invalid member_ttl 1s: must be above heartbeat 2s" {
+	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{Heartbeat: 2 * time.Second}); err == nil || err.Error() != "worker: spread: invalid member_ttl 1s: must be at least twice heartbeat 2s" {
 		t.Errorf("heartbeat above member ttl: %v", err)
 	}
 	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{MinHold: -1}); err == nil {
