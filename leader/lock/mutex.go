@@ -124,7 +124,8 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		sent := time.Now()
 		rep, err := m.acquire(ctx, owner, wait)
 		if err != nil {
-			unknown = true
+			// A call the batcher never sent took nothing.
+			unknown = unknown || !errors.Is(err, errNotSent)
 			if ctx.Err() != nil {
 				return giveUp(errors.Join(ctx.Err(), lastErr))
 			}

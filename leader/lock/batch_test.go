@@ -1,0 +1,310 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/leader/lock"
+)
+
+// gate is a go-redis hook that holds the first single command it sees
+// until release is closed, so that the calls made meanwhile queue in the
+// Client's batcher; it records every pipeline's size and deadline.
+type gate struct {
+	once    sync.Once
+	held    chan struct{} // closed when the first command is held
+	release chan struct{}
+
+	mu        sync.Mutex
+	pipes     []int
+	deadlines []time.Time
+}
+
+func newGate() *gate { return &gate{held: make(chan struct{}), release: make(chan struct{})} }
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		first := false
+		g.once.Do(func() { first = true })
+		if first {
+			close(g.held)
+			<-g.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 0 || (cmds[0].Name() != "evalsha" && cmds[0].Name() != "eval") {
+			return next(ctx, cmds) // the connection's handshake
+		}
+		d, _ := ctx.Deadline()
+		g.mu.Lock()
+		g.pipes = append(g.pipes, len(cmds))
+		g.deadlines = append(g.deadlines, d)
+		g.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (g *gate) pipelines() ([]int, []time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]int(nil), g.pipes...), append([]time.Time(nil), g.deadlines...)
+}
+
+// waitQueued waits until n calls are queued in c's batcher.
+func waitQueued(t *testing.T, c *lock.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for lock.QueuedCalls(c) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls queued, want %d", lock.QueuedCalls(c), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestBatch_CallsMadeDuringASendShareOneRoundTrip: while one call is in
+// flight, the calls of other goroutines (other locks, each its own
+// context) queue and then leave as ONE pipeline; every one of them gets
+// its own answer (a term, a hold), and nothing is sent twice.
+func TestBatch_CallsMadeDuringASendShareOneRoundTrip(t *testing.T) {
+	_, rdb := startRedis(t)
+	g := newGate()
+	rdb.AddHook(g)
+	c := newLockClient(t, rdb)
+	ctx := context.Background()
+	const n = 12
+
+	first := make(chan error, 1)
+	go func() {
+		h, err := mustMutex(t, c, "first").TryLock(ctx)
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		first <- err
+	}()
+	<-g.held // the first acquire is in flight, held by the hook
+
+	type result struct {
+		h   *lock.Hold
+		err error
+	}
+	results := make(chan result, n)
+	for i := range n {
+		m := mustMutex(t, c, fmt.Sprintf("q%d", i))
+		go func() {
+			h, err := m.TryLock(ctx)
+			results <- result{h, err}
+		}()
+	}
+	waitQueued(t, c, n)
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	terms := map[uint64]bool{}
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if terms[r.h.Term()] {
+			t.Errorf("term %d handed out twice", r.h.Term())
+		}
+		terms[r.h.Term()] = true
+		if err := r.h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pipes, _ := g.pipelines()
+	if len(pipes) == 0 || pipes[0] != n {
+		t.Fatalf("pipelines %v: want the %d queued acquires as the first, one round trip", pipes, n)
+	}
+	keys, err := rdb.Keys(ctx, "solo:{q*}:lock").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("locks left after every Unlock: %v %v", keys, err)
+	}
+}
+
+// TestBatch_AQueuedCallWhoseContextEndsIsNeverSent: the call returns its
+// context's error and its lock is not taken; the batch carries the
+// others, and is bounded by the earliest deadline among them.
+func TestBatch_AQueuedCallWhoseContextEndsIsNeverSent(t *testing.T) {
+	_, rdb := startRedis(t)
+	g := newGate()
+	rdb.AddHook(g)
+	c := newLockClient(t, rdb)
+	ctx := context.Background()
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := mustMutex(t, c, "first").TryLock(ctx)
+		first <- err
+	}()
+	<-g.held
+
+	cctx, cancel := context.WithCancel(ctx)
+	gone := make(chan error, 1)
+	go func() {
+		_, err := mustMutex(t, c, "cancelled").TryLock(cctx)
+		gone <- err
+	}()
+	early := time.Now().Add(time.Hour)
+	dctx, dcancel := context.WithDeadline(ctx, early)
+	defer dcancel()
+	type result struct {
+		h   *lock.Hold
+		err error
+	}
+	kept := make(chan result, 2)
+	for i, kctx := range []context.Context{dctx, ctx} {
+		m := mustMutex(t, c, fmt.Sprintf("kept%d", i))
+		go func() {
+			h, err := m.TryLock(kctx)
+			kept <- result{h, err}
+		}()
+	}
+	waitQueued(t, c, 3)
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v, want context.Canceled", err)
+	}
+	waitQueued(t, c, 2)
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		r := <-kept
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		defer func() { _ = r.h.Unlock(ctx) }()
+	}
+	if n, err := rdb.Exists(ctx, "solo:{cancelled}:lock").Result(); err != nil || n != 0 {
+		t.Fatalf("the cancelled call's lock exists: %d %v", n, err)
+	}
+	pipes, deadlines := g.pipelines()
+	if len(pipes) != 1 || pipes[0] != 2 {
+		t.Fatalf("pipelines %v, want one of the 2 kept calls", pipes)
+	}
+	// Each call is bounded by RenewDeadline (inline calls get a deadline
+	// of their own); the batch by the earliest, which is not the hour.
+	if deadlines[0].IsZero() || !deadlines[0].Before(early) {
+		t.Fatalf("batch deadline %v, want the earliest of its calls (before %v)", deadlines[0], early)
+	}
+}
+
+// TestBatch_ScriptsLostByTheServerAreLoadedAgain: a batch sent after the
+// server lost its scripts (a restart; SCRIPT FLUSH here) gets NOSCRIPT for
+// every command, so none ran; each is sent again as EVAL, and every call
+// succeeds.
+func TestBatch_ScriptsLostByTheServerAreLoadedAgain(t *testing.T) {
+	_, rdb := startRedis(t)
+	c := newLockClient(t, rdb)
+	ctx := context.Background()
+	const n = 8
+	holds := make([]*lock.Hold, n)
+	for i := range holds {
+		h, err := mustMutex(t, c, fmt.Sprintf("flushed%d", i)).TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holds[i] = h
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	rdb.AddHook(g)
+	first := make(chan error, 1)
+	go func() {
+		_, err := mustMutex(t, c, "first").TryLock(ctx) // NOSCRIPT, then EVAL
+		first <- err
+	}()
+	<-g.held
+	errs := make(chan error, n)
+	for _, h := range holds {
+		go func() { errs <- h.Unlock(ctx) }()
+	}
+	waitQueued(t, c, n)
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Unlock in a batch that met NOSCRIPT: %v", err)
+		}
+	}
+	if pipes, _ := g.pipelines(); len(pipes) == 0 || pipes[0] != n {
+		t.Fatalf("pipelines %v, want the %d releases as one", pipes, n)
+	}
+	keys, err := rdb.Keys(ctx, "solo:{flushed*}:lock").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("locks left: %v %v", keys, err)
+	}
+}
+
+// TestBatch_ClusterClientsSendEachCallAlone: a Cluster client's calls go
+// to several servers; one send in flight would make the fast ones wait for
+// the slow, so they are not batched.
+func TestBatch_ClusterClientsSendEachCallAlone(t *testing.T) {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer func() { _ = cc.Close() }()
+	c := newLockClient(t, cc)
+	if n := lock.QueuedCalls(c); n != -1 {
+		t.Fatalf("a Cluster client's lock Client batches (queued %d)", n)
+	}
+	_, rdb := startRedis(t)
+	if n := lock.QueuedCalls(newLockClient(t, rdb)); n != 0 {
+		t.Fatalf("a single-node client's lock Client does not batch (%d)", n)
+	}
+}
+
+// TestBatch_AQueuedCallLeavesAStuckSend: the send in flight does not
+// return (its connection black-holed, say), yet Redis is fine: a queued
+// call waits at most a quarter of its time left, then goes alone and
+// succeeds, while the stuck send is still held.
+func TestBatch_AQueuedCallLeavesAStuckSend(t *testing.T) {
+	_, rdb := startRedis(t)
+	g := newGate()
+	rdb.AddHook(g)
+	c := newLockClient(t, rdb)
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() {
+		_, err := mustMutex(t, c, "stuck").TryLock(ctx)
+		first <- err
+	}()
+	<-g.held
+	defer func() {
+		close(g.release)
+		<-first
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	h, err := mustMutex(t, c, "escapes").TryLock(cctx)
+	if err != nil {
+		t.Fatalf("queued call behind a stuck send: %v", err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the stuck send returned (%v) before the queued call: nothing was stuck", err)
+	default:
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
