@@ -13,11 +13,11 @@ import (
 
 // batcher sends the scripts of concurrent calls over one Redis client in
 // shared round trips, as a database's group commit does: a call that finds
-// no send in flight goes at once, on its caller's goroutine, exactly as
-// without a batcher (one goroutine pays nothing but a mutex); calls that
-// arrive while a send is in flight queue, and leave together as one
-// pipeline as soon as it returns. One send is in flight at a time, so a
-// busy process sends one write per round trip instead of one per call, and
+// fewer than maxInflight sends in flight goes at once, on its caller's
+// goroutine, exactly as without a batcher (one goroutine pays nothing but
+// a mutex); calls that arrive while the sends in flight are at the limit
+// queue, and leave together as one pipeline as soon as one returns. A busy
+// process thus sends one write per round trip instead of one per call, and
 // Redis reads them in one go: the system calls on both sides, which cost
 // far more than the scripts (docs/bench.md), are shared by the batch.
 //
@@ -30,15 +30,24 @@ import (
 //
 // The batch is sent by a goroutine of the batcher's (drain), started when
 // the send in flight returns with calls queued and ended when the queue
-// is empty; wait waits for it.
+// is empty; stop (the Client's Close) cuts a batch in flight, and wait
+// waits for the goroutine.
 type batcher struct {
 	client redis.UniversalClient
+	stop   context.Context // a batch's context: ends with the Client
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	busy  bool // a send is in flight
-	queue []*batchCall
+	mu       sync.Mutex
+	inflight int // sends in flight, at most maxInflight
+	queue    []*batchCall
 }
+
+// maxInflight is how many sends may be in flight at once. Two, not one:
+// a call made just as another returns (a waiter woken by the release
+// notice while the releaser has not yet read its reply) goes at once
+// instead of a round trip later, and the pipe stays full while a batch
+// is being answered.
+const maxInflight = 2
 
 // batchCall is one queued call.
 type batchCall struct {
@@ -53,19 +62,19 @@ type batchCall struct {
 // not share round trips: a Cluster or Ring client spreads its calls over
 // several servers, where one send in flight would make the fast wait for
 // the slow.
-func newBatcher(client redis.UniversalClient) *batcher {
+func newBatcher(client redis.UniversalClient, stop context.Context) *batcher {
 	if _, ok := client.(*redis.Client); !ok {
 		return nil
 	}
-	return &batcher{client: client}
+	return &batcher{client: client, stop: stop}
 }
 
 // run sends the command line a of script s (see script.run) and returns
 // its command, answered.
 func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
+	if b.inflight < maxInflight {
+		b.inflight++
 		b.mu.Unlock()
 		cmd := s.run(ctx, b.client, a)
 		b.next()
@@ -87,24 +96,22 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	}
 	select {
 	case <-c.done:
-		return c.cmd
 	case <-escape:
 		if b.unqueue(c) {
 			return s.run(ctx, b.client, a)
 		}
-		// Already in a send, whose deadline is at most this call's.
-		select {
-		case <-c.done:
-			return c.cmd
-		case <-ctx.Done():
-			return failedCmd(ctx, a, ctx.Err())
-		}
+		<-c.done
 	case <-ctx.Done():
 		if b.unqueue(c) {
 			return failedCmd(ctx, a, notSent(ctx.Err()))
 		}
-		return failedCmd(ctx, a, ctx.Err())
+		// Already in a send: wait for its answer (its deadline is at most
+		// this call's), so that the caller learns what happened instead
+		// of a call it would have to undo (an abandon) racing the send
+		// that still carries it.
+		<-c.done
 	}
+	return c.cmd
 }
 
 // unqueue takes c out of the queue; false if it was already taken into a
@@ -125,10 +132,11 @@ func (b *batcher) unqueue(c *batchCall) bool {
 func (b *batcher) next() {
 	b.mu.Lock()
 	if len(b.queue) == 0 {
-		b.busy = false
+		b.inflight--
 		b.mu.Unlock()
 		return
 	}
+	// The send's slot passes to the drain goroutine.
 	batch := b.queue
 	b.queue = nil
 	b.wg.Add(1)
@@ -143,7 +151,7 @@ func (b *batcher) drain(batch []*batchCall) {
 		b.send(batch)
 		b.mu.Lock()
 		if len(b.queue) == 0 {
-			b.busy = false
+			b.inflight--
 			b.mu.Unlock()
 			return
 		}
@@ -181,7 +189,7 @@ func (b *batcher) send(batch []*batchCall) {
 		c.cmd = c.s.run(c.ctx, b.client, c.a)
 		return
 	}
-	ctx := context.Background()
+	ctx := b.stop
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,29 +16,54 @@ import (
 	"github.com/solo-run/solo/leader/lock"
 )
 
-// gate is a go-redis hook that holds the first single command it sees
-// until release is closed, so that the calls made meanwhile queue in the
-// Client's batcher; it records every pipeline's size and deadline.
+// gate is a go-redis hook that holds the first lock.MaxInflight single
+// commands it sees until release is closed, so that the calls made
+// meanwhile queue in the Client's batcher; it records every pipeline's
+// size and deadline. Start the held calls with hold.
 type gate struct {
-	once    sync.Once
-	held    chan struct{} // closed when the first command is held
+	held    chan struct{} // one value per command held
 	release chan struct{}
 
 	mu        sync.Mutex
+	holding   int
 	pipes     []int
 	deadlines []time.Time
 }
 
-func newGate() *gate { return &gate{held: make(chan struct{}), release: make(chan struct{})} }
+func newGate() *gate {
+	return &gate{held: make(chan struct{}, lock.MaxInflight), release: make(chan struct{})}
+}
+
+// hold runs f on lock.MaxInflight goroutines (each makes one call, which
+// the gate holds) and returns once every one is held; wait returns their
+// errors after release.
+func (g *gate) hold(f func(i int) error) (wait func() error) {
+	errs := make(chan error, lock.MaxInflight)
+	for i := range lock.MaxInflight {
+		go func() { errs <- f(i) }()
+	}
+	for range lock.MaxInflight {
+		<-g.held
+	}
+	return func() error {
+		var all []error
+		for range lock.MaxInflight {
+			all = append(all, <-errs)
+		}
+		return errors.Join(all...)
+	}
+}
 
 func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		first := false
-		g.once.Do(func() { first = true })
-		if first {
-			close(g.held)
+		g.mu.Lock()
+		hold := g.holding < lock.MaxInflight
+		g.holding++
+		g.mu.Unlock()
+		if hold {
+			g.held <- struct{}{}
 			<-g.release
 		}
 		return next(ctx, cmd)
@@ -86,15 +114,14 @@ func TestBatch_CallsMadeDuringASendShareOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	const n = 12
 
-	first := make(chan error, 1)
-	go func() {
-		h, err := mustMutex(t, c, "first").TryLock(ctx)
+	// The acquires in flight, held by the hook.
+	first := g.hold(func(i int) error {
+		h, err := mustMutex(t, c, fmt.Sprintf("first%d", i)).TryLock(ctx)
 		if err == nil {
 			err = h.Unlock(ctx)
 		}
-		first <- err
-	}()
-	<-g.held // the first acquire is in flight, held by the hook
+		return err
+	})
 
 	type result struct {
 		h   *lock.Hold
@@ -110,7 +137,7 @@ func TestBatch_CallsMadeDuringASendShareOneRoundTrip(t *testing.T) {
 	}
 	waitQueued(t, c, n)
 	close(g.release)
-	if err := <-first; err != nil {
+	if err := first(); err != nil {
 		t.Fatal(err)
 	}
 	terms := map[uint64]bool{}
@@ -147,12 +174,10 @@ func TestBatch_AQueuedCallWhoseContextEndsIsNeverSent(t *testing.T) {
 	c := newLockClient(t, rdb)
 	ctx := context.Background()
 
-	first := make(chan error, 1)
-	go func() {
-		_, err := mustMutex(t, c, "first").TryLock(ctx)
-		first <- err
-	}()
-	<-g.held
+	first := g.hold(func(i int) error {
+		_, err := mustMutex(t, c, fmt.Sprintf("first%d", i)).TryLock(ctx)
+		return err
+	})
 
 	cctx, cancel := context.WithCancel(ctx)
 	gone := make(chan error, 1)
@@ -182,7 +207,7 @@ func TestBatch_AQueuedCallWhoseContextEndsIsNeverSent(t *testing.T) {
 	}
 	waitQueued(t, c, 2)
 	close(g.release)
-	if err := <-first; err != nil {
+	if err := first(); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -228,19 +253,17 @@ func TestBatch_ScriptsLostByTheServerAreLoadedAgain(t *testing.T) {
 	}
 	g := newGate()
 	rdb.AddHook(g)
-	first := make(chan error, 1)
-	go func() {
-		_, err := mustMutex(t, c, "first").TryLock(ctx) // NOSCRIPT, then EVAL
-		first <- err
-	}()
-	<-g.held
+	first := g.hold(func(i int) error {
+		_, err := mustMutex(t, c, fmt.Sprintf("first%d", i)).TryLock(ctx) // NOSCRIPT, then EVAL
+		return err
+	})
 	errs := make(chan error, n)
 	for _, h := range holds {
 		go func() { errs <- h.Unlock(ctx) }()
 	}
 	waitQueued(t, c, n)
 	close(g.release)
-	if err := <-first; err != nil {
+	if err := first(); err != nil {
 		t.Fatal(err)
 	}
 	for range n {
@@ -273,7 +296,7 @@ func TestBatch_ClusterClientsSendEachCallAlone(t *testing.T) {
 	}
 }
 
-// TestBatch_AQueuedCallLeavesAStuckSend: the send in flight does not
+// TestBatch_AQueuedCallLeavesAStuckSend: the sends in flight do not
 // return (its connection black-holed, say), yet Redis is fine: a queued
 // call waits at most a quarter of its time left, then goes alone and
 // succeeds, while the stuck send is still held.
@@ -283,15 +306,18 @@ func TestBatch_AQueuedCallLeavesAStuckSend(t *testing.T) {
 	rdb.AddHook(g)
 	c := newLockClient(t, rdb)
 	ctx := context.Background()
-	first := make(chan error, 1)
+	stuck := make(chan struct{})
+	first := g.hold(func(i int) error {
+		_, err := mustMutex(t, c, fmt.Sprintf("stuck%d", i)).TryLock(ctx)
+		return err
+	})
 	go func() {
-		_, err := mustMutex(t, c, "stuck").TryLock(ctx)
-		first <- err
+		_ = first()
+		close(stuck)
 	}()
-	<-g.held
 	defer func() {
 		close(g.release)
-		<-first
+		<-stuck
 	}()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -300,11 +326,111 @@ func TestBatch_AQueuedCallLeavesAStuckSend(t *testing.T) {
 		t.Fatalf("queued call behind a stuck send: %v", err)
 	}
 	select {
-	case err := <-first:
-		t.Fatalf("the stuck send returned (%v) before the queued call: nothing was stuck", err)
+	case <-stuck:
+		t.Fatal("the stuck sends returned before the queued call: nothing was stuck")
 	default:
 	}
 	if err := h.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBatch_RandomCancellations: goroutines of one Client take and release
+// a few shared locks and locks of their own with TryLock, a seeded random
+// part of them under contexts that end mid-call (before, during or after
+// the send that carries them). However the calls are batched and cut:
+// never two holders of one lock at once (an in-process witness), no term
+// handed out twice, and no lock left behind once every goroutine is done
+// (a call reported as never sent took nothing; one whose outcome was
+// unknown was abandoned). SOLO_BATCH_SEED=N replays a run's choices.
+func TestBatch_RandomCancellations(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SOLO_BATCH_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SOLO_BATCH_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("seed %d (SOLO_BATCH_SEED=%d replays the choices; the interleaving is the machine's)", seed, seed)
+	_, rdb := startRedis(t)
+	c := newLockClient(t, rdb)
+	ctx := context.Background()
+	const (
+		goroutines = 16
+		ops        = 150
+		shared     = 3
+	)
+	var (
+		mu      sync.Mutex
+		holders = map[string]int{}
+		terms   = map[uint64]string{}
+		fails   []string
+	)
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		fails = append(fails, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		rng := rand.New(rand.NewPCG(seed, uint64(g)))
+		own := mustMutex(t, c, fmt.Sprintf("own%d", g))
+		sharedM := make([]*lock.Mutex, shared)
+		for i := range sharedM {
+			sharedM[i] = mustMutex(t, c, fmt.Sprintf("shared%d", i))
+		}
+		wg.Go(func() {
+			for range ops {
+				m := own
+				if rng.IntN(2) == 0 {
+					m = sharedM[rng.IntN(shared)]
+				}
+				cctx, cancel := context.WithCancel(ctx)
+				if rng.IntN(4) == 0 {
+					// Ends before, during or after the call.
+					time.AfterFunc(time.Duration(rng.IntN(300))*time.Microsecond, cancel)
+				}
+				h, err := m.TryLock(cctx)
+				cancel()
+				if err != nil {
+					if !errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.Canceled) {
+						fail("%s: TryLock: %v", m.Name(), err)
+					}
+					continue
+				}
+				mu.Lock()
+				holders[m.Name()]++
+				n := holders[m.Name()]
+				if prev, dup := terms[h.Term()]; dup {
+					fails = append(fails, fmt.Sprintf("term %d of %s handed out before, to %s", h.Term(), m.Name(), prev))
+				}
+				terms[h.Term()] = m.Name()
+				mu.Unlock()
+				if n != 1 {
+					fail("%s: %d holders at once", m.Name(), n)
+				}
+				time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
+				mu.Lock()
+				holders[m.Name()]--
+				mu.Unlock()
+				if err := h.Unlock(ctx); err != nil {
+					fail("%s: Unlock: %v", m.Name(), err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range fails {
+		t.Error(f)
+	}
+	keys, err := rdb.Keys(ctx, "solo:{*}:lock").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 0 {
+		t.Fatalf("locks left behind: %v (seed %d)", keys, seed)
+	}
+	if len(terms) < goroutines {
+		t.Fatalf("only %d holds in the run: nothing was exercised", len(terms))
 	}
 }

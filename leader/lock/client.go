@@ -101,7 +101,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Client{
 		rdb:      rdb,
-		batch:    newBatcher(rdb),
+		batch:    newBatcher(rdb, ctx),
 		opts:     o,
 		cfg:      cfg,
 		log:      o.log.Named("lock"),

@@ -15,3 +15,6 @@ func QueuedCalls(c *Client) int {
 	defer c.batch.mu.Unlock()
 	return len(c.batch.queue)
 }
+
+// MaxInflight is how many sends a batcher lets fly at once.
+const MaxInflight = maxInflight
