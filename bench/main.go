@@ -351,5 +351,5 @@ const cycleMissNote = "\n**Why solo's lock cycles can trail the bare `SET NX PX`
 	"against redislock's one SET NX PX) and its release PUBLISHes the notice that spares waiters from polling; figure 1's Redis " +
 	"cost table gives both. Where the work of both sides adds up (the shared placement, and the unpinned runs whenever the " +
 	"scheduler puts both on one CPU) the term's server work is the gap. From 8 goroutines on, solo-lock's Client sends the " +
-	"calls made while one is in flight as one pipeline (solo-lock-unbatched: the same locks with a Client each, so no call " +
+	"calls made while two are in flight as one pipeline (solo-lock-unbatched: the same locks with a Client each, so no call " +
 	"shares a round trip), which more than pays for the term; `bench/README.md` gives the profile.\n"
