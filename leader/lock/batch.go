@@ -22,23 +22,25 @@ import (
 // far more than the scripts (docs/bench.md), are shared by the batch.
 //
 // Every call keeps its own context: a queued call whose context ends
-// leaves the queue (never sent) or, once sent, returns at once with the
-// context's error (its outcome unknown, as any call's that timed out). A
-// batch is sent with the earliest deadline of its calls, so no call is
-// bounded later than its own deadline, and values of the callers'
-// contexts do not reach the Redis client's hooks for a batched call.
+// leaves the queue (never sent); one already taken into a send returns at
+// once too, with an error carrying that send's completion (inFlightError),
+// so that whoever must undo it (an acquire's abandon) waits for the send
+// to land first. A batch is sent with the latest deadline of its calls
+// (none if one has none), so no call is cut short by another's, and values
+// of the callers' contexts do not reach the Redis client's hooks for a
+// batched call.
 //
 // The batch is sent by a goroutine of the batcher's (drain), started when
-// the send in flight returns with calls queued and ended when the queue
-// is empty; stop (the Client's Close) cuts a batch in flight, and wait
-// waits for the goroutine.
+// a send in flight returns with calls queued and ended when the queue is
+// empty; wait (the Client's Close) waits for it, and from then on a
+// returning send sends the queue itself instead of starting one.
 type batcher struct {
 	client redis.UniversalClient
-	stop   context.Context // a batch's context: ends with the Client
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	inflight int // sends in flight, at most maxInflight
+	inflight int  // sends in flight, at most maxInflight
+	closed   bool // wait was called: no more drain goroutines
 	queue    []*batchCall
 }
 
@@ -64,11 +66,11 @@ type batchCall struct {
 // not share round trips: a Cluster or Ring client spreads its calls over
 // several servers, where one send in flight would make the fast wait for
 // the slow.
-func newBatcher(client redis.UniversalClient, stop context.Context) *batcher {
+func newBatcher(client redis.UniversalClient) *batcher {
 	if _, ok := client.(*redis.Client); !ok {
 		return nil
 	}
-	return &batcher{client: client, stop: stop}
+	return &batcher{client: client}
 }
 
 // run sends the command line a of script s (see script.run) and returns
@@ -78,9 +80,8 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	if b.inflight < maxInflight {
 		b.inflight++
 		b.mu.Unlock()
-		cmd := s.run(ctx, b.client, a)
-		b.next()
-		return cmd
+		defer b.next()
+		return s.run(ctx, b.client, a)
 	}
 	c := &batchCall{ctx: ctx, s: s, a: a, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
@@ -98,22 +99,24 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	}
 	select {
 	case <-c.done:
+		return c.cmd
 	case <-escape:
 		if b.unqueue(c) {
 			return s.run(ctx, b.client, a)
 		}
-		<-c.done
+		select {
+		case <-c.done:
+			return c.cmd
+		case <-ctx.Done():
+		}
 	case <-ctx.Done():
 		if b.unqueue(c) {
 			return failedCmd(ctx, a, notSent(ctx.Err()))
 		}
-		// Already in a send: wait for its answer (its deadline is at most
-		// this call's), so that the caller learns what happened instead
-		// of a call it would have to undo (an abandon) racing the send
-		// that still carries it.
-		<-c.done
 	}
-	return c.cmd
+	// Taken into a send that has not answered: its outcome is unknown
+	// until c.done.
+	return failedCmd(ctx, a, &inFlightError{err: ctx.Err(), done: c.done})
 }
 
 // unqueue takes c out of the queue; false if it was already taken into a
@@ -130,7 +133,8 @@ func (b *batcher) unqueue(c *batchCall) bool {
 }
 
 // next ends a send: the batcher is idle again, or the calls queued
-// meanwhile leave as the next send, on a drain goroutine.
+// meanwhile leave as the next send, on a drain goroutine (on this one once
+// the batcher is closed).
 func (b *batcher) next() {
 	b.mu.Lock()
 	if len(b.queue) == 0 {
@@ -138,17 +142,24 @@ func (b *batcher) next() {
 		b.mu.Unlock()
 		return
 	}
-	// The send's slot passes to the drain goroutine.
+	// The send's slot passes to the drain.
 	batch := b.queue
 	b.queue = nil
+	if b.closed {
+		b.mu.Unlock()
+		b.drain(batch)
+		return
+	}
 	b.wg.Add(1)
 	b.mu.Unlock()
-	go b.drain(batch)
+	go func() {
+		defer b.wg.Done()
+		b.drain(batch)
+	}()
 }
 
-// drain sends batches until nothing is queued.
+// drain sends batches until nothing is queued, then frees the slot.
 func (b *batcher) drain(batch []*batchCall) {
-	defer b.wg.Done()
 	for {
 		b.send(batch)
 		b.mu.Lock()
@@ -173,13 +184,16 @@ func (b *batcher) send(batch []*batchCall) {
 	}()
 	live := make([]*batchCall, 0, len(batch))
 	var deadline time.Time
+	unbounded := false
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
 			c.cmd = failedCmd(c.ctx, c.a, notSent(err))
 			continue
 		}
 		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		if d, ok := c.ctx.Deadline(); !ok {
+			unbounded = true
+		} else if d.After(deadline) {
 			deadline = d
 		}
 	}
@@ -191,8 +205,10 @@ func (b *batcher) send(batch []*batchCall) {
 		c.cmd = c.s.run(c.ctx, b.client, c.a)
 		return
 	}
-	ctx := b.stop
-	if !deadline.IsZero() {
+	// Not the Client's context: a cleanup call (an abandon, the release
+	// of a lock not held on) must go out even during Close.
+	ctx := context.Background()
+	if !unbounded {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
@@ -203,7 +219,15 @@ func (b *batcher) send(batch []*batchCall) {
 		c.cmd.SetFirstKeyPos(3)
 		_ = pipe.Process(ctx, c.cmd)
 	}
-	_, _ = pipe.Exec(ctx) // every command carries its own error
+	if _, err := pipe.Exec(ctx); err != nil {
+		// A hook that fails the pipeline without sending it leaves its
+		// commands with neither a reply nor an error: give them its.
+		for _, c := range live {
+			if c.cmd.Err() == nil && c.cmd.Val() == nil {
+				c.cmd.SetErr(err)
+			}
+		}
+	}
 	for _, c := range live {
 		if isNoScript(c.cmd.Err()) {
 			// Not run: the server lost its scripts (a restart). EVAL
@@ -213,8 +237,14 @@ func (b *batcher) send(batch []*batchCall) {
 	}
 }
 
-// wait waits for the drain goroutine, if any.
-func (b *batcher) wait() { b.wg.Wait() }
+// wait waits for the drain goroutine, if any; after it, a send that
+// returns with calls queued sends them itself.
+func (b *batcher) wait() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
+}
 
 // failedCmd is a command for a that was not answered: err.
 func failedCmd(ctx context.Context, a []any, err error) *redis.Cmd {
@@ -228,6 +258,17 @@ func failedCmd(ctx context.Context, a []any, err error) *redis.Cmd {
 var errNotSent = errors.New("lock: call not sent")
 
 func notSent(err error) error { return fmt.Errorf("%w (%w)", err, errNotSent) }
+
+// inFlightError is the error of a call given up while its request may
+// still reach Redis: done is closed once it can no longer (its send
+// answered or failed), so that undoing it (an abandon) cannot overtake it.
+type inFlightError struct {
+	err  error
+	done <-chan struct{}
+}
+
+func (e *inFlightError) Error() string { return e.err.Error() }
+func (e *inFlightError) Unwrap() error { return e.err }
 
 func isNoScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))

@@ -225,9 +225,9 @@ func TestBatch_AQueuedCallWhoseContextEndsIsNeverSent(t *testing.T) {
 		t.Fatalf("pipelines %v, want one of the 2 kept calls", pipes)
 	}
 	// Each call is bounded by RenewDeadline (inline calls get a deadline
-	// of their own); the batch by the earliest, which is not the hour.
+	// of their own, sooner than the hour); the batch by the latest of them.
 	if deadlines[0].IsZero() || !deadlines[0].Before(early) {
-		t.Fatalf("batch deadline %v, want the earliest of its calls (before %v)", deadlines[0], early)
+		t.Fatalf("batch deadline %v, want the latest of its calls' (before %v)", deadlines[0], early)
 	}
 }
 
@@ -363,7 +363,7 @@ func TestBatch_RandomCancellations(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		holders = map[string]int{}
-		terms   = map[uint64]string{}
+		terms   = map[string]bool{} // "NAME TERM": terms are per lock
 		fails   []string
 	)
 	fail := func(format string, args ...any) {
@@ -401,10 +401,11 @@ func TestBatch_RandomCancellations(t *testing.T) {
 				mu.Lock()
 				holders[m.Name()]++
 				n := holders[m.Name()]
-				if prev, dup := terms[h.Term()]; dup {
-					fails = append(fails, fmt.Sprintf("term %d of %s handed out before, to %s", h.Term(), m.Name(), prev))
+				key := fmt.Sprint(m.Name(), " ", h.Term())
+				if terms[key] {
+					fails = append(fails, fmt.Sprintf("term %d of %s handed out twice", h.Term(), m.Name()))
 				}
-				terms[h.Term()] = m.Name()
+				terms[key] = true
 				mu.Unlock()
 				if n != 1 {
 					fail("%s: %d holders at once", m.Name(), n)
@@ -432,5 +433,150 @@ func TestBatch_RandomCancellations(t *testing.T) {
 	}
 	if len(terms) < goroutines {
 		t.Fatalf("only %d holds in the run: nothing was exercised", len(terms))
+	}
+}
+
+// pipeGate holds the first script pipeline until release is closed.
+type pipeGate struct {
+	once    sync.Once
+	held    chan struct{} // closed when the pipeline is held
+	release chan struct{}
+}
+
+func newPipeGate() *pipeGate {
+	return &pipeGate{held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *pipeGate) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (g *pipeGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (g *pipeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+			first := false
+			g.once.Do(func() { first = true })
+			if first {
+				close(g.held)
+				<-g.release
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatch_ACallGivenUpInASendIsUndoneAfterIt: two acquires share a
+// send that is slow to go out. One's context ends meanwhile: its TryLock
+// returns at once (context deadline), and the other is not cut by that
+// deadline (a batch carries the latest of its calls'). The given-up
+// acquire still lands, and takes its lock; the abandon that undoes it
+// waits for the send, so it cannot overtake it and leave the lock held by
+// nobody until its TTL.
+func TestBatch_ACallGivenUpInASendIsUndoneAfterIt(t *testing.T) {
+	_, rdb := startRedis(t)
+	g, pg := newGate(), newPipeGate()
+	rdb.AddHook(g)
+	rdb.AddHook(pg)
+	c := newLockClient(t, rdb)
+	ctx := context.Background()
+	// TryLock only: once they return, one lane is free while the other
+	// carries the held pipeline, so an abandon that did not wait for the
+	// send would go out at once, ahead of it.
+	first := g.hold(func(i int) error {
+		_, err := mustMutex(t, c, fmt.Sprintf("first%d", i)).TryLock(ctx)
+		return err
+	})
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	shortErr := make(chan error, 1)
+	go func() {
+		_, err := mustMutex(t, c, "short").TryLock(short)
+		shortErr <- err
+	}()
+	waitQueued(t, c, 1)
+	type result struct {
+		h   *lock.Hold
+		err error
+	}
+	long := make(chan result, 1)
+	go func() {
+		h, err := mustMutex(t, c, "long").TryLock(ctx)
+		long <- result{h, err}
+	}()
+	waitQueued(t, c, 2)
+	close(g.release) // the sends in flight return; the two leave as one pipeline
+	<-pg.held
+	if err := first(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-shortErr; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock whose context ended in a held send: %v, want context.DeadlineExceeded", err)
+	}
+	time.Sleep(50 * time.Millisecond) // room for an abandon that does not wait to overtake
+	close(pg.release)                 // the send lands: both acquires run
+	r := <-long
+	if r.err != nil {
+		t.Fatalf("TryLock with a live context in the same batch: %v", r.err)
+	}
+	defer func() { _ = r.h.Unlock(ctx) }()
+	// Far below the lock's TTL (10s), past which it would be gone anyway.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n, err := rdb.Exists(ctx, "solo:{short}:lock").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			pttl, _ := rdb.PTTL(ctx, "solo:{short}:lock").Result()
+			t.Fatalf("the given-up acquire's lock is held by nobody (PTTL %v): its abandon overtook the send", pttl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestBatch_CloseLeavesNoCallBehind: Close while sends are in flight and
+// calls are queued. The queued acquires still go out once a send returns
+// (on the returning goroutine: Close has waited for the batcher); each
+// finds the Client closed, releases what it took and returns ErrClosed.
+// No lock is left, and no goroutine (goleak).
+func TestBatch_CloseLeavesNoCallBehind(t *testing.T) {
+	_, rdb := startRedis(t)
+	g := newGate()
+	rdb.AddHook(g)
+	c, err := lock.NewClient(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first := g.hold(func(i int) error {
+		_, err := mustMutex(t, c, fmt.Sprintf("first%d", i)).TryLock(ctx)
+		return err
+	})
+	const n = 4
+	errs := make(chan error, n)
+	for i := range n {
+		m := mustMutex(t, c, fmt.Sprintf("queued%d", i))
+		go func() {
+			_, err := m.TryLock(ctx)
+			errs <- err
+		}()
+	}
+	waitQueued(t, c, n)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	if err := first(); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("in-flight TryLocks after Close: %v, want ErrClosed", err)
+	}
+	for range n {
+		if err := <-errs; !errors.Is(err, lock.ErrClosed) {
+			t.Fatalf("queued TryLock after Close: %v, want ErrClosed", err)
+		}
+	}
+	keys, err := rdb.Keys(ctx, "solo:{*}:lock").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("locks left after Close: %v %v", keys, err)
 	}
 }

@@ -101,7 +101,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Client{
 		rdb:      rdb,
-		batch:    newBatcher(rdb, ctx),
+		batch:    newBatcher(rdb),
 		opts:     o,
 		cfg:      cfg,
 		log:      o.log.Named("lock"),
@@ -153,6 +153,9 @@ func (c *Client) Close() error {
 	if c.closed {
 		c.mu.Unlock()
 		c.wg.Wait()
+		if c.batch != nil {
+			c.batch.wait()
+		}
 		return nil
 	}
 	c.closed = true
@@ -213,6 +216,18 @@ func (c *Client) track(l *lease) bool {
 		return false
 	}
 	c.holds[l] = struct{}{}
+	return true
+}
+
+// spawn runs f on a goroutine that Close waits for, unless the Client is
+// closed (then it returns false and f does not run).
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Go(f)
 	return true
 }
 
