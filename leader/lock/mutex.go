@@ -266,9 +266,11 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	ch := make(chan result, 1)
+	done := make(chan struct{}) // closed when f has returned
 	go func() {
 		v, err := f(cctx)
 		ch <- result{v, err}
+		close(done)
 	}()
 	select {
 	case r := <-ch:
@@ -279,13 +281,7 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		// The request may still go out: the goroutine's report says
-		// when it no longer can.
-		done := make(chan struct{})
-		go func() {
-			<-ch
-			close(done)
-		}()
+		// The request may still go out until f returns.
 		return zero, &inFlightError{err: err, done: done}
 	}
 }
@@ -397,7 +393,10 @@ func (m *Mutex) releaseField(ctx context.Context, field string) {
 // acquire can no longer reach Redis (pending closed; nil: already so), so
 // that the abandon cannot overtake it and leave the lock held by nobody
 // until its TTL. It waits for pending on a goroutine of the Client's, so
-// the caller returns at once; after Close, on the caller's.
+// the caller returns at once. Close stops the wait (a client that ignores
+// deadlines may never return) and the abandon goes at once, best effort,
+// so that Close returns within RenewDeadline; after Close it goes at once
+// on the caller's goroutine.
 func (m *Mutex) abandonAfter(ctx context.Context, owner string, pending <-chan struct{}) {
 	if pending == nil {
 		m.abandon(ctx, owner)
@@ -405,10 +404,12 @@ func (m *Mutex) abandonAfter(ctx context.Context, owner string, pending <-chan s
 	}
 	ctx = context.WithoutCancel(ctx)
 	if !m.c.spawn(func() {
-		<-pending
+		select {
+		case <-pending:
+		case <-m.c.ctx.Done():
+		}
 		m.abandon(ctx, owner)
 	}) {
-		<-pending
 		m.abandon(ctx, owner)
 	}
 }
