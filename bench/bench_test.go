@@ -89,7 +89,7 @@ func TestCycleFigure(t *testing.T) {
 		}
 	}
 	// solo: round trips, and cycles/s at 1 goroutine (64 is not run);
-	// solo-lock and solo-lock-inline: one in every placement measured, and
+	// solo-lock and solo-lock-unbatched: one in every placement measured, and
 	// one more (CPU) in split.
 	want := 2 + 2*(len(placements())-strings.Count(fig.body, "Not measured: "))
 	if !strings.Contains(fig.body, "### Placement: split\n\nNot measured") {

@@ -128,8 +128,24 @@ func cyclePlacement(ctx context.Context, e *env, pl placement, ps []peer, cs []c
 // for d, and returns the cycles per second and latency percentiles.
 func cycleOnce(ctx context.Context, p peer, cs clients, nodes []*server, t timing, conc int, d time.Duration, where string) (res cycleRun, err error) {
 	ms := make([]mutex, conc)
-	for g := range ms {
-		ms[g] = p.mutex(cs, fmt.Sprintf("bench-cycle-%s-%s-%d-%d", where, p.name, conc, g), fmt.Sprintf("cycle-%d", g), t)
+	keys := make([]string, conc)
+	for g := range keys {
+		keys[g] = fmt.Sprintf("bench-cycle-%s-%s-%d-%d", where, p.name, conc, g)
+	}
+	if p.group != nil {
+		var closeGroup func() error
+		if ms, closeGroup, err = p.group(cs, keys, "cycle", t); err != nil {
+			return cycleRun{}, err
+		}
+		defer func() {
+			if cerr := closeGroup(); err == nil {
+				err = cerr
+			}
+		}()
+	} else {
+		for g := range ms {
+			ms[g] = p.mutex(cs, keys[g], fmt.Sprintf("cycle-%d", g), t)
+		}
 	}
 	defer func() {
 		for _, m := range ms {
@@ -248,7 +264,7 @@ func roundTrips(ctx context.Context, p peer, cs clients, cnt *counter, t timing)
 
 // costPeers are the peers whose Redis CPU per operation figure 1 reports:
 // the one-node peers whose operations are one command or one script.
-var costPeers = []string{"solo", "solo-lock", "solo-lock-inline", "redislock", "redsync-1", "setnx"}
+var costPeers = []string{"solo", "solo-lock", "redislock", "redsync-1", "setnx"}
 
 // opCost is what one acquire and one release cost Redis, in µs: the
 // command's execution time from INFO commandstats, and the CPU time of the
@@ -429,7 +445,7 @@ func cycleReport(ps []peer, placed []placedRuns, rts []trips, costs map[string]o
 				})
 			}
 		}
-		for _, name := range []string{"solo-lock", "solo-lock-inline"} {
+		for _, name := range []string{"solo-lock", "solo-lock-unbatched"} {
 			if _, ok := cells[name]; ok {
 				tg = append(tg, lockTarget(name, pr.pl.name, cells, prof.concurrency))
 				if pr.pl.name == "split" {

@@ -30,12 +30,24 @@ func newLockMutex(cs clients, key, id string, t timing) mutex {
 	return m
 }
 
-func newInlineLockMutex(cs clients, key, id string, t timing) mutex {
-	m, err := newLockMutexWith(cs, key, id, t, lock.WithInlineCalls())
+// newLockGroup returns the locks on keys of ONE lock.Client, as a process
+// whose goroutines lock keys of their own would have them: their
+// concurrent calls share round trips. The closer closes the Client.
+func newLockGroup(cs clients, keys []string, id string, t timing) ([]mutex, func() error, error) {
+	c, err := newLockClient(cs, id, t)
 	if err != nil {
-		return errMutex{err}
+		return nil, nil, err
 	}
-	return m
+	ms := make([]mutex, len(keys))
+	for i, k := range keys {
+		m, err := sharedLockMutex(c, k)
+		if err != nil {
+			_ = c.Close()
+			return nil, nil, err
+		}
+		ms[i] = m
+	}
+	return ms, c.Close, nil
 }
 
 // newLockMutexWith returns the lock named key with timing t and opts (such

@@ -344,12 +344,12 @@ var errSkip = errors.New("trial discarded")
 
 // cycleMissNote explains a missed lock-cycle target: the round trips are
 // equal (one per operation); the difference is the work on either side.
-const cycleMissNote = "\n**Why solo's lock cycles trail the bare `SET NX PX`:** every peer but polling makes one round trip per acquire " +
-	"and per release (figure 1's round-trip table), so the difference is work on either side of the wire. On the server, " +
-	"solo's acquire scripts mint a fencing term (TIME, the stored term, a write of each key) and its releases PUBLISH the " +
-	"release notice; a script call also costs Redis a few µs before its first command: figure 1's Redis cost table gives " +
-	"both against a bare SET NX PX and a compare-and-DEL. The term and the notice are what the design requires. solo-lock's " +
-	"client now does about what redislock's does (with a client that honours context deadlines it calls Redis on the " +
-	"caller's goroutine, the solo-lock row; solo-lock-inline forces that mode), so what is left is mostly the Redis side: the " +
-	"acquire script's five calls (HKEYS, TIME, SET…GET on the term, HSET, PEXPIRE: a hold count per owner in a hash, as the " +
-	"issue asks, plus the term) against one SET NX PX; `bench/README.md` gives the profile.\n"
+const cycleMissNote = "\n**Why solo's lock cycles can trail the bare `SET NX PX`:** every peer but polling makes one round trip per acquire " +
+	"and per release (figure 1's round-trip table), so the difference is work on either side of the wire. With one goroutine " +
+	"nothing can share a round trip: solo-lock's client does about what redislock's does, and on the server its acquire " +
+	"script mints the fencing term into a hash of hold counts (HKEYS, TIME, SET…GET on the term key, HSET, PEXPIRE: five calls " +
+	"against redislock's one SET NX PX) and its release PUBLISHes the notice that spares waiters from polling; figure 1's Redis " +
+	"cost table gives both. Where the work of both sides adds up (the shared placement, and the unpinned runs whenever the " +
+	"scheduler puts both on one CPU) the term's server work is the gap. From 8 goroutines on, solo-lock's Client sends the " +
+	"calls made while two are in flight as one pipeline (solo-lock-unbatched: the same locks with a Client each, so no call " +
+	"shares a round trip), which more than pays for the term; `bench/README.md` gives the profile.\n"

@@ -61,6 +61,11 @@ type peer struct {
 
 	// mutex returns the lock on key for client cs (one per node).
 	mutex func(cs clients, key, id string, t timing) mutex
+	// group, when set, returns the locks on keys for the goroutines of
+	// one process in the lock cycle (figure 1), and what closes them: a
+	// peer whose process-wide object matters (leader/lock's Client,
+	// which lets concurrent calls share round trips) makes it once.
+	group func(cs clients, keys []string, id string, t timing) ([]mutex, func() error, error)
 	// leaseKey returns the Redis key that holds election name's lease.
 	leaseKey func(name string) string
 	// elector, when set, returns the peer's own candidate (solo); other
@@ -117,14 +122,15 @@ func peers() []peer {
 			about:    "`leader/lock` `Mutex.TryLock` / `Hold.Unlock` (lock figures only): Lua acquire into a hash with fencing term and hold count, watchdog renewal, release + PUBLISH; waiters in `Mutex.Lock` woken by the release notice",
 			nodes:    1,
 			mutex:    newLockMutex,
+			group:    newLockGroup,
 			ours:     true,
 			lockOnly: true,
 		},
 		{
-			name:     "solo-lock-inline",
-			about:    "the same with `lock.WithInlineCalls()`, which forces what solo-lock already does with these clients (ContextTimeoutEnabled): each Redis call on the caller's goroutine with a RenewDeadline context deadline, instead of a goroutine and a local timer",
+			name:     "solo-lock-unbatched",
+			about:    "the same with a `lock.Client` per goroutine in the lock cycle (all over the one go-redis client), so no two calls share a round trip: what solo-lock costs without batching",
 			nodes:    1,
-			mutex:    newInlineLockMutex,
+			mutex:    newLockMutex,
 			ours:     true,
 			lockOnly: true,
 		},

@@ -36,7 +36,7 @@ func (pl placement) runTime(prof profile) time.Duration {
 
 // placements returns the lock-cycle placements in report order.
 func placements() []placement {
-	sub := []string{"solo", "solo-lock", "solo-lock-inline", "redislock", "setnx"}
+	sub := []string{"solo", "solo-lock", "solo-lock-unbatched", "redislock", "setnx"}
 	return []placement{
 		{name: "unpinned", about: "no pinning: the scheduler places redis-server and the bench's threads on any CPU (GOMAXPROCS = CPUs)"},
 		{name: "split", about: "redis-server pinned to one CPU, the bench (GOMAXPROCS 1) to the other, with `taskset`",

@@ -27,12 +27,15 @@ import (
 // started by the first waiter; Close stops and waits for them. Holds
 // outlive neither: close the Client after unlocking.
 type Client struct {
-	rdb  redis.UniversalClient
-	opts options
-	cfg  Config
-	log  *zap.Logger
-	base string // owner ID base: ID-RANDOM
-	seq  atomic.Uint64
+	rdb redis.UniversalClient
+	// batch lets the Mutexes' concurrent calls share round trips (nil
+	// for a Cluster or Ring client); Close waits for its goroutine.
+	batch *batcher
+	opts  options
+	cfg   Config
+	log   *zap.Logger
+	base  string // owner ID base: ID-RANDOM
+	seq   atomic.Uint64
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -98,6 +101,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Client{
 		rdb:      rdb,
+		batch:    newBatcher(rdb),
 		opts:     o,
 		cfg:      cfg,
 		log:      o.log.Named("lock"),
@@ -127,6 +131,7 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 		log: c.log.With(zap.String("lock", name))}
 	m.key = holdKey{cfg.KeyPrefix + ":{" + name + "}"}
 	rs := newRedisStore(c.rdb, cfg, name)
+	rs.batch = c.batch
 	rs.fair = o.fair
 	m.fair = o.fair
 	m.channel = rs.channelName()
@@ -148,6 +153,9 @@ func (c *Client) Close() error {
 	if c.closed {
 		c.mu.Unlock()
 		c.wg.Wait()
+		if c.batch != nil {
+			c.batch.wait()
+		}
 		return nil
 	}
 	c.closed = true
@@ -166,6 +174,9 @@ func (c *Client) Close() error {
 		l.stopWatchdog()
 	}
 	c.wg.Wait()
+	if c.batch != nil {
+		c.batch.wait()
+	}
 	for _, x := range c.notices {
 		_ = x.Close()
 	}
@@ -205,6 +216,18 @@ func (c *Client) track(l *lease) bool {
 		return false
 	}
 	c.holds[l] = struct{}{}
+	return true
+}
+
+// spawn runs f on a goroutine that Close waits for, unless the Client is
+// closed (then it returns false and f does not run).
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Go(f)
 	return true
 }
 

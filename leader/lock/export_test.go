@@ -4,3 +4,17 @@ import "strconv"
 
 // Field returns the hash field of h's term in Redis: "TERM OWNER".
 func Field(h *Hold) string { return strconv.FormatUint(h.l.term, 10) + " " + h.Owner() }
+
+// QueuedCalls returns how many calls wait in c's batcher for the send in
+// flight to return (-1 without a batcher).
+func QueuedCalls(c *Client) int {
+	if c.batch == nil {
+		return -1
+	}
+	c.batch.mu.Lock()
+	defer c.batch.mu.Unlock()
+	return len(c.batch.queue)
+}
+
+// MaxInflight is how many sends a batcher lets fly at once.
+const MaxInflight = maxInflight

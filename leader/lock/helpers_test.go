@@ -52,8 +52,9 @@ func startRedis(t testing.TB) (*redistest.Server, *redis.Client) {
 // counter counts the commands a client sends, by name (EVALSHA/EVAL by
 // the script's first key suffix is not needed: tests count EVALSHA+EVAL).
 type counter struct {
-	mu   sync.Mutex
-	cmds map[string]int
+	mu    sync.Mutex
+	cmds  map[string]int
+	pipes int
 }
 
 func newCounter() *counter { return &counter{cmds: map[string]int{}} }
@@ -69,8 +70,18 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook counts the commands of a pipeline (the Client's
+// batches) as if sent one by one; pipes counts the pipelines.
 func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.mu.Lock()
+		c.pipes++
+		for _, cmd := range cmds {
+			c.cmds[cmd.Name()]++
+		}
+		c.mu.Unlock()
+		return next(ctx, cmds)
+	}
 }
 
 func (c *counter) get(names ...string) int {

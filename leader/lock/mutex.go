@@ -106,6 +106,9 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		queued  bool // fair: this call has a slot in the queue
 		lastErr error
 		rng     *rand.Rand
+		// pending: the last attempt was given up while its request may
+		// still reach Redis; closed once it no longer can.
+		pending <-chan struct{}
 	)
 	defer func() {
 		if w != nil {
@@ -114,7 +117,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	}()
 	giveUp := func(err error) (*Hold, error) {
 		if unknown || queued {
-			m.abandon(ctx, owner) // fair: also leaves the queue
+			m.abandonAfter(ctx, owner, pending) // fair: also leaves the queue
 		}
 		return nil, err
 	}
@@ -123,8 +126,14 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
 		rep, err := m.acquire(ctx, owner, wait)
+		pending = nil
 		if err != nil {
-			unknown = true
+			// A call the batcher never sent took nothing.
+			unknown = unknown || !errors.Is(err, errNotSent)
+			var inFlight *inFlightError
+			if errors.As(err, &inFlight) {
+				pending = inFlight.done
+			}
 			if ctx.Err() != nil {
 				return giveUp(errors.Join(ctx.Err(), lastErr))
 			}
@@ -257,19 +266,23 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	ch := make(chan result, 1)
+	done := make(chan struct{}) // closed when f has returned
 	go func() {
 		v, err := f(cctx)
 		ch <- result{v, err}
+		close(done)
 	}()
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-cctx.Done():
 		var zero T
-		if err := ctx.Err(); err != nil {
-			return zero, err
+		err := errCallBound
+		if ctx.Err() != nil {
+			err = ctx.Err()
 		}
-		return zero, errCallBound
+		// The request may still go out until f returns.
+		return zero, &inFlightError{err: err, done: done}
 	}
 }
 
@@ -373,6 +386,31 @@ func (m *Mutex) releaseField(ctx context.Context, field string) {
 	})
 	if err != nil {
 		m.log.Debug("release of a lock not held on", zap.Error(err))
+	}
+}
+
+// abandonAfter abandons what owner's acquire may have taken, once that
+// acquire can no longer reach Redis (pending closed; nil: already so), so
+// that the abandon cannot overtake it and leave the lock held by nobody
+// until its TTL. It waits for pending on a goroutine of the Client's, so
+// the caller returns at once. Close stops the wait (a client that ignores
+// deadlines may never return) and the abandon goes at once, best effort,
+// so that Close returns within RenewDeadline; after Close it goes at once
+// on the caller's goroutine.
+func (m *Mutex) abandonAfter(ctx context.Context, owner string, pending <-chan struct{}) {
+	if pending == nil {
+		m.abandon(ctx, owner)
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if !m.c.spawn(func() {
+		select {
+		case <-pending:
+		case <-m.c.ctx.Done():
+		}
+		m.abandon(ctx, owner)
+	}) {
+		m.abandon(ctx, owner)
 	}
 }
 

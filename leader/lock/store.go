@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -75,13 +74,19 @@ func (s *script) run(ctx context.Context, c redis.UniversalClient, a []any) *red
 	cmd := redis.NewCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3)
 	_ = c.Process(ctx, cmd)
-	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		e := slices.Clone(a)
-		e[0], e[1] = "eval", s.src
-		cmd = redis.NewCmd(ctx, e...)
-		cmd.SetFirstKeyPos(3)
-		_ = c.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		return s.eval(ctx, c, a)
 	}
+	return cmd
+}
+
+// eval sends a as EVAL with the script's source, which also loads it.
+func (s *script) eval(ctx context.Context, c redis.UniversalClient, a []any) *redis.Cmd {
+	e := slices.Clone(a)
+	e[0], e[1] = "eval", s.src
+	cmd := redis.NewCmd(ctx, e...)
+	cmd.SetFirstKeyPos(3)
+	_ = c.Process(ctx, cmd)
 	return cmd
 }
 
@@ -130,6 +135,7 @@ type store interface {
 // of its owner or field, and its command.
 type redisStore struct {
 	client   redis.UniversalClient
+	batch    *batcher // nil: every call goes alone
 	key      string   // the lock hash, for errors
 	lockKeys []string // lock hash, term key (Redlock's scripts)
 	oneKey   []string // lock hash (Redlock's scripts)
@@ -172,6 +178,14 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 	}
 }
 
+// run sends a of sc, in a batch when the store has a batcher.
+func (s *redisStore) run(ctx context.Context, sc *script, a []any) *redis.Cmd {
+	if s.batch != nil {
+		return s.batch.run(ctx, sc, a)
+	}
+	return sc.run(ctx, s.client, a)
+}
+
 // channelName is the lock's notice channel.
 func (s *redisStore) channelName() string { return s.channel }
 
@@ -183,10 +197,10 @@ func (s *redisStore) acquire(ctx context.Context, owner, reenter string, wait bo
 			q = "1"
 		}
 		a := append(args(s.fairAcquireHead, 5), owner, s.ttlArg, reenter, q, s.slot)
-		cmd = fairAcquireScript.run(ctx, s.client, a)
+		cmd = s.run(ctx, fairAcquireScript, a)
 	} else {
 		a := append(args(s.acquireHead, 3), owner, s.ttlArg, reenter)
-		cmd = acquireScript.run(ctx, s.client, a)
+		cmd = s.run(ctx, acquireScript, a)
 	}
 	res, err := cmd.Slice()
 	if err != nil {
@@ -229,7 +243,7 @@ func parseAcquire(res []any) (acquireReply, error) {
 
 func (s *redisStore) renew(ctx context.Context, field string) (bool, error) {
 	a := append(args(s.renewHead, 2), field, s.ttlArg)
-	n, err := renewScript.run(ctx, s.client, a).Int64()
+	n, err := s.run(ctx, renewScript, a).Int64()
 	if err != nil {
 		return false, fmt.Errorf("renew %s: %w", s.key, err)
 	}
@@ -242,7 +256,7 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 		flag = "1"
 	}
 	a := append(args(s.releaseHead, 3), field, flag, s.chanArg)
-	n, err := releaseScript.run(ctx, s.client, a).Int64()
+	n, err := s.run(ctx, releaseScript, a).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", s.key, err)
 	}
@@ -255,7 +269,7 @@ func (s *redisStore) abandon(ctx context.Context, owner string) error {
 		sc, head = fairAbandonScript, s.fairAbandonHead
 	}
 	a := append(args(head, 2), owner, s.chanArg)
-	if err := sc.run(ctx, s.client, a).Err(); err != nil {
+	if err := s.run(ctx, sc, a).Err(); err != nil {
 		return fmt.Errorf("abandon %s: %w", s.key, err)
 	}
 	return nil

@@ -260,12 +260,16 @@ func TestTiming_FixedLease(t *testing.T) {
 }
 
 // TestTiming_AcquireReplyLost: an acquire that takes effect but whose reply
-// comes only after its bound gives no hold to TryLock, and the
-// lock its attempt took is abandoned. Lock retries and adopts its own
-// lock, with the deadline counted from the adopting attempt's send time.
-// Mutation check: without the abandon in giveUp, it fails with "lock left
-// held by the failed TryLock". The goroutine mode only: inline, the late
-// reply is the call's return (TestTiming_LateAcquireReplyReleased).
+// comes only after its bound gives no hold to TryLock, which returns at
+// the bound; the lock its attempt took is abandoned once the call has
+// returned from the client (at 2.5s), not before: in Redis the request
+// may still be on its way at the bound, and an abandon sent then could
+// overtake it. Lock retries and adopts its own lock, with the deadline
+// counted from the adopting attempt's send time. Mutation checks: without
+// the abandon in giveUp it fails with "lock left held by the failed
+// TryLock"; with the abandon sent at the bound, "abandoned at 2s, before
+// the call returned". The goroutine mode only: inline, the late reply is
+// the call's return (TestTiming_LateAcquireReplyReleased).
 func TestTiming_AcquireReplyLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
@@ -274,13 +278,22 @@ func TestTiming_AcquireReplyLost(t *testing.T) {
 		if _, err := m.TryLock(t.Context()); !errors.Is(err, errCallBound) {
 			t.Fatalf("TryLock: %v, want errCallBound", err)
 		}
-		f.mu.Lock() // at 2s: the lock (taken at 0s) lasts until 3s unless abandoned
+		synctest.Wait()
+		f.mu.Lock() // at 2s: the call is still in the client
 		held := f.liveLocked()
+		f.mu.Unlock()
+		if !held {
+			t.Fatal("abandoned at 2s, before the call returned: in Redis the abandon could overtake the acquire")
+		}
+		time.Sleep(600 * time.Millisecond) // the late reply comes at 2.5s; the abandon follows
+		synctest.Wait()
+		f.mu.Lock() // at 2.6s: the lock (taken at 0s) would last until 3s unless abandoned
+		held = f.liveLocked()
 		f.mu.Unlock()
 		if held {
 			t.Fatal("lock left held by the failed TryLock")
 		}
-		time.Sleep(time.Second) // the late reply goroutine ends
+		time.Sleep(400 * time.Millisecond)
 
 		// Lock: the first attempt lands after its bound; the retry adopts.
 		f.replyDelay = 2500 * time.Millisecond

@@ -1,0 +1,275 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// batcher sends the scripts of concurrent calls over one Redis client in
+// shared round trips, as a database's group commit does: a call that finds
+// fewer than maxInflight sends in flight goes at once, on its caller's
+// goroutine, exactly as without a batcher (one goroutine pays nothing but
+// a mutex); calls that arrive while the sends in flight are at the limit
+// queue, and leave together as one pipeline as soon as one returns. A busy
+// process thus sends one write per round trip instead of one per call, and
+// Redis reads them in one go: the system calls on both sides, which cost
+// far more than the scripts (docs/bench.md), are shared by the batch.
+//
+// Every call keeps its own context: a queued call whose context ends
+// leaves the queue (never sent); one already taken into a send returns at
+// once too, with an error carrying that send's completion (inFlightError),
+// so that whoever must undo it (an acquire's abandon) waits for the send
+// to land first. A batch is sent with the latest deadline of its calls
+// (none if one has none), so no call is cut short by another's, and values
+// of the callers' contexts do not reach the Redis client's hooks for a
+// batched call.
+//
+// The batch is sent by a goroutine of the batcher's (drain), started when
+// a send in flight returns with calls queued and ended when the queue is
+// empty; wait (the Client's Close) waits for it, and from then on a
+// returning send sends the queue itself instead of starting one.
+type batcher struct {
+	client redis.UniversalClient
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight int  // sends in flight, at most maxInflight
+	closed   bool // wait was called: no more drain goroutines
+	queue    []*batchCall
+}
+
+// maxInflight is how many sends may be in flight at once. Two, not one:
+// a connection stalled by a lost packet (a retransmission takes 200 ms and
+// more) holds up one lane, not every lock call of the process; and a call
+// made just as another returns (a waiter woken by the release notice while
+// the releaser has not yet read its reply) goes at once instead of a round
+// trip later. One batches more when the process is busy (bench figure 1, 8
+// goroutines), at the price of both.
+const maxInflight = 2
+
+// batchCall is one queued call.
+type batchCall struct {
+	ctx  context.Context
+	s    *script
+	a    []any
+	cmd  *redis.Cmd
+	done chan struct{} // closed when cmd is set
+}
+
+// newBatcher returns a batcher for client, or nil when its calls should
+// not share round trips: a Cluster or Ring client spreads its calls over
+// several servers, where one send in flight would make the fast wait for
+// the slow.
+func newBatcher(client redis.UniversalClient) *batcher {
+	if _, ok := client.(*redis.Client); !ok {
+		return nil
+	}
+	return &batcher{client: client}
+}
+
+// run sends the command line a of script s (see script.run) and returns
+// its command, answered.
+func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
+	b.mu.Lock()
+	if b.inflight < maxInflight {
+		b.inflight++
+		b.mu.Unlock()
+		defer b.next()
+		return s.run(ctx, b.client, a)
+	}
+	c := &batchCall{ctx: ctx, s: s, a: a, done: make(chan struct{})}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	// A send in flight that does not return (a connection black-holed
+	// by the network while Redis is fine) must not take every queued
+	// call down with it: a call waits in the queue at most a quarter of
+	// its time left, then leaves it and goes alone on a connection of its
+	// own.
+	var escape <-chan time.Time
+	if d, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(d) / 4)
+		defer t.Stop()
+		escape = t.C
+	}
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-escape:
+		if b.unqueue(c) {
+			return s.run(ctx, b.client, a)
+		}
+		select {
+		case <-c.done:
+			return c.cmd
+		case <-ctx.Done():
+		}
+	case <-ctx.Done():
+		if b.unqueue(c) {
+			return failedCmd(ctx, a, notSent(ctx.Err()))
+		}
+	}
+	// Taken into a send that has not answered: its outcome is unknown
+	// until c.done.
+	return failedCmd(ctx, a, &inFlightError{err: ctx.Err(), done: c.done})
+}
+
+// unqueue takes c out of the queue; false if it was already taken into a
+// send.
+func (b *batcher) unqueue(c *batchCall) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.queue, c)
+	if i < 0 {
+		return false
+	}
+	b.queue = slices.Delete(b.queue, i, i+1)
+	return true
+}
+
+// next ends a send: the batcher is idle again, or the calls queued
+// meanwhile leave as the next send, on a drain goroutine (on this one once
+// the batcher is closed).
+func (b *batcher) next() {
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.inflight--
+		b.mu.Unlock()
+		return
+	}
+	// The send's slot passes to the drain.
+	batch := b.queue
+	b.queue = nil
+	if b.closed {
+		b.mu.Unlock()
+		b.drain(batch)
+		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		b.drain(batch)
+	}()
+}
+
+// drain sends batches until nothing is queued, then frees the slot.
+func (b *batcher) drain(batch []*batchCall) {
+	for {
+		b.send(batch)
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.inflight--
+			b.mu.Unlock()
+			return
+		}
+		batch = b.queue
+		b.queue = nil
+		b.mu.Unlock()
+	}
+}
+
+// send runs the calls of batch whose contexts are live as one pipeline,
+// and answers every call.
+func (b *batcher) send(batch []*batchCall) {
+	defer func() {
+		for _, c := range batch {
+			close(c.done)
+		}
+	}()
+	live := make([]*batchCall, 0, len(batch))
+	var deadline time.Time
+	unbounded := false
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.cmd = failedCmd(c.ctx, c.a, notSent(err))
+			continue
+		}
+		live = append(live, c)
+		if d, ok := c.ctx.Deadline(); !ok {
+			unbounded = true
+		} else if d.After(deadline) {
+			deadline = d
+		}
+	}
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		c := live[0]
+		c.cmd = c.s.run(c.ctx, b.client, c.a)
+		return
+	}
+	// Not the Client's context: a cleanup call (an abandon, the release
+	// of a lock not held on) must go out even during Close.
+	ctx := context.Background()
+	if !unbounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	pipe := b.client.Pipeline()
+	for _, c := range live {
+		c.cmd = redis.NewCmd(ctx, c.a...)
+		c.cmd.SetFirstKeyPos(3)
+		_ = pipe.Process(ctx, c.cmd)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		// A hook that fails the pipeline without sending it leaves its
+		// commands with neither a reply nor an error: give them its.
+		for _, c := range live {
+			if c.cmd.Err() == nil && c.cmd.Val() == nil {
+				c.cmd.SetErr(err)
+			}
+		}
+	}
+	for _, c := range live {
+		if isNoScript(c.cmd.Err()) {
+			// Not run: the server lost its scripts (a restart). EVAL
+			// loads the script again; later batches use EVALSHA.
+			c.cmd = c.s.eval(ctx, b.client, c.a)
+		}
+	}
+}
+
+// wait waits for the drain goroutine, if any; after it, a send that
+// returns with calls queued sends them itself.
+func (b *batcher) wait() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// failedCmd is a command for a that was not answered: err.
+func failedCmd(ctx context.Context, a []any, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetErr(err)
+	return cmd
+}
+
+// errNotSent marks the error of a call that never reached Redis: its
+// outcome is known (nothing happened), so an acquire needs no abandon.
+var errNotSent = errors.New("lock: call not sent")
+
+func notSent(err error) error { return fmt.Errorf("%w (%w)", err, errNotSent) }
+
+// inFlightError is the error of a call given up while its request may
+// still reach Redis: done is closed once it can no longer (its send
+// answered or failed), so that undoing it (an abandon) cannot overtake it.
+type inFlightError struct {
+	err  error
+	done <-chan struct{}
+}
+
+func (e *inFlightError) Error() string { return e.err.Error() }
+func (e *inFlightError) Unwrap() error { return e.err }
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
