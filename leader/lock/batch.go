@@ -114,6 +114,11 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 			return failedCmd(ctx, a, notSent(ctx.Err()))
 		}
 	}
+	select {
+	case <-c.done: // answered as the context ended: the answer is known
+		return c.cmd
+	default:
+	}
 	// Taken into a send that has not answered: its outcome is unknown
 	// until c.done.
 	return failedCmd(ctx, a, &inFlightError{err: ctx.Err(), done: c.done})
