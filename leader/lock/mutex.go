@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,13 +212,28 @@ func (m *Mutex) waitErr(ctx context.Context) error {
 
 // waitReady waits until w's subscription is live, at most bound (the
 // holder's time left, capped by RetryInterval): a subscription that is
-// slow to come only costs that wait.
+// slow to come only costs that wait. Redlock: until the subscription on
+// any master is live (a release notices every master it reaches), so a
+// master down does not cost the first wait its whole bound.
 func (m *Mutex) waitReady(ctx context.Context, w *waiter, bound time.Duration) bool {
 	if bound <= 0 || bound > m.cfg.RetryInterval {
 		bound = m.cfg.RetryInterval
 	}
 	t := time.NewTimer(bound)
 	defer t.Stop()
+	if len(w.also) > 0 {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.c.ctx.Done())},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.ready)},
+		}
+		for _, x := range w.also {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(x.ready)})
+		}
+		chosen, _, _ := reflect.Select(cases)
+		return chosen >= 2
+	}
 	select {
 	case <-w.ready:
 		return true

@@ -445,6 +445,51 @@ func TestRedlock_NoticeFromAnyMaster(t *testing.T) {
 	}
 }
 
+// TestRedlock_FirstWaitReadyOnAnyMaster: with masters[0] frozen, a
+// waiter's first wait for a live subscription ends when another master's
+// is live, not after its bound (RetryInterval 20s here, and the holder's
+// TTL 30s), so a release right after it subscribed still wakes it.
+// Mutation check: waiting for masters[0]'s subscription only fails with
+// "waiter still waiting 10s after the release".
+func TestRedlock_FirstWaitReadyOnAnyMaster(t *testing.T) {
+	srvs := startMasters(t, 3)
+	name := lockName(t)
+	cfg := lock.WithConfig(lock.Config{TTL: 30 * time.Second, RetryInterval: 20 * time.Second})
+	holder := mustMutex(t, newRedlock(t, srvs, cfg), name)
+	waiter := mustMutex(t, newRedlock(t, srvs, cfg), name)
+	ctx := t.Context()
+	srvs[0].Stop(t)
+	t.Cleanup(func() { srvs[0].Cont(t) })
+	h, err := holder.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lock.Hold, 1)
+	go func() {
+		h2, err := waiter.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h2
+	}()
+	channel := "solo:{" + name + "}:lock.events"
+	for _, s := range srvs[1:] {
+		r := newRedis(t, s.Addr())
+		waitFor(t, func() bool { return r.PubSubNumSub(ctx, channel).Val()[channel] > 0 })
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h2 := <-got:
+		if h2 != nil {
+			_ = h2.Unlock(ctx)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter still waiting 10s after the release")
+	}
+}
+
 // TestRedlock_HoldSurvivesFrozenMaster: the hold took all three masters
 // (Lock returned on the first two replies); one that answered first
 // freezes. Renewals go on with the other two, by owner on the master
