@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,9 +108,9 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		queued  bool // fair: this call has a slot in the queue
 		lastErr error
 		rng     *rand.Rand
-		// pending: the last attempt was given up while its request may
-		// still reach Redis; closed once it no longer can.
-		pending <-chan struct{}
+		// pending: attempts given up while their requests may still
+		// reach Redis; each closed once it no longer can.
+		pending []<-chan struct{}
 	)
 	defer func() {
 		if w != nil {
@@ -127,13 +128,12 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
 		rep, err := m.acquire(ctx, owner, wait)
-		pending = nil
 		if err != nil {
 			// A call the batcher never sent took nothing.
 			unknown = unknown || !errors.Is(err, errNotSent)
 			var inFlight *inFlightError
 			if errors.As(err, &inFlight) {
-				pending = inFlight.done
+				pending = append(landed(pending), inFlight.done)
 			}
 			if ctx.Err() != nil {
 				return giveUp(errors.Join(ctx.Err(), lastErr))
@@ -406,28 +406,43 @@ func (m *Mutex) releaseField(ctx context.Context, field string) {
 }
 
 // abandonAfter abandons what owner's acquire may have taken, once that
-// acquire can no longer reach Redis (pending closed; nil: already so), so
+// acquire can no longer reach Redis (every pending closed), so
 // that the abandon cannot overtake it and leave the lock held by nobody
 // until its TTL. It waits for pending on a goroutine of the Client's, so
 // the caller returns at once. Close stops the wait (a client that ignores
 // deadlines may never return) and the abandon goes at once, best effort,
 // so that Close returns within RenewDeadline; after Close it goes at once
 // on the caller's goroutine.
-func (m *Mutex) abandonAfter(ctx context.Context, owner string, pending <-chan struct{}) {
-	if pending == nil {
+func (m *Mutex) abandonAfter(ctx context.Context, owner string, pending []<-chan struct{}) {
+	pending = landed(pending)
+	if len(pending) == 0 {
 		m.abandon(ctx, owner)
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	if !m.c.spawn(func() {
-		select {
-		case <-pending:
-		case <-m.c.ctx.Done():
+		for _, p := range pending {
+			select {
+			case <-p:
+			case <-m.c.ctx.Done():
+			}
 		}
 		m.abandon(ctx, owner)
 	}) {
 		m.abandon(ctx, owner)
 	}
+}
+
+// landed drops the requests that can no longer reach Redis.
+func landed(pending []<-chan struct{}) []<-chan struct{} {
+	return slices.DeleteFunc(pending, func(p <-chan struct{}) bool {
+		select {
+		case <-p:
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 // abandon deletes a lock that an acquire of owner, whose reply never
