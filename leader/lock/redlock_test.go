@@ -402,47 +402,10 @@ func TestRedlock_Reentrancy(t *testing.T) {
 // in. Mutation check: subscribing on masters[0] only fails with
 // "condition not met within 10s" (nobody listens on masters[1]).
 func TestRedlock_NoticeFromAnyMaster(t *testing.T) {
-	srvs := startMasters(t, 3)
-	name := lockName(t)
 	// RetryInterval 200ms: the waiter's first wait for masters[0]'s
 	// subscription (never live: frozen) ends soon, and it then sleeps
-	// for the holder's TTL or a notice.
-	cfg := lock.WithConfig(lock.Config{TTL: 30 * time.Second, RetryInterval: 200 * time.Millisecond})
-	holder := mustMutex(t, newRedlock(t, srvs, cfg), name)
-	waiter := mustMutex(t, newRedlock(t, srvs, cfg), name)
-	ctx := t.Context()
-	srvs[0].Stop(t)
-	t.Cleanup(func() { srvs[0].Cont(t) })
-	h, err := holder.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *lock.Hold, 1)
-	go func() {
-		h2, err := waiter.Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h2
-	}()
-	// Wait until the waiter listens on masters[1] and [2].
-	channel := "solo:{" + name + "}:lock.events"
-	for _, s := range srvs[1:] {
-		r := newRedis(t, s.Addr())
-		waitFor(t, func() bool { return r.PubSubNumSub(ctx, channel).Val()[channel] > 0 })
-	}
-	time.Sleep(time.Second) // past the 200ms wait for masters[0]'s subscription
-	if err := h.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case h2 := <-got:
-		if h2 != nil {
-			_ = h2.Unlock(ctx)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter still waiting 10s after the release")
-	}
+	// for the holder's TTL or a notice; the release comes after that.
+	releaseWithMaster0Frozen(t, 200*time.Millisecond, time.Second)
 }
 
 // TestRedlock_FirstWaitReadyOnAnyMaster: with masters[0] frozen, a
@@ -452,9 +415,17 @@ func TestRedlock_NoticeFromAnyMaster(t *testing.T) {
 // Mutation check: waiting for masters[0]'s subscription only fails with
 // "waiter still waiting 10s after the release".
 func TestRedlock_FirstWaitReadyOnAnyMaster(t *testing.T) {
+	releaseWithMaster0Frozen(t, 20*time.Second, 0)
+}
+
+// releaseWithMaster0Frozen freezes masters[0], has one Redlock Client hold
+// the lock (TTL 30s) and another wait for it with RetryInterval retry,
+// releases it pause after the waiter listens on masters[1] and [2], and
+// fails unless the waiter gets the lock within 10s of the release.
+func releaseWithMaster0Frozen(t *testing.T, retry, pause time.Duration) {
 	srvs := startMasters(t, 3)
 	name := lockName(t)
-	cfg := lock.WithConfig(lock.Config{TTL: 30 * time.Second, RetryInterval: 20 * time.Second})
+	cfg := lock.WithConfig(lock.Config{TTL: 30 * time.Second, RetryInterval: retry})
 	holder := mustMutex(t, newRedlock(t, srvs, cfg), name)
 	waiter := mustMutex(t, newRedlock(t, srvs, cfg), name)
 	ctx := t.Context()
@@ -477,6 +448,7 @@ func TestRedlock_FirstWaitReadyOnAnyMaster(t *testing.T) {
 		r := newRedis(t, s.Addr())
 		waitFor(t, func() bool { return r.PubSubNumSub(ctx, channel).Val()[channel] > 0 })
 	}
+	time.Sleep(pause)
 	if err := h.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
