@@ -12,10 +12,11 @@ import (
 
 // Outcomes of an acquire, as leader/lock's acquire script returns them.
 const (
+	CodeAbandoned = -2 // the attempt was abandoned before it landed: nothing done
 	CodeGone      = -1 // the hold to re-enter is gone
 	CodeHeld      = 0  // another owner holds the lock
 	CodeAcquired  = 1  // a new term was minted for owner
-	CodeAdopted   = 2  // owner's own earlier attempt holds it
+	CodeAdopted   = 2  // an earlier attempt of the same call holds it (Field)
 	CodeReentered = 3  // one more hold of the term
 )
 
@@ -26,6 +27,7 @@ type AcquireReply struct {
 	Count  int64         // re-entered: holds of the term now
 	Holder string        // held: "TERM OWNER" of the holder
 	PTTL   time.Duration // held: the holder's time left
+	Field  string        // adopted: "TERM OWNER" of the adopted hold
 }
 
 // Store keeps one lock; every method is one atomic step, with the
@@ -33,17 +35,23 @@ type AcquireReply struct {
 // abandon.lua; release and abandon publish "released FIELD" on
 // Lock.Channel when they delete the lock).
 type Store interface {
-	// Acquire takes the lock for owner, adopts it when owner already holds
-	// it, or (reenter non-empty) adds one hold to the term whose field is
-	// reenter. wait says the caller will wait (a fair lock queues it).
-	Acquire(ctx context.Context, owner, reenter string, wait bool) (AcquireReply, error)
+	// Acquire is one attempt of a Lock call: it takes the lock for owner
+	// (unique per attempt, "CALL.N"), adopts it when one of adopt (the
+	// call's earlier attempts whose outcome is unknown) holds it, or
+	// (reenter non-empty) adds one hold to the term whose field is
+	// reenter. An owner that was abandoned (a tombstone) gets
+	// CodeAbandoned and changes nothing. wait says the caller will wait
+	// (a fair lock queues the call: the owner up to its last '.').
+	Acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (AcquireReply, error)
 	// Renew extends the lock if field still holds it.
 	Renew(ctx context.Context, field string) (bool, error)
 	// Release drops one hold (all when last) of field; it returns the
 	// holds left, or -1 when field does not hold the lock.
 	Release(ctx context.Context, field string, last bool) (int64, error)
-	// Abandon deletes the lock if owner holds it.
-	Abandon(ctx context.Context, owner string) error
+	// Abandon gives each of owners (attempts of call that may still land)
+	// a tombstone, and deletes the lock if one of them holds it; a fair
+	// lock's call also leaves the queue.
+	Abandon(ctx context.Context, call string, owners []string) error
 }
 
 // Lock describes the lock a Store is made for.

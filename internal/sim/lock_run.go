@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,17 +193,22 @@ type lockStore struct {
 	ttl     time.Duration
 }
 
-func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, _ bool) (lockseam.AcquireReply, error) {
+func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, reenter string, _ bool) (lockseam.AcquireReply, error) {
 	sent := time.Now()
+	adopt = slices.Clone(adopt)
 	res, err := s.p.roundTrip(ctx, opLAcquire, func(now time.Time) lockRes {
-		return s.p.w.execLockAcquire(now, owner, reenter, s.ttl)
+		return s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
 	})
 	if err != nil {
 		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
 	}
 	if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted {
+		field := res.rep.Field
+		if field == "" {
+			field = fmt.Sprintf("%d %s", res.rep.Term, owner)
+		}
 		s.p.w.mu.Lock()
-		r := s.p.lw.rec(fmt.Sprintf("%d %s", res.rep.Term, owner))
+		r := s.p.lw.rec(field)
 		r.acqSent = maxTime(r.acqSent, sent)
 		s.p.w.mu.Unlock()
 	}
@@ -236,9 +242,10 @@ func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64
 	return res.n, nil
 }
 
-func (s *lockStore) Abandon(ctx context.Context, owner string) error {
+func (s *lockStore) Abandon(ctx context.Context, _ string, owners []string) error {
+	owners = slices.Clone(owners)
 	_, err := s.p.roundTrip(ctx, opLAbandon, func(now time.Time) lockRes {
-		return s.p.w.execLockAbandon(now, owner, s.channel)
+		return s.p.w.execLockAbandon(now, owners, s.channel)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon: %w", err)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,14 +37,16 @@ const (
 	wLockHash writeKind = 64 + iota // the hash (field, count) with its expiry: HSET/HINCRBY/PEXPIRE
 	wLockDel                        // DEL of the hash
 	wLockTerm                       // SET of the term key
+	wLockGone                       // ZADD of a tombstone (val: the owner)
 )
 
 // lockData is the lock's keys on one node.
 type lockData struct {
 	field string // "TERM OWNER"; "" when the hash is absent
 	count int64
-	exp   int64  // server ns
-	term  uint64 // the term key; 0 when absent
+	exp   int64           // server ns
+	term  uint64          // the term key; 0 when absent
+	gone  map[string]bool // tombstones: abandoned attempts' owners
 }
 
 func (d *lockData) apply(w repWrite) {
@@ -54,6 +57,11 @@ func (d *lockData) apply(w repWrite) {
 		d.field, d.count = "", 0
 	case wLockTerm:
 		d.term = uint64(w.n)
+	case wLockGone:
+		if d.gone == nil {
+			d.gone = map[string]bool{}
+		}
+		d.gone[w.val] = true
 	}
 }
 
@@ -107,7 +115,7 @@ func (w *world) lockHashWrite(now time.Time) {
 }
 
 // execLockAcquire is acquire.lua.
-func (w *world) execLockAcquire(now time.Time, owner, reenter string, ttl time.Duration) lockRes {
+func (w *world) execLockAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration) lockRes {
 	srv := w.srvNs(now)
 	d := &w.prim.lk
 	d.expire(srv)
@@ -124,12 +132,16 @@ func (w *world) execLockAcquire(now time.Time, owner, reenter string, ttl time.D
 		res.rep.Code = lockseam.CodeGone
 		return res
 	}
+	if d.gone[owner] {
+		res.rep.Code = lockseam.CodeAbandoned
+		return res
+	}
 	if d.field != "" {
-		if ownerOf(d.field) == owner {
+		if slices.Contains(adopt, ownerOf(d.field)) {
 			d.exp = srv + ms*int64(time.Millisecond)
 			w.lockHashWrite(now)
 			t, _ := strconv.ParseUint(d.field[:strings.IndexByte(d.field, ' ')], 10, 64)
-			res.rep = lockseam.AcquireReply{Code: lockseam.CodeAdopted, Term: t}
+			res.rep = lockseam.AcquireReply{Code: lockseam.CodeAdopted, Term: t, Field: d.field}
 			return res
 		}
 		res.rep = lockseam.AcquireReply{Code: lockseam.CodeHeld, Holder: d.field,
@@ -190,12 +202,17 @@ func (w *world) execLockRelease(now time.Time, field string, last bool, channel 
 }
 
 // execLockAbandon is abandon.lua.
-func (w *world) execLockAbandon(now time.Time, owner, channel string) lockRes {
+func (w *world) execLockAbandon(now time.Time, owners []string, channel string) lockRes {
 	srv := w.srvNs(now)
 	d := &w.prim.lk
 	d.expire(srv)
 	res := lockRes{epoch: w.epoch}
-	if d.field == "" || ownerOf(d.field) != owner {
+	for _, o := range owners {
+		wr := repWrite{kind: wLockGone, val: o}
+		d.apply(wr)
+		w.replicate(now, wr)
+	}
+	if d.field == "" || !slices.Contains(owners, ownerOf(d.field)) {
 		return res
 	}
 	field := d.field

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ func (s *state) clone() state {
 	for k, v := range s.cps {
 		c.cps[k] = v
 	}
+	c.lk.gone = maps.Clone(s.lk.gone)
 	return c
 }
 

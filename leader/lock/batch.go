@@ -23,9 +23,8 @@ import (
 //
 // Every call keeps its own context: a queued call whose context ends
 // leaves the queue (never sent); one already taken into a send returns at
-// once too, with an error carrying that send's completion (inFlightError),
-// so that whoever must undo it (an acquire's abandon) waits for the send
-// to land first. A batch is sent with the latest deadline of its calls
+// once too, its outcome unknown (an acquire's abandon leaves a tombstone,
+// so it is right whether it lands before or after that send). A batch is sent with the latest deadline of its calls
 // (none if one has none), so no call is cut short by another's, and values
 // of the callers' contexts do not reach the Redis client's hooks for a
 // batched call.
@@ -119,9 +118,8 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 		return c.cmd
 	default:
 	}
-	// Taken into a send that has not answered: its outcome is unknown
-	// until c.done.
-	return failedCmd(ctx, a, &inFlightError{err: ctx.Err(), done: c.done})
+	// Taken into a send that has not answered: its outcome is unknown.
+	return failedCmd(ctx, a, ctx.Err())
 }
 
 // unqueue takes c out of the queue; false if it was already taken into a
@@ -263,17 +261,6 @@ func failedCmd(ctx context.Context, a []any, err error) *redis.Cmd {
 var errNotSent = errors.New("lock: call not sent")
 
 func notSent(err error) error { return fmt.Errorf("%w (%w)", err, errNotSent) }
-
-// inFlightError is the error of a call given up while its request may
-// still reach Redis: done is closed once it can no longer (its send
-// answered or failed), so that undoing it (an abandon) cannot overtake it.
-type inFlightError struct {
-	err  error
-	done <-chan struct{}
-}
-
-func (e *inFlightError) Error() string { return e.err.Error() }
-func (e *inFlightError) Unwrap() error { return e.err }
 
 func isNoScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))

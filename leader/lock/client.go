@@ -129,7 +129,7 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	bounded := honoursDeadlines(c.rdb)
 	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline || bounded, ctxBound: bounded,
 		log: c.log.With(zap.String("lock", name))}
-	m.key = holdKey{cfg.KeyPrefix + ":{" + name + "}"}
+	m.key = holdKey{c: c, lock: cfg.KeyPrefix + ":{" + name + "}"}
 	rs := newRedisStore(c.rdb, cfg, name)
 	rs.batch = c.batch
 	rs.fair = o.fair
@@ -183,14 +183,24 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// owner returns a new owner ID: unique per Lock call, so an acquire can
-// only adopt this very call's own earlier attempt. One allocation.
-func (c *Client) owner() string {
-	var buf [64]byte
+// owner returns the owner ID of the next attempt of call seq, "BASE-SEQ.N"
+// (n counts the call's attempts): unique per attempt, so that nothing
+// aimed at one attempt can act on another's hold. One allocation.
+func (c *Client) owner(seq uint64, n *uint64) string {
+	*n++
+	var buf [80]byte
 	b := append(buf[:0], c.base...)
 	b = append(b, '-')
-	b = strconv.AppendUint(b, c.seq.Add(1), 10)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, *n, 10)
 	return string(b)
+}
+
+// callID returns the ID of call seq, "BASE-SEQ": its place in a fair
+// lock's queue.
+func (c *Client) callID(seq uint64) string {
+	return c.base + "-" + strconv.FormatUint(seq, 10)
 }
 
 // honoursDeadlines reports whether rdb bounds every call by its context's

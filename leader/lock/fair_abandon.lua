@@ -1,18 +1,36 @@
--- fair_abandon: abandon.lua for a fair lock: also leave the queue, and
--- wake the waiters when the lock is free (the next head may take it).
--- KEYS[1] lock hash, KEYS[3] queue, KEYS[4] slot timeouts (KEYS[2] unused)
--- ARGV[1] owner, ARGV[2] channel
-redis.call('LREM', KEYS[3], 0, ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
+-- fair_abandon: abandon.lua for a fair lock: the call also leaves the
+-- queue, and the waiters are woken when the lock is free (the next head
+-- may take it).
+-- KEYS[1] lock hash, KEYS[2] tombstones, KEYS[3] queue, KEYS[4] slot
+-- timeouts
+-- ARGV[1] channel, ARGV[2] tombstone lifetime in ms, ARGV[3] the call,
+-- ARGV[4..] owners of its attempts that may still land
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local life = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+for i = 4, #ARGV do
+  redis.call('ZADD', KEYS[2], now + life, ARGV[i])
+end
+if #ARGV >= 4 then
+  redis.call('PEXPIRE', KEYS[2], life)
+end
+redis.call('LREM', KEYS[3], 0, ARGV[3])
+redis.call('ZREM', KEYS[4], ARGV[3])
 local h = redis.call('HKEYS', KEYS[1])
 if h[1] then
   local sp = string.find(h[1], ' ', 1, true)
-  if not (sp and string.sub(h[1], sp + 1) == ARGV[1]) then
-    return 0
+  if sp then
+    local o = string.sub(h[1], sp + 1)
+    for i = 4, #ARGV do
+      if o == ARGV[i] then
+        redis.call('DEL', KEYS[1])
+        redis.call('PUBLISH', ARGV[1], 'released ' .. h[1])
+        return 1
+      end
+    end
   end
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], 'released ' .. h[1])
-  return 1
+  return 0
 end
-redis.call('PUBLISH', ARGV[2], 'left ' .. ARGV[1])
+redis.call('PUBLISH', ARGV[1], 'left ' .. ARGV[3])
 return 0

@@ -1,11 +1,15 @@
 -- fair_acquire: acquire.lua with a FIFO queue of waiters (Redisson's fair
--- lock): only the queue's head may take a free lock.
--- KEYS[1] lock hash, KEYS[2] term key, KEYS[3] queue (list of owners),
--- KEYS[4] slot timeouts (zset owner -> server ms after which the slot is
--- dropped)
--- ARGV[1] owner, ARGV[2] TTL ms, ARGV[3] re-entry field or "",
--- ARGV[4] "1" to queue (Lock) or "0" (TryLock: never queued),
--- ARGV[5] slot lifetime ms (refreshed by every attempt of its owner)
+-- lock): only the queue's head may take a free lock. The queue holds Lock
+-- calls (a call's attempts each have their own owner; its place in the
+-- queue is the call's).
+-- KEYS[1] lock hash, KEYS[2] term key, KEYS[3] queue (list of calls),
+-- KEYS[4] slot timeouts (zset call -> server ms after which the slot is
+-- dropped), KEYS[5] tombstones (as acquire.lua)
+-- ARGV[1] owner (unique per attempt), ARGV[2] TTL ms, ARGV[3] re-entry
+-- field or "", ARGV[4] "1" to queue (Lock) or "0" (TryLock: never queued),
+-- ARGV[5] slot lifetime ms (refreshed by every attempt of its call),
+-- ARGV[6] the call (its place in the queue), ARGV[7..] adoptable owners
+-- (as acquire.lua's ARGV[4..])
 -- Returns as acquire.lua; held by nobody but not our turn:
 -- {0, "", ms until the head's slot times out}.
 if ARGV[3] ~= '' then
@@ -14,8 +18,12 @@ if ARGV[3] ~= '' then
   end
   return {-1}
 end
+if redis.call('ZSCORE', KEYS[5], ARGV[1]) then
+  return {-2}
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local call = ARGV[6]
 -- Drop waiters at the head whose slot timed out (they died or gave up).
 local head = redis.call('LINDEX', KEYS[3], 0)
 while head do
@@ -28,12 +36,17 @@ end
 local h = redis.call('HKEYS', KEYS[1])
 if h[1] then
   local sp = string.find(h[1], ' ', 1, true)
-  if sp and string.sub(h[1], sp + 1) == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {2, tonumber(string.sub(h[1], 1, sp - 1))}
+  if sp then
+    local o = string.sub(h[1], sp + 1)
+    for i = 7, #ARGV do
+      if o == ARGV[i] then
+        redis.call('PEXPIRE', KEYS[1], ARGV[2])
+        return {2, h[1]}
+      end
+    end
   end
 end
-if not h[1] and (not head or head == ARGV[1]) then
+if not h[1] and (not head or head == call) then
   if head then
     redis.call('LPOP', KEYS[3])
     redis.call('ZREM', KEYS[4], head)
@@ -50,10 +63,10 @@ if not h[1] and (not head or head == ARGV[1]) then
 end
 -- Not ours: join (or stay in) the queue, refreshing our slot.
 if ARGV[4] == '1' then
-  if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
-    redis.call('RPUSH', KEYS[3], ARGV[1])
+  if not redis.call('ZSCORE', KEYS[4], call) then
+    redis.call('RPUSH', KEYS[3], call)
   end
-  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), ARGV[1])
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), call)
   redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[5]))
   redis.call('PEXPIRE', KEYS[4], 2 * tonumber(ARGV[5]))
 end

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/internal/seeded"
 )
 
 // Mutex is one named lock. Make it with Client.Mutex; it is safe for
@@ -36,9 +38,14 @@ type Mutex struct {
 	log      *zap.Logger
 }
 
-// holdKey is the context key of a hold: one per lock (prefix and name), so
-// a context can carry holds of several locks.
-type holdKey struct{ lock string }
+// holdKey is the context key of a hold: one per Client and lock (prefix
+// and name), so a context can carry holds of several locks, and a hold is
+// re-entered only through the Client that made it (another Client may
+// talk to another Redis, where the hold does not exist).
+type holdKey struct {
+	c    *Client
+	lock string
+}
 
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
@@ -101,16 +108,12 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	owner := m.c.owner()
+	call := lockCall{seq: m.c.seq.Add(1)}
 	var (
 		w       *waiter
-		unknown bool // an attempt's outcome is unknown: it may have taken the lock
 		queued  bool // fair: this call has a slot in the queue
 		lastErr error
 		rng     *rand.Rand
-		// pending: attempts given up while their requests may still
-		// reach Redis; each closed once it no longer can.
-		pending []<-chan struct{}
 	)
 	defer func() {
 		if w != nil {
@@ -118,22 +121,24 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		}
 	}()
 	giveUp := func(err error) (*Hold, error) {
-		if unknown || queued {
-			m.abandonAfter(ctx, owner, pending) // fair: also leaves the queue
-		}
+		m.endCall(ctx, &call, queued)
 		return nil, err
 	}
 	for {
+		// Every attempt has an owner of its own, so that nothing aimed at
+		// one attempt (the release of a late acquire, an undo, an
+		// abandon, the attempt itself landing late) can act on another's
+		// hold, or on the lock after this call's Unlock.
+		owner := m.c.owner(call.seq, &call.n)
 		// The send time is taken before the request: the server sets the
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
-		rep, err := m.acquire(ctx, owner, wait)
+		rep, err := m.acquire(ctx, owner, call.unknown, wait)
 		if err != nil {
-			// A call the batcher never sent took nothing.
-			unknown = unknown || !errors.Is(err, errNotSent)
-			var inFlight *inFlightError
-			if errors.As(err, &inFlight) {
-				pending = append(landed(pending), inFlight.done)
+			// A call the batcher never sent took nothing; any other may
+			// still land.
+			if !errors.Is(err, errNotSent) {
+				call.unknown = append(call.unknown, owner)
 			}
 			if ctx.Err() != nil {
 				return giveUp(errors.Join(ctx.Err(), lastErr))
@@ -146,7 +151,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			}
 			lastErr = err
 			if rng == nil {
-				rng = newRand()
+				rng = m.rand(ctx)
 			}
 			if !m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)) {
 				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
@@ -154,13 +159,18 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			continue
 		}
 		if rep.code == codeAcquired || rep.code == codeAdopted {
-			unknown = false
+			if rep.code == codeAdopted {
+				// An earlier attempt's hold, from now on this call's
+				// hold (or released by held): never abandoned.
+				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(rep.field) })
+			}
 			h, err := m.held(ctx, owner, rep, sent)
 			if err == nil {
+				m.endCall(ctx, &call, false)
 				return h, nil
 			}
 			if !wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
-				return nil, err
+				return giveUp(err)
 			}
 			continue // confirmed too late: released; try again
 		}
@@ -187,7 +197,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			continue
 		}
 		if rng == nil {
-			rng = newRand()
+			rng = m.rand(ctx)
 		}
 		// Sleep until a notice, or until the holder's lease runs out (a
 		// crashed holder never sends one), plus a little jitter so that
@@ -200,6 +210,50 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			return giveUp(errors.Join(m.waitErr(ctx), lastErr))
 		}
 	}
+}
+
+// lockCall is one Lock or TryLock call. Its attempts have owners of their
+// own, "BASE-SEQ.N"; the call is "BASE-SEQ" (a fair lock's queue holds
+// calls).
+type lockCall struct {
+	seq uint64
+	n   uint64 // attempts made
+	// unknown lists the owners of the attempts whose outcome is unknown
+	// (no reply) and that nothing has undone: they may still land. The
+	// next attempt may adopt what one of them took; when the call ends,
+	// they are abandoned.
+	unknown []string
+}
+
+// ownerOf returns the owner of a field "TERM OWNER".
+func ownerOf(field string) string { return field[strings.IndexByte(field, ' ')+1:] }
+
+// endCall ends call: the attempts that may still land are abandoned (a
+// fair call also leaves the queue: queued), on a goroutine of the
+// Client's, so the caller returns at once. The abandon leaves a tombstone
+// per attempt, so it is right in either order with a request still on
+// its way: one that lands after it takes nothing, one that landed before
+// is undone. It never names the hold the call returns.
+func (m *Mutex) endCall(ctx context.Context, call *lockCall, queued bool) {
+	if len(call.unknown) == 0 && !queued {
+		return
+	}
+	id, owners := m.c.callID(call.seq), call.unknown
+	call.unknown = nil
+	ctx = context.WithoutCancel(ctx)
+	if !m.c.spawn(func() { m.abandon(ctx, id, owners) }) {
+		m.abandon(ctx, id, owners) // closed: at once, best effort
+	}
+}
+
+// rand returns the source of the call's jitter: the one the module's
+// simulator carries in ctx (internal/seeded), so that its schedules
+// replay exactly, or a new one.
+func (m *Mutex) rand(ctx context.Context) *rand.Rand {
+	if r, ok := seeded.From(ctx); ok {
+		return r
+	}
+	return newRand()
 }
 
 // waitErr is ctx's error, or ErrClosed once the Client is closed.
@@ -282,11 +336,9 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	ch := make(chan result, 1)
-	done := make(chan struct{}) // closed when f has returned
 	go func() {
 		v, err := f(cctx)
 		ch <- result{v, err}
-		close(done)
 	}()
 	select {
 	case r := <-ch:
@@ -297,8 +349,9 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		// The request may still go out until f returns.
-		return zero, &inFlightError{err: err, done: done}
+		// The request may still go out until f returns: its outcome is
+		// unknown.
+		return zero, err
 	}
 }
 
@@ -318,14 +371,14 @@ func (m *Mutex) inlineCtx(ctx context.Context) (context.Context, context.CancelF
 // The store calls of Lock, TryLock and Unlock: inline (no goroutine, no
 // closure), or on a goroutine of their own bounded by RenewDeadline.
 
-func (m *Mutex) acquire(ctx context.Context, owner string, wait bool) (acquireReply, error) {
+func (m *Mutex) acquire(ctx context.Context, owner string, adopt []string, wait bool) (acquireReply, error) {
 	if m.inline {
 		cctx, cancel := m.inlineCtx(ctx)
 		defer cancel()
-		return m.st.acquire(cctx, owner, "", wait)
+		return m.st.acquire(cctx, owner, adopt, "", wait)
 	}
 	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, owner, "", wait)
+		return m.st.acquire(ctx, owner, adopt, "", wait)
 	})
 }
 
@@ -333,10 +386,10 @@ func (m *Mutex) reacquire(ctx context.Context, field string) (acquireReply, erro
 	if m.inline {
 		cctx, cancel := m.inlineCtx(ctx)
 		defer cancel()
-		return m.st.acquire(cctx, "", field, false)
+		return m.st.acquire(cctx, "", nil, field, false)
 	}
 	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, "", field, false)
+		return m.st.acquire(ctx, "", nil, field, false)
 	})
 }
 
@@ -405,54 +458,14 @@ func (m *Mutex) releaseField(ctx context.Context, field string) {
 	}
 }
 
-// abandonAfter abandons what owner's acquire may have taken, once that
-// acquire can no longer reach Redis (every pending closed), so
-// that the abandon cannot overtake it and leave the lock held by nobody
-// until its TTL. It waits for pending on a goroutine of the Client's, so
-// the caller returns at once. Close stops the wait (a client that ignores
-// deadlines may never return) and the abandon goes at once, best effort,
-// so that Close returns within RenewDeadline; after Close it goes at once
-// on the caller's goroutine.
-func (m *Mutex) abandonAfter(ctx context.Context, owner string, pending []<-chan struct{}) {
-	pending = landed(pending)
-	if len(pending) == 0 {
-		m.abandon(ctx, owner)
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	if !m.c.spawn(func() {
-		for _, p := range pending {
-			select {
-			case <-p:
-			case <-m.c.ctx.Done():
-			}
-		}
-		m.abandon(ctx, owner)
-	}) {
-		m.abandon(ctx, owner)
-	}
-}
-
-// landed drops the requests that can no longer reach Redis.
-func landed(pending []<-chan struct{}) []<-chan struct{} {
-	return slices.DeleteFunc(pending, func(p <-chan struct{}) bool {
-		select {
-		case <-p:
-			return true
-		default:
-			return false
-		}
-	})
-}
-
-// abandon deletes a lock that an acquire of owner, whose reply never
-// came, may have taken: otherwise it would hold the others off for a TTL.
-func (m *Mutex) abandon(ctx context.Context, owner string) {
-	_, err := call(context.WithoutCancel(ctx), m.cfg.RenewDeadline, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, m.st.abandon(ctx, owner)
+// abandon ends the attempts owners of call, which may still land (see
+// endCall), within RenewDeadline.
+func (m *Mutex) abandon(ctx context.Context, id string, owners []string) {
+	_, err := call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.st.abandon(ctx, id, owners)
 	})
 	if err != nil {
-		m.log.Debug("abandon after an unconfirmed acquire", zap.Error(err))
+		m.log.Debug("abandon of attempts whose outcome is unknown", zap.Error(err))
 	}
 }
 
@@ -466,7 +479,10 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 		cause := l.lostCause
 		l.mu.Unlock()
 		return nil, heldLostError(m.name, cause)
-	case l.released:
+	case l.released || l.ended || l.refs == 0:
+		// The term is over, or its last Unlock is under way (it counted
+		// the last hold out, and its release deletes whatever the count):
+		// a re-entry now would be deleted with it.
 		l.mu.Unlock()
 		return nil, nil
 	}
@@ -474,10 +490,19 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	l.mu.Unlock()
 	rep, err := m.reacquire(ctx, l.field)
 	if err == nil && rep.code == codeReentered {
-		if cause := l.lost(); cause != nil {
+		l.mu.Lock()
+		cause, ended := l.lostCause, l.ended
+		l.mu.Unlock()
+		switch {
+		case cause != nil:
 			// Answered after the hold was lost: the term is over.
 			l.unref(ctx)
 			return nil, heldLostError(m.name, cause)
+		case ended:
+			// Never a dead hold with a nil error: the term ended while
+			// the re-entry was on its way.
+			l.unref(ctx)
+			return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, ErrLockLost)
 		}
 		return l.newHold(ctx, new(Hold)), nil
 	}
@@ -807,9 +832,10 @@ func (c *holdValues) Value(key any) any {
 // lost its data (the term's floor is the Redis server's clock).
 func (h *Hold) Term() uint64 { return h.l.term }
 
-// Owner returns the owner ID of the term: unique per Lock call, the holder
-// to give a fence guard beside the term.
-func (h *Hold) Owner() string { return h.l.field[strings.IndexByte(h.l.field, ' ')+1:] }
+// Owner returns the owner ID of the term: unique per acquire attempt (an
+// adopted hold keeps the owner of the attempt that took it), the holder to
+// give a fence guard beside the term.
+func (h *Hold) Owner() string { return ownerOf(h.l.field) }
 
 // Name returns the lock's name.
 func (h *Hold) Name() string { return h.l.m.name }

@@ -138,7 +138,7 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 // master is one Redlock master's lock: the store's steps, with renewals
 // and releases that also raise the master's term counter to floor.
 type master interface {
-	acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error)
+	acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error)
 	renewFloor(ctx context.Context, field, floor string) (bool, error)
 	// renewOwner renews the lock if owner holds it, whatever the term
 	// (a master whose acquire reply came after the quorum's).
@@ -147,8 +147,9 @@ type master interface {
 	// releaseOwner deletes the lock if owner holds it, whatever the term:
 	// 0 deleted, -1 not owner's.
 	releaseOwner(ctx context.Context, owner, floor string) (int64, error)
-	abandon(ctx context.Context, owner string) error
-	// undo is abandon without the release notice.
+	abandon(ctx context.Context, call string, owners []string) error
+	// undo ends one failed attempt on this master: abandon of owner
+	// without the release notice.
 	undo(ctx context.Context, owner string) error
 }
 
@@ -192,7 +193,7 @@ func (s redlockMaster) releaseFloor(ctx context.Context, field string, last bool
 }
 
 func (s redlockMaster) undo(ctx context.Context, owner string) error {
-	if err := redlockUndoScript.Run(ctx, s.client, s.oneKey, owner).Err(); err != nil {
+	if err := redlockUndoScript.Run(ctx, s.client, s.goneKeys, s.goneArg, owner).Err(); err != nil {
 		return fmt.Errorf("undo %s: %w", s.oneKey[0], err)
 	}
 	return nil
@@ -310,7 +311,13 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 // acquisitions and reports the holder when other owners hold the lock on
 // enough masters to deny the quorum (or on any, when the other masters did
 // not answer), or an error wrapping ErrNoQuorum.
-func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
+//
+// Every attempt has its own owner and never adopts (adopt is ignored): a
+// failed attempt's undo, or its acquire on a master that answers late,
+// acts on that attempt's owner only, so it can never count in, or take
+// away from, a later attempt's quorum; and the undo leaves a tombstone,
+// so an acquire of the failed attempt that lands after it takes nothing.
+func (q *quorumStore) acquire(ctx context.Context, owner string, _ []string, reenter string, _ bool) (acquireReply, error) {
 	if reenter != "" {
 		return q.reenter(ctx, reenter)
 	}
@@ -320,13 +327,12 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool
 	}
 	// Success is decided by the first quorum; failure waits for every
 	// master, or acquireWait after the first reply that was not a win,
-	// so that every live master's acquisition is collected and undone
-	// before the next attempt (an undo that could land after it would
-	// delete that attempt's adoption). Only a master that answers later
-	// still keeps a partial acquisition: until its TTL, or until this
-	// owner's next attempt adopts it or the Mutex abandons it.
+	// so that most partial acquisitions are known. The undo goes to every
+	// master all the same: one that answers later, or not at all, may
+	// hold this attempt's key, or get its acquire after the undo (then
+	// the tombstone refuses it).
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (acquireReply, error) {
-		return s.acquire(ctx, owner, "", false)
+		return s.acquire(ctx, owner, nil, "", false)
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, won) >= q.quorum
 	}, func(rs []reply[acquireReply]) bool {
@@ -361,13 +367,15 @@ func (q *quorumStore) acquire(ctx context.Context, owner, reenter string, _ bool
 	if wins >= q.quorum {
 		return acquireReply{code: codeAcquired, term: top, field: encodeField(terms, owner)}, nil
 	}
-	if wins > 0 {
+	if wins > 0 || len(errs) > 0 || len(rs) < n {
 		// Redlock's rule: a failed attempt unlocks at once on every
-		// master, or two contenders with a master each would block one
-		// another (and refresh their halves by adoption) until one gives
-		// up. The delete sends no release notice: these keys were never
-		// a hold, and a notice would only wake the other contenders into
-		// the same collision.
+		// master (also where it failed or did not answer: its acquire
+		// may still land there), or two contenders with a master each
+		// would block one another until their TTLs. The delete sends no
+		// release notice: these keys were never a hold, and a notice
+		// would only wake the other contenders into the same collision.
+		// It waits only for the masters that answered; the others get
+		// it when they can, and it acts on this attempt's owner only.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.bound)
 		q.undo(uctx, owner, answers)
 		cancel()
@@ -409,7 +417,7 @@ func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, 
 	ok := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeReentered }
 	gone := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeGone }
 	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (acquireReply, error) {
-		return s.acquire(ctx, "", strconv.FormatUint(terms[i], 10)+" "+owner, false)
+		return s.acquire(ctx, "", nil, strconv.FormatUint(terms[i], 10)+" "+owner, false)
 	}, func(rs []reply[acquireReply]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
 	}, nil, 0)
@@ -501,11 +509,12 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 	return 0, noQuorum(q, "release", rs, len(targets), ctxErr)
 }
 
-// abandon deletes owner's lock on every master, after an acquire whose
-// outcome is unknown; it waits for all of them (within ctx).
-func (q *quorumStore) abandon(ctx context.Context, owner string) error {
+// abandon ends owners' attempts on every master (tombstones, and the lock
+// deleted where one of them holds it), after acquires whose outcome is
+// unknown; it waits for all of them (within ctx).
+func (q *quorumStore) abandon(ctx context.Context, call string, owners []string) error {
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
-		return struct{}{}, s.abandon(ctx, owner)
+		return struct{}{}, s.abandon(ctx, call, owners)
 	}, nil, nil, 0)
 	errs := []error{ctxErr}
 	for _, r := range rs {

@@ -39,7 +39,9 @@ func (f fakeMaster) releaseOwner(ctx context.Context, owner, _ string) (int64, e
 	return f.release(ctx, field, true)
 }
 
-func (f fakeMaster) undo(ctx context.Context, owner string) error { return f.abandon(ctx, owner) }
+func (f fakeMaster) undo(ctx context.Context, owner string) error {
+	return f.abandon(ctx, callOf(owner), []string{owner})
+}
 
 func (f fakeMaster) releaseFloor(ctx context.Context, field string, last bool, _ string) (int64, error) {
 	return f.release(ctx, field, last)

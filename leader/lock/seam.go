@@ -21,9 +21,9 @@ func init() {
 // seamStore adapts a lockseam.Store to store.
 type seamStore struct{ s lockseam.Store }
 
-func (s seamStore) acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error) {
-	r, err := s.s.Acquire(ctx, owner, reenter, wait)
-	return acquireReply{code: r.Code, term: r.Term, count: r.Count, holder: r.Holder, pttl: r.PTTL}, err
+func (s seamStore) acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error) {
+	r, err := s.s.Acquire(ctx, owner, adopt, reenter, wait)
+	return acquireReply{code: r.Code, term: r.Term, count: r.Count, holder: r.Holder, pttl: r.PTTL, field: r.Field}, err
 }
 
 func (s seamStore) renew(ctx context.Context, field string) (bool, error) {
@@ -34,12 +34,13 @@ func (s seamStore) release(ctx context.Context, field string, last bool) (int64,
 	return s.s.Release(ctx, field, last)
 }
 
-func (s seamStore) abandon(ctx context.Context, owner string) error {
-	return s.s.Abandon(ctx, owner)
+func (s seamStore) abandon(ctx context.Context, call string, owners []string) error {
+	return s.s.Abandon(ctx, call, owners)
 }
 
 // The outcome codes are one set (a mismatch fails to compile).
 var (
+	_ = [1]struct{}{}[codeAbandoned-lockseam.CodeAbandoned]
 	_ = [1]struct{}{}[codeGone-lockseam.CodeGone]
 	_ = [1]struct{}{}[codeHeld-lockseam.CodeHeld]
 	_ = [1]struct{}{}[codeAcquired-lockseam.CodeAcquired]

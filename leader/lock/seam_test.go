@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,7 @@ type seamStore struct {
 	reenterDelay time.Duration // a re-entry executes this late
 }
 
-func (s *seamStore) Acquire(_ context.Context, owner, reenter string, _ bool) (lockseam.AcquireReply, error) {
+func (s *seamStore) Acquire(_ context.Context, owner string, adopt []string, reenter string, _ bool) (lockseam.AcquireReply, error) {
 	if reenter != "" {
 		time.Sleep(s.reenterDelay)
 	}
@@ -43,8 +44,8 @@ func (s *seamStore) Acquire(_ context.Context, owner, reenter string, _ bool) (l
 		return lockseam.AcquireReply{Code: lockseam.CodeReentered, Count: s.count}, nil
 	}
 	if s.field != "" {
-		if strings.HasSuffix(s.field, " "+owner) {
-			return lockseam.AcquireReply{Code: lockseam.CodeAdopted, Term: s.term}, nil
+		if slices.Contains(adopt, s.field[strings.IndexByte(s.field, ' ')+1:]) {
+			return lockseam.AcquireReply{Code: lockseam.CodeAdopted, Term: s.term, Field: s.field}, nil
 		}
 		return lockseam.AcquireReply{Code: lockseam.CodeHeld, Holder: s.field, PTTL: time.Second}, nil
 	}
@@ -75,7 +76,7 @@ func (s *seamStore) Release(_ context.Context, field string, last bool) (int64, 
 	return n, nil
 }
 
-func (s *seamStore) Abandon(context.Context, string) error { return nil }
+func (s *seamStore) Abandon(context.Context, string, []string) error { return nil }
 
 // TestUnlockCancelsBeforeTheLockPasses: the last Unlock ends the hold's
 // context before its release can let another owner in, not when the

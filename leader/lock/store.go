@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -92,6 +93,7 @@ func (s *script) eval(ctx context.Context, c redis.UniversalClient, a []any) *re
 
 // Outcomes of the acquire script.
 const (
+	codeAbandoned = -2 // this attempt was abandoned before it landed: nothing done
 	codeGone      = -1 // the hold to re-enter is gone
 	codeHeld      = 0
 	codeAcquired  = 1
@@ -107,27 +109,48 @@ type acquireReply struct {
 	holder string        // held: "TERM OWNER" of the holder
 	pttl   time.Duration // held: the holder's time left
 	// field names the hold to renew and release by (acquired, adopted),
-	// when the store does not use "TERM OWNER" (Redlock: every master's
-	// own term).
+	// when it is not "TERM OWNER" of the attempt's own owner: an adopted
+	// hold's (an earlier attempt's owner), Redlock's (every master's own
+	// term).
 	field string
 }
 
 // store keeps one lock. Every method is one atomic step (one script);
 // redisStore is the production one, tests use fakes for timing.
 type store interface {
-	// acquire takes the lock for owner, adopts it when owner already
-	// holds it, or (reenter non-empty) adds one hold to the term whose
-	// field is reenter. wait says the caller will wait (a fair lock
-	// queues it).
-	acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error)
+	// acquire is one attempt of a Lock call: it takes the lock for owner
+	// (unique per attempt, "CALL.N"), adopts it when one of adopt (the
+	// call's earlier attempts whose outcome is unknown and that nothing
+	// undid) holds it, or (reenter non-empty) adds one hold to the term
+	// whose field is reenter. An attempt abandoned before it landed does
+	// nothing (codeAbandoned). wait says the caller will wait (a fair
+	// lock queues its call).
+	acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error)
 	// renew extends the lock if field still holds it.
 	renew(ctx context.Context, field string) (bool, error)
 	// release drops one hold (all when last) of field; returns the holds
 	// left, or -1 when field does not hold the lock.
 	release(ctx context.Context, field string, last bool) (int64, error)
-	// abandon deletes the lock if owner holds it.
-	abandon(ctx context.Context, owner string) error
+	// abandon ends the attempts owners of call, which may still land:
+	// none of them can take the lock afterwards, and the lock is deleted
+	// if one of them holds it. A fair lock's call also leaves the queue.
+	abandon(ctx context.Context, call string, owners []string) error
 }
+
+// callOf returns the call of an attempt's owner ("CALL.N").
+func callOf(owner string) string {
+	if i := strings.LastIndexByte(owner, '.'); i >= 0 {
+		return owner[:i]
+	}
+	return owner
+}
+
+// tombstoneLife is how long an abandoned attempt stays refused: a request
+// delayed on the network for longer (TCP retransmissions can take
+// minutes) may still take the lock for a call that has ended, which holds
+// it up until its TTL (never two holders: the owner is unique and nobody
+// uses it).
+func tombstoneLife(ttl time.Duration) time.Duration { return max(10*ttl, time.Minute) }
 
 // redisStore is the store of one lock name in Redis. The command heads
 // (script, keys) and the constant arguments (TTL, channel, slot) are built
@@ -143,6 +166,8 @@ type redisStore struct {
 	channel  string
 	ttlArg   any // ttl, boxed once
 	chanArg  any // channel, boxed once
+	goneKeys []string
+	goneArg  any // tombstone lifetime, milliseconds, boxed once
 	fair     bool
 	slot     any // fair: a waiter's slot lifetime, milliseconds, as a string
 
@@ -154,6 +179,7 @@ type redisStore struct {
 func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redisStore {
 	base := cfg.KeyPrefix + ":{" + name + "}:"
 	lock, term, queue, timeouts := base+"lock", base+"lock.term", base+"lock.queue", base+"lock.timeouts"
+	gone := base + "lock.gone"
 	ttl, channel := strconv.FormatInt(pxMillis(cfg.TTL), 10), base+"lock.events"
 	return &redisStore{
 		client:   client,
@@ -164,17 +190,19 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 		channel:  channel,
 		ttlArg:   ttl,
 		chanArg:  channel,
+		goneKeys: []string{lock, gone},
+		goneArg:  strconv.FormatInt(tombstoneLife(cfg.TTL).Milliseconds(), 10),
 		// A waiter sleeps at most the holder's PTTL (≤ TTL) plus jitter, or
 		// RetryInterval, between attempts, and each attempt refreshes its
 		// slot: two TTLs keep a live waiter's slot, and bound how long a
 		// dead one holds up the queue.
 		slot:            strconv.FormatInt((2*cfg.TTL + cfg.RetryInterval).Milliseconds(), 10),
-		acquireHead:     acquireScript.head(lock, term),
-		fairAcquireHead: fairAcquireScript.head(lock, term, queue, timeouts),
+		acquireHead:     acquireScript.head(lock, term, gone),
+		fairAcquireHead: fairAcquireScript.head(lock, term, queue, timeouts, gone),
 		renewHead:       renewScript.head(lock),
 		releaseHead:     releaseScript.head(lock),
-		abandonHead:     abandonScript.head(lock),
-		fairAbandonHead: fairAbandonScript.head(lock, term, queue, timeouts),
+		abandonHead:     abandonScript.head(lock, gone),
+		fairAbandonHead: fairAbandonScript.head(lock, gone, queue, timeouts),
 	}
 }
 
@@ -189,17 +217,23 @@ func (s *redisStore) run(ctx context.Context, sc *script, a []any) *redis.Cmd {
 // channelName is the lock's notice channel.
 func (s *redisStore) channelName() string { return s.channel }
 
-func (s *redisStore) acquire(ctx context.Context, owner, reenter string, wait bool) (acquireReply, error) {
+func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error) {
 	var cmd *redis.Cmd
 	if s.fair {
 		q := "0"
 		if wait {
 			q = "1"
 		}
-		a := append(args(s.fairAcquireHead, 5), owner, s.ttlArg, reenter, q, s.slot)
+		a := append(args(s.fairAcquireHead, 6+len(adopt)), owner, s.ttlArg, reenter, q, s.slot, callOf(owner))
+		for _, o := range adopt {
+			a = append(a, o)
+		}
 		cmd = s.run(ctx, fairAcquireScript, a)
 	} else {
-		a := append(args(s.acquireHead, 3), owner, s.ttlArg, reenter)
+		a := append(args(s.acquireHead, 3+len(adopt)), owner, s.ttlArg, reenter)
+		for _, o := range adopt {
+			a = append(a, o)
+		}
 		cmd = s.run(ctx, acquireScript, a)
 	}
 	res, err := cmd.Slice()
@@ -216,12 +250,24 @@ func parseAcquire(res []any) (acquireReply, error) {
 	code, _ := res[0].(int64)
 	r := acquireReply{code: int(code)}
 	switch r.code {
-	case codeAcquired, codeAdopted:
+	case codeAcquired:
 		if len(res) < 2 {
 			return r, fmt.Errorf("acquire: unexpected reply %v", res)
 		}
 		t, _ := res[1].(int64)
 		r.term = uint64(t)
+	case codeAdopted:
+		// The adopted hold is an earlier attempt's: its own field and term.
+		if len(res) < 2 {
+			return r, fmt.Errorf("acquire: unexpected reply %v", res)
+		}
+		r.field, _ = res[1].(string)
+		t, _, _ := strings.Cut(r.field, " ")
+		term, err := strconv.ParseUint(t, 10, 64)
+		if err != nil {
+			return r, fmt.Errorf("acquire: unexpected reply %v", res)
+		}
+		r.term = term
 	case codeReentered:
 		if len(res) < 2 {
 			return r, fmt.Errorf("acquire: unexpected reply %v", res)
@@ -234,7 +280,7 @@ func parseAcquire(res []any) (acquireReply, error) {
 		r.holder, _ = res[1].(string)
 		p, _ := res[2].(int64)
 		r.pttl = time.Duration(p) * time.Millisecond
-	case codeGone:
+	case codeGone, codeAbandoned:
 	default:
 		return r, fmt.Errorf("acquire: unexpected reply %v", res)
 	}
@@ -263,12 +309,18 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 	return n, nil
 }
 
-func (s *redisStore) abandon(ctx context.Context, owner string) error {
-	sc, head := abandonScript, s.abandonHead
+func (s *redisStore) abandon(ctx context.Context, call string, owners []string) error {
+	var a []any
+	sc := abandonScript
 	if s.fair {
-		sc, head = fairAbandonScript, s.fairAbandonHead
+		sc = fairAbandonScript
+		a = append(args(s.fairAbandonHead, 3+len(owners)), s.chanArg, s.goneArg, call)
+	} else {
+		a = append(args(s.abandonHead, 2+len(owners)), s.chanArg, s.goneArg)
 	}
-	a := append(args(head, 2), owner, s.chanArg)
+	for _, o := range owners {
+		a = append(a, o)
+	}
 	if err := s.run(ctx, sc, a).Err(); err != nil {
 		return fmt.Errorf("abandon %s: %w", s.key, err)
 	}

@@ -22,7 +22,7 @@ func BenchmarkStore_Cycle(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := s.acquire(ctx, "o", "", false)
+		r, err := s.acquire(ctx, "o", nil, "", false)
 		if err != nil || r.code != codeAcquired {
 			b.Fatal(r, err)
 		}

@@ -3,8 +3,8 @@ package lock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -27,8 +27,10 @@ type fakeStore struct {
 	expires  time.Time
 	term     uint64
 	releases []string
+	gone     map[string]bool // abandoned owners (tombstones)
 
-	replyDelay time.Duration // the acquire's reply comes this late (ignoring ctx)
+	replyDelay   time.Duration // the acquire's reply comes this late (ignoring ctx)
+	requestDelay time.Duration // the acquire runs this late (ignoring ctx)
 	renewHang  chan struct{} // non-nil: renewals block until closed, ignoring ctx
 	renewSent  []time.Time
 	renewReply time.Duration // a successful renewal's reply comes this late
@@ -42,7 +44,7 @@ func (f *fakeStore) liveLocked() bool {
 	return f.field != "" && time.Now().Before(f.expires)
 }
 
-func (f *fakeStore) acquire(ctx context.Context, owner, reenter string, _ bool) (acquireReply, error) {
+func (f *fakeStore) acquire(ctx context.Context, owner string, adopt []string, reenter string, _ bool) (acquireReply, error) {
 	f.mu.Lock()
 	bound := time.Duration(-1)
 	if d, ok := ctx.Deadline(); ok {
@@ -50,7 +52,12 @@ func (f *fakeStore) acquire(ctx context.Context, owner, reenter string, _ bool) 
 	}
 	f.acquireBounds = append(f.acquireBounds, bound)
 	delay := f.replyDelay
-	r, err := f.acquireLocked(owner, reenter)
+	if d := f.requestDelay; d > 0 {
+		f.mu.Unlock()
+		time.Sleep(d)
+		f.mu.Lock()
+	}
+	r, err := f.acquireLocked(owner, adopt, reenter)
 	f.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
@@ -58,7 +65,7 @@ func (f *fakeStore) acquire(ctx context.Context, owner, reenter string, _ bool) 
 	return r, err
 }
 
-func (f *fakeStore) acquireLocked(owner, reenter string) (acquireReply, error) {
+func (f *fakeStore) acquireLocked(owner string, adopt []string, reenter string) (acquireReply, error) {
 	if reenter != "" {
 		if f.liveLocked() && f.field == reenter {
 			f.count++
@@ -66,10 +73,13 @@ func (f *fakeStore) acquireLocked(owner, reenter string) (acquireReply, error) {
 		}
 		return acquireReply{code: codeGone}, nil
 	}
+	if f.gone[owner] {
+		return acquireReply{code: codeAbandoned}, nil
+	}
 	if f.liveLocked() {
-		if strings.HasSuffix(f.field, " "+owner) {
+		if slices.Contains(adopt, ownerOf(f.field)) {
 			f.expires = time.Now().Add(f.ttl)
-			return acquireReply{code: codeAdopted, term: f.term}, nil
+			return acquireReply{code: codeAdopted, term: f.term, field: f.field}, nil
 		}
 		return acquireReply{code: codeHeld, holder: f.field, pttl: time.Until(f.expires)}, nil
 	}
@@ -123,10 +133,16 @@ func (f *fakeStore) release(ctx context.Context, field string, last bool) (int64
 	return 0, nil
 }
 
-func (f *fakeStore) abandon(ctx context.Context, owner string) error {
+func (f *fakeStore) abandon(ctx context.Context, _ string, owners []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.liveLocked() && strings.HasSuffix(f.field, " "+owner) {
+	if f.gone == nil {
+		f.gone = map[string]bool{}
+	}
+	for _, o := range owners {
+		f.gone[o] = true
+	}
+	if f.liveLocked() && slices.Contains(owners, ownerOf(f.field)) {
 		f.field = ""
 	}
 	return nil
@@ -261,15 +277,18 @@ func TestTiming_FixedLease(t *testing.T) {
 
 // TestTiming_AcquireReplyLost: an acquire that takes effect but whose reply
 // comes only after its bound gives no hold to TryLock, which returns at
-// the bound; the lock its attempt took is abandoned once the call has
-// returned from the client (at 2.5s), not before: in Redis the request
-// may still be on its way at the bound, and an abandon sent then could
-// overtake it. Lock retries and adopts its own lock, with the deadline
-// counted from the adopting attempt's send time. Mutation checks: without
-// the abandon in giveUp it fails with "lock left held by the failed
-// TryLock"; with the abandon sent at the bound, "abandoned at 2s, before
-// the call returned". The goroutine mode only: inline, the late reply is
-// the call's return (TestTiming_LateAcquireReplyReleased).
+// the bound and abandons the attempt at once: the abandon leaves a
+// tombstone, so it is right in either order with the request, which may
+// still be on its way. A request that ran before the abandon is undone by
+// it; one that runs after it is refused (before, the abandon waited for
+// the call to return from the client, which a request delayed in the
+// network outlives). Lock retries and adopts its own lock, with the
+// deadline counted from the adopting attempt's send time. Mutation
+// checks: without the abandon in giveUp it fails with "lock left held by
+// the failed TryLock"; without the tombstone check in the fake's acquire,
+// "a request that landed after its abandon took the lock". The goroutine
+// mode only: inline, the late reply is the call's return
+// (TestTiming_LateAcquireReplyReleased).
 func TestTiming_AcquireReplyLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeStore{replyDelay: 2500 * time.Millisecond}
@@ -279,21 +298,28 @@ func TestTiming_AcquireReplyLost(t *testing.T) {
 			t.Fatalf("TryLock: %v, want errCallBound", err)
 		}
 		synctest.Wait()
-		f.mu.Lock() // at 2s: the call is still in the client
+		f.mu.Lock() // at 2s: the lock (taken at 0s) would last until 3s unless abandoned
 		held := f.liveLocked()
-		f.mu.Unlock()
-		if !held {
-			t.Fatal("abandoned at 2s, before the call returned: in Redis the abandon could overtake the acquire")
-		}
-		time.Sleep(600 * time.Millisecond) // the late reply comes at 2.5s; the abandon follows
-		synctest.Wait()
-		f.mu.Lock() // at 2.6s: the lock (taken at 0s) would last until 3s unless abandoned
-		held = f.liveLocked()
 		f.mu.Unlock()
 		if held {
 			t.Fatal("lock left held by the failed TryLock")
 		}
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(time.Second)
+
+		// The request itself lands after the bound, after the abandon.
+		f.replyDelay, f.requestDelay = 0, 2500*time.Millisecond
+		if _, err := m.TryLock(t.Context()); !errors.Is(err, errCallBound) {
+			t.Fatalf("TryLock: %v, want errCallBound", err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		f.mu.Lock() // at 3s of the call: the request ran at 2.5s
+		held = f.liveLocked()
+		f.requestDelay = 0
+		f.mu.Unlock()
+		if held {
+			t.Fatal("a request that landed after its abandon took the lock")
+		}
 
 		// Lock: the first attempt lands after its bound; the retry adopts.
 		f.replyDelay = 2500 * time.Millisecond
