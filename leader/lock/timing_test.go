@@ -31,10 +31,10 @@ type fakeStore struct {
 
 	replyDelay   time.Duration // the acquire's reply comes this late (ignoring ctx)
 	requestDelay time.Duration // the acquire runs this late (ignoring ctx)
-	renewHang  chan struct{} // non-nil: renewals block until closed, ignoring ctx
-	renewSent  []time.Time
-	renewReply time.Duration // a successful renewal's reply comes this late
-	onRelease  func()        // called as a release arrives
+	renewHang    chan struct{} // non-nil: renewals block until closed, ignoring ctx
+	renewSent    []time.Time
+	renewReply   time.Duration // a successful renewal's reply comes this late
+	onRelease    func()        // called as a release arrives
 	// acquireBounds records, per acquire, its context's deadline minus
 	// the call time (-1: none).
 	acquireBounds []time.Duration
