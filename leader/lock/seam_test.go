@@ -28,6 +28,7 @@ type seamStore struct {
 	term         uint64
 	replyDelay   time.Duration // a release's reply comes this late
 	reenterDelay time.Duration // a re-entry executes this late
+	releaseDelay time.Duration // a release executes this late
 }
 
 func (s *seamStore) Acquire(_ context.Context, owner string, adopt []string, reenter string, _ bool) (lockseam.AcquireReply, error) {
@@ -61,6 +62,7 @@ func (s *seamStore) Renew(_ context.Context, field string) (bool, error) {
 }
 
 func (s *seamStore) Release(_ context.Context, field string, last bool) (int64, error) {
+	time.Sleep(s.releaseDelay)
 	s.mu.Lock()
 	n := int64(-1)
 	if s.field == field {
@@ -178,6 +180,58 @@ func TestUnlockWithReentryInFlight(t *testing.T) {
 		if err := b.Unlock(context.Background()); err != nil {
 			t.Error(err)
 		}
+	})
+}
+
+// TestReentryRacingTheLastUnlock (finding 8 of the third review): a
+// re-entry that starts while the term's last Unlock is under way (its
+// release sent, not yet run) must not return a hold: the release deletes
+// whatever the count. Before the fix the re-entry was counted in Redis
+// and returned a hold whose context had already ended, with a nil error
+// ("re-entry returned a dead hold with a nil error"). Now it takes the
+// lock anew: here TryLock, so ErrNotObtained while the release is on its
+// way.
+func TestReentryRacingTheLastUnlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &seamStore{releaseDelay: 100 * time.Millisecond}
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
+		defer rdb.Close()
+		c, err := lock.NewClient(rdb, lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		m, err := c.Mutex("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := m.TryLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Unlock(context.Background()) }()
+		time.Sleep(10 * time.Millisecond) // the last release is on its way
+		h, err := m.TryLock(lock.WithHold(context.Background(), a))
+		switch {
+		case err == nil && h.Context().Err() != nil:
+			t.Fatal("re-entry returned a dead hold with a nil error")
+		case err == nil:
+			t.Fatalf("re-entered term %d while its last Unlock was under way", h.Term())
+		case !errors.Is(err, lock.ErrNotObtained):
+			t.Fatalf("re-entry: %v, want ErrNotObtained", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		b, err := m.TryLock(lock.WithHold(context.Background(), a))
+		if err != nil {
+			t.Fatalf("after the release: %v", err)
+		}
+		if b.Term() == a.Term() {
+			t.Fatal("took the released term again")
+		}
+		_ = b.Unlock(context.Background())
 	})
 }
 
