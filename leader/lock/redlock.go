@@ -64,11 +64,12 @@ var ErrNoQuorum = errors.New("lock: no quorum of masters")
 //     hold's term, so a later quorum, which shares a master with this
 //     one, mints a higher term.
 //   - Unlock releases on every master (by owner where the acquire was
-//     never confirmed). An acquire without a quorum deletes its partial
-//     acquisitions on every master that answered before it returns; a
-//     master that answers later keeps its partial acquisition until its
-//     TTL, the same Lock call's next attempt (which adopts it) or the
-//     Mutex's abandon.
+//     never confirmed). An acquire without a quorum undoes its partial
+//     acquisitions on every master (waiting for those that answered
+//     before it returns); the undo leaves a tombstone of the attempt's
+//     owner, so an acquire of that attempt that lands later takes
+//     nothing. Every attempt has an owner of its own, so a late undo
+//     never touches a later attempt's quorum.
 //   - Waiters subscribe to the release notices on every master (one
 //     pub/sub connection per master and Client, opened by the first
 //     waiter): a notice from any one wakes them, so a master down or

@@ -1,7 +1,7 @@
 -- redlock release by owner: the last release on a Redlock master whose
 -- acquire was never confirmed (its reply came after the quorum's): delete
--- the lock if exactly this owner holds it (owners are unique per Lock
--- call), raise the master's term key to the hold's term first, and tell
+-- the lock if exactly this owner holds it (owners are unique per
+-- attempt), raise the master's term key to the hold's term first, and tell
 -- the waiters.
 -- KEYS[1] lock hash, KEYS[2] term key; ARGV[1] owner, ARGV[2] channel,
 -- ARGV[3] the hold's term

@@ -1,6 +1,6 @@
 -- redlock renew by owner: renew a Redlock master whose acquire was never
 -- confirmed (its reply came after the quorum's) if the lock there is held
--- by exactly this owner (owners are unique per Lock call, so the key is
+-- by exactly this owner (owners are unique per attempt, so the key is
 -- this hold's), and raise the master's term key to the hold's term.
 -- KEYS[1] lock hash, KEYS[2] term key; ARGV[1] owner, ARGV[2] TTL in
 -- milliseconds, ARGV[3] the hold's term
