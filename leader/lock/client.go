@@ -16,6 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/leader"
 )
 
 // Client makes the Mutexes of one process over one Redis client and shares
@@ -138,8 +140,13 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	m.st = rs
 	if o.newStore != nil {
 		if m.st = o.newStore(m); m.st == nil {
-			// The store refuses the options (Redlock has no fair mode).
-			return nil, fmt.Errorf("lock %s: fair mode is not available with Redlock", name)
+			// The store refuses the options (Redlock has no fair mode,
+			// and no replicas to wait for).
+			if o.fair {
+				return nil, fmt.Errorf("lock %s: fair mode is not available with Redlock", name)
+			}
+			return nil, &leader.ConfigError{Field: "min_replicas", Value: cfg.MinReplicas,
+				Reason: "is not available with Redlock: its masters are independent primaries"}
 		}
 	}
 	return m, nil

@@ -52,6 +52,24 @@ type Config struct {
 	// host's monotonic clock and the Redis server's (0.01 = 1%). Default
 	// 0.01; must be in [0, 0.5).
 	Drift float64
+
+	// MinReplicas, when positive, makes every acquire and renewal wait
+	// (WAIT, on the same connection, in one pipeline with the script)
+	// until that many replicas acknowledged it, as an election's
+	// leader.Config.MinReplicas does: an acquire acknowledged by fewer is
+	// handed back (exact field) and reported as ErrNotReplicated (Lock
+	// retries); such a renewal counts as failed (retried until the renew
+	// deadline). Use it with Sentinel, so that a failover cannot lose a
+	// fresh hold and hand the lock to a second owner. Releases do not wait
+	// (a lost release costs a TTL, never safety). Default 0 (off). Calls
+	// with it are not batched. Refused by NewRedlockClient (its masters
+	// are independent primaries).
+	MinReplicas int
+
+	// ReplicaTimeout bounds each WAIT for MinReplicas. Default
+	// min(RenewInterval/2, 500ms). Must be below RenewDeadline −
+	// RenewInterval.
+	ReplicaTimeout time.Duration
 }
 
 // withDefaults returns a copy with every zero field set to its default.
@@ -74,6 +92,9 @@ func (c Config) withDefaults() Config {
 	if c.Drift == 0 {
 		c.Drift = DefaultDrift
 	}
+	if c.ReplicaTimeout == 0 {
+		c.ReplicaTimeout = min(c.RenewInterval/2, 500*time.Millisecond)
+	}
 	return c
 }
 
@@ -82,13 +103,15 @@ func (c Config) withDefaults() Config {
 // with name as the lock's name.
 func (c Config) validate(name string) error {
 	lc := leader.Config{
-		Name:          name,
-		KeyPrefix:     c.KeyPrefix,
-		TTL:           c.TTL,
-		RenewInterval: c.RenewInterval,
-		RenewDeadline: c.RenewDeadline,
-		RetryInterval: c.RetryInterval,
-		Drift:         c.Drift,
+		Name:           name,
+		KeyPrefix:      c.KeyPrefix,
+		TTL:            c.TTL,
+		RenewInterval:  c.RenewInterval,
+		RenewDeadline:  c.RenewDeadline,
+		RetryInterval:  c.RetryInterval,
+		Drift:          c.Drift,
+		MinReplicas:    c.MinReplicas,
+		ReplicaTimeout: c.ReplicaTimeout,
 	}
 	return lc.Validate()
 }

@@ -1,6 +1,10 @@
 package lock
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/solo-run/solo/leader"
+)
 
 var (
 	// ErrNotObtained is returned by TryLock when another owner holds the
@@ -30,6 +34,11 @@ var (
 	// ErrNotHeld is returned by Unlock of a hold that was already unlocked.
 	ErrNotHeld = errors.New("lock: hold already unlocked")
 
+	// ErrNotReplicated is returned (wrapped) by an acquire that fewer than
+	// Config.MinReplicas replicas acknowledged: the lock it took was handed
+	// back. Lock retries; TryLock returns it.
+	ErrNotReplicated = leader.ErrNotReplicated
+
 	// ErrClosed is returned by a Mutex whose Client was closed.
 	ErrClosed = errors.New("lock: client closed")
 
@@ -40,4 +49,8 @@ var (
 	// errLate reports an acquire confirmed after its renew deadline: it is
 	// released, never held.
 	errLate = errors.New("lock: acquire confirmed after its renew deadline")
+
+	// errRenewNotReplicated marks a renewal that fewer than MinReplicas
+	// replicas acknowledged: a failed renewal (retried), not a lost lock.
+	errRenewNotReplicated = errors.New("lock: renewal not acknowledged by enough replicas")
 )

@@ -135,9 +135,20 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		sent := time.Now()
 		rep, err := m.acquire(ctx, owner, call.unknown, wait)
 		if err != nil {
-			// A call the batcher never sent took nothing; any other may
-			// still land.
-			if !errors.Is(err, errNotSent) {
+			switch {
+			case errors.Is(err, ErrNotReplicated):
+				// Taken (or adopted), but too few replicas have it: a
+				// failover could lose it. Handed back by its exact
+				// field, never held; its outcome is known.
+				field := rep.field
+				if field == "" {
+					field = makeField(rep.term, owner)
+				}
+				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(field) })
+				m.releaseField(ctx, field)
+			case !errors.Is(err, errNotSent):
+				// A call the batcher never sent took nothing; any other
+				// may still land.
 				call.unknown = append(call.unknown, owner)
 			}
 			if ctx.Err() != nil {

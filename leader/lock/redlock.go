@@ -110,13 +110,21 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 			return nil, fmt.Errorf("lock: invalid masters[%d]: the same client as masters[%d] (every master counts once toward the quorum)", i, j)
 		}
 	}
+	var probe options
+	for _, opt := range opts {
+		opt.apply(&probe)
+	}
+	if probe.cfg.MinReplicas > 0 {
+		return nil, &leader.ConfigError{Field: "min_replicas", Value: probe.cfg.MinReplicas,
+			Reason: "is not available with Redlock: its masters are independent primaries (use one master with replicas and MinReplicas instead)"}
+	}
 	ms := slices.Clone(masters)
 	all := make([]Option, 0, len(opts)+1)
 	all = append(all, opts...)
 	all = append(all, optionFunc(func(o *options) {
 		o.newStore = func(m *Mutex) store {
-			if m.fair {
-				return nil // Mutex refuses it: no FIFO queue across masters
+			if m.fair || m.cfg.MinReplicas > 0 {
+				return nil // Mutex refuses it: no FIFO queue across masters, no WAIT
 			}
 			return newQuorumStore(m, ms)
 		}

@@ -170,6 +170,9 @@ type redisStore struct {
 	goneArg  any // tombstone lifetime, milliseconds, boxed once
 	fair     bool
 	slot     any // fair: a waiter's slot lifetime, milliseconds, as a string
+	// minReplicas > 0: acquires and renewals pipeline a WAIT (unbatched).
+	minReplicas    int
+	replicaTimeout time.Duration
 
 	acquireHead, fairAcquireHead []any
 	renewHead, releaseHead       []any
@@ -182,16 +185,18 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 	gone := base + "lock.gone"
 	ttl, channel := strconv.FormatInt(pxMillis(cfg.TTL), 10), base+"lock.events"
 	return &redisStore{
-		client:   client,
-		key:      lock,
-		lockKeys: []string{lock, term},
-		oneKey:   []string{lock},
-		ttl:      ttl,
-		channel:  channel,
-		ttlArg:   ttl,
-		chanArg:  channel,
-		goneKeys: []string{lock, gone},
-		goneArg:  strconv.FormatInt(tombstoneLife(cfg.TTL).Milliseconds(), 10),
+		client:         client,
+		key:            lock,
+		lockKeys:       []string{lock, term},
+		oneKey:         []string{lock},
+		ttl:            ttl,
+		channel:        channel,
+		minReplicas:    cfg.MinReplicas,
+		replicaTimeout: cfg.ReplicaTimeout,
+		ttlArg:         ttl,
+		chanArg:        channel,
+		goneKeys:       []string{lock, gone},
+		goneArg:        strconv.FormatInt(tombstoneLife(cfg.TTL).Milliseconds(), 10),
 		// A waiter sleeps at most the holder's PTTL (≤ TTL) plus jitter, or
 		// RetryInterval, between attempts, and each attempt refreshes its
 		// slot: two TTLs keep a live waiter's slot, and bound how long a
@@ -214,11 +219,72 @@ func (s *redisStore) run(ctx context.Context, sc *script, a []any) *redis.Cmd {
 	return sc.run(ctx, s.client, a)
 }
 
+// runWait sends a of sc and a WAIT for minReplicas in one pipeline, on one
+// connection (the slot's master with a Cluster client: a WAIT elsewhere
+// would count another node's replicas), so the WAIT covers exactly that
+// write. It returns the script's reply and the replicas that
+// acknowledged it.
+func (s *redisStore) runWait(ctx context.Context, sc *script, a []any) (*redis.Cmd, int64, error) {
+	var c redis.Cmdable = s.client
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, s.key)
+		if err != nil {
+			return failedCmd(ctx, a, err), 0, err
+		}
+		c = node
+	}
+	cmd, acked, err := s.pipeWait(ctx, c, a)
+	if isNoScript(err) {
+		e := slices.Clone(a)
+		e[0], e[1] = "eval", sc.src
+		cmd, acked, err = s.pipeWait(ctx, c, e)
+	}
+	return cmd, acked, err
+}
+
+func (s *redisStore) pipeWait(ctx context.Context, c redis.Cmdable, a []any) (*redis.Cmd, int64, error) {
+	p := c.Pipeline()
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3)
+	_ = p.Process(ctx, cmd)
+	// Pipeliner's interface lacks WAIT, but every go-redis pipeline has it.
+	waiter, ok := p.(interface {
+		Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
+	})
+	if !ok {
+		err := fmt.Errorf("pipeline without WAIT")
+		return failedCmd(ctx, a, err), 0, err
+	}
+	w := waiter.Wait(ctx, s.minReplicas, s.replicaTimeout)
+	_, _ = p.Exec(ctx) // errors are read per command below
+	if err := cmd.Err(); err != nil {
+		return cmd, 0, err
+	}
+	acked, err := w.Result()
+	if err != nil {
+		return cmd, 0, fmt.Errorf("wait for replicas: %w", err)
+	}
+	return cmd, acked, nil
+}
+
+// send runs a of sc: with a WAIT when minReplicas is set (acked is then
+// the replicas that acknowledged it), else batched when it can be.
+func (s *redisStore) send(ctx context.Context, sc *script, a []any) (cmd *redis.Cmd, acked int64) {
+	if s.minReplicas > 0 {
+		cmd, acked, _ = s.runWait(ctx, sc, a)
+		return cmd, acked
+	}
+	return s.run(ctx, sc, a), 0
+}
+
 // channelName is the lock's notice channel.
 func (s *redisStore) channelName() string { return s.channel }
 
 func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error) {
-	var cmd *redis.Cmd
+	var (
+		cmd   *redis.Cmd
+		acked int64
+	)
 	if s.fair {
 		q := "0"
 		if wait {
@@ -228,19 +294,26 @@ func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, 
 		for _, o := range adopt {
 			a = append(a, o)
 		}
-		cmd = s.run(ctx, fairAcquireScript, a)
+		cmd, acked = s.send(ctx, fairAcquireScript, a)
 	} else {
 		a := append(args(s.acquireHead, 3+len(adopt)), owner, s.ttlArg, reenter)
 		for _, o := range adopt {
 			a = append(a, o)
 		}
-		cmd = s.run(ctx, acquireScript, a)
+		cmd, acked = s.send(ctx, acquireScript, a)
 	}
 	res, err := cmd.Slice()
 	if err != nil {
 		return acquireReply{}, fmt.Errorf("acquire %s: %w", s.key, err)
 	}
-	return parseAcquire(res)
+	r, err := parseAcquire(res)
+	if err == nil && s.minReplicas > 0 && acked < int64(s.minReplicas) &&
+		(r.code == codeAcquired || r.code == codeAdopted || r.code == codeReentered) {
+		// The caller hands an acquire back by its field (never holds it);
+		// a re-entry's extra count goes with the term's last release.
+		return r, fmt.Errorf("acquire %s: %d of %d replicas acknowledged: %w", s.key, acked, s.minReplicas, ErrNotReplicated)
+	}
+	return r, err
 }
 
 func parseAcquire(res []any) (acquireReply, error) {
@@ -289,9 +362,13 @@ func parseAcquire(res []any) (acquireReply, error) {
 
 func (s *redisStore) renew(ctx context.Context, field string) (bool, error) {
 	a := append(args(s.renewHead, 2), field, s.ttlArg)
-	n, err := s.run(ctx, renewScript, a).Int64()
+	cmd, acked := s.send(ctx, renewScript, a)
+	n, err := cmd.Int64()
 	if err != nil {
 		return false, fmt.Errorf("renew %s: %w", s.key, err)
+	}
+	if n == 1 && s.minReplicas > 0 && acked < int64(s.minReplicas) {
+		return false, fmt.Errorf("renew %s: %d of %d replicas acknowledged: %w", s.key, acked, s.minReplicas, errRenewNotReplicated)
 	}
 	return n == 1, nil
 }
