@@ -75,7 +75,7 @@ type channelState struct {
 // waiter is one Lock call waiting for a lock name.
 type waiter struct {
 	channel string
-	notify  chan struct{} // size one: a release notice (or a reconnect) came
+	notify  chan struct{} // size one: a release notice (or a resubscribe after a re-dial) came
 	ready   chan struct{} // the channel's ready when the waiter joined
 	also    []*waiter     // Redlock: the same wait on the other masters' Clients
 	owner   *Client
@@ -245,7 +245,8 @@ func (c *Client) untrack(l *lease) {
 
 // subscribe registers a waiter for channel. The waiter's ready is closed
 // once the subscription is live; notify gets a token on every release
-// notice (and after a reconnect, when notices may have been missed).
+// notice (and when a new connection confirms the channel, as notices may
+// have been missed).
 func (c *Client) subscribe(channel string) (*waiter, error) {
 	w, err := c.subscribeNotify(channel, make(chan struct{}, 1))
 	if err != nil {

@@ -335,17 +335,19 @@ func fairHandover(t *testing.T, name string, aOpts, wOpts []lock.Option) (lockRe
 	waitFor(t, func() bool { return qlen() == 2 && whook.replies() >= 2 })
 
 	ahook.close()
-	before := whook.replies()
+	t.Cleanup(ahook.open) // before A's Lock is cancelled and waited for
 	if err := h.Unlock(t.Context()); err != nil {
-		ahook.open()
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return whook.replies() > before })
-	rep := whook.lastAcquire()
-	ahook.open()
-	if len(rep) < 2 || rep[0] != int64(0) || rep[1] != "" {
-		t.Fatalf("setup: W's attempt after the release got %v, want [0 \"\" ms] (free, not its turn)", rep)
+	// The notice wakes W, whose attempt finds the lock free but A's turn
+	// (A's attempt is held back).
+	if !waitUntil(10*time.Second, func() bool {
+		rep := whook.lastAcquire()
+		return len(rep) >= 2 && rep[0] == int64(0) && rep[1] == ""
+	}) {
+		t.Fatalf("setup: W's last attempt got %v, want [0 \"\" ms] (free, not its turn)", whook.lastAcquire())
 	}
+	ahook.open()
 	var a lockResult
 	select {
 	case a = <-gotA:
