@@ -59,19 +59,25 @@ type Client struct {
 // channelState is one notice channel's waiters and subscription.
 type channelState struct {
 	waiters map[*waiter]struct{}
-	// subscribed: the control goroutine sent SUBSCRIBE (and no
-	// UNSUBSCRIBE since). sent and acked count SUBSCRIBEs and their
-	// confirmations; the subscription is live when they match, as Redis
-	// answers in order.
+	// subscribed: the control goroutine sent SUBSCRIBE on the current
+	// connection (and no UNSUBSCRIBE since). sent and acked count the
+	// SUBSCRIBEs on the current connection and their confirmations; the
+	// subscription is live when they match, as Redis answers in order. A
+	// new connection starts them at zero: nothing sent on an earlier one
+	// is ever confirmed on it.
 	subscribed  bool
 	sent, acked int
 	ready       chan struct{} // closed once live
+	// redialed: the channel is subscribed again on a new connection; its
+	// waiters are woken when that is confirmed, as a notice may have been
+	// lost in between.
+	redialed bool
 }
 
 // waiter is one Lock call waiting for a lock name.
 type waiter struct {
 	channel string
-	notify  chan struct{} // size one: a release notice (or a reconnect) came
+	notify  chan struct{} // size one: a release notice (or a resubscribe after a re-dial) came
 	ready   chan struct{} // the channel's ready when the waiter joined
 	also    []*waiter     // Redlock: the same wait on the other masters' Clients
 	owner   *Client
@@ -256,7 +262,8 @@ func (c *Client) untrack(l *lease) {
 
 // subscribe registers a waiter for channel. The waiter's ready is closed
 // once the subscription is live; notify gets a token on every release
-// notice (and after a reconnect, when notices may have been missed).
+// notice (and when a new connection confirms the channel, as notices may
+// have been missed).
 func (c *Client) subscribe(channel string) (*waiter, error) {
 	w, err := c.subscribeNotify(channel, make(chan struct{}, 1))
 	if err != nil {
@@ -279,10 +286,11 @@ func (c *Client) subscribeNotify(channel string, notify chan struct{}) (*waiter,
 	}
 	if !c.started {
 		c.started = true
-		c.ps = c.rdb.Subscribe(c.ctx) // no channel: does not dial
+		ps := c.rdb.Subscribe(c.ctx) // no channel: does not dial
+		c.ps = ps
 		c.wg.Add(2)
 		go c.control()
-		go c.receive(c.ps)
+		go c.receive(ps)
 	}
 	st := c.channels[channel]
 	if st == nil {
@@ -348,24 +356,35 @@ func (c *Client) control() {
 				delete(c.channels, name) // no confirmation pending
 			}
 		}
+		// Taken with the counts, under mu: a redial swaps the connection
+		// and resets the counts in one step, so these commands count on
+		// the connection they go to (or on a closed one, and are redone).
 		ps := c.ps
 		c.mu.Unlock()
-		// go-redis records the channels even when a write fails and
-		// subscribes them again on its next connection; the receive loop
-		// sees the confirmations either way.
+		var err error
 		if len(unsub) > 0 {
-			_ = ps.Unsubscribe(c.ctx, unsub...)
+			err = ps.Unsubscribe(c.ctx, unsub...)
 		}
 		if len(sub) > 0 {
-			_ = ps.Subscribe(c.ctx, sub...)
+			err = errors.Join(err, ps.Subscribe(c.ctx, sub...))
+		}
+		if err != nil {
+			// go-redis may have dialled again inside ps and resubscribed
+			// on its own, which these counts do not follow: the receive
+			// goroutine replaces the whole connection instead, once it
+			// sees ps closed.
+			_ = ps.Close()
 		}
 	}
 }
 
-// receive reads notices and confirmations. An idle connection is checked
-// with a PING every TTL; go-redis reconnects (and resubscribes) after an
-// error, when every waiter is woken to try again, as a notice may have
-// been missed.
+// receive reads notices and confirmations on ps, the current pub/sub
+// connection. An idle connection is checked with a PING every TTL (at
+// least 1s). One that answers nothing for two periods, fails or was
+// closed is replaced by redial: go-redis reconnects on a broken
+// connection but not on a silent one (a black-holed link, a dead peer
+// the kernel has not given up on yet: ~15 min on Linux), and its own
+// resubscribe is not one the counts could follow.
 func (c *Client) receive(ps *redis.PubSub) {
 	defer c.wg.Done()
 	every := max(c.cfg.TTL, time.Second)
@@ -379,12 +398,12 @@ func (c *Client) receive(ps *redis.PubSub) {
 			var ne interface{ Timeout() bool }
 			if errors.As(err, &ne) && ne.Timeout() && !pinged {
 				pinged = true
-				_ = ps.Ping(c.ctx)
-				continue
+				if ps.Ping(c.ctx) == nil {
+					continue
+				}
 			}
 			pinged = false
-			c.reconnected()
-			if !c.pause(min(every, 100*time.Millisecond)) {
+			if ps = c.redial(ps, min(every, 100*time.Millisecond)); ps == nil {
 				return
 			}
 			continue
@@ -399,6 +418,41 @@ func (c *Client) receive(ps *redis.PubSub) {
 			c.notify(m.Channel)
 		}
 	}
+}
+
+// redial closes old, waits pause (a Redis that refuses connections is not
+// dialled in a loop) and makes a new connection current: every channel
+// with waiters is subscribed on it again (by the control goroutine), live
+// only once the new connection confirms it, and its waiters are woken then.
+// It returns nil when the Client is closed.
+func (c *Client) redial(old *redis.PubSub, pause time.Duration) *redis.PubSub {
+	_ = old.Close() // a pending command on it fails at once
+	if !c.pause(pause) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	ps := c.rdb.Subscribe(c.ctx) // dials on its first use
+	c.ps = ps
+	for name, st := range c.channels {
+		if len(st.waiters) == 0 {
+			delete(c.channels, name) // nothing is pending on the new connection
+			continue
+		}
+		st.subscribed = false
+		st.sent, st.acked = 0, 0
+		st.redialed = true
+		select {
+		case <-st.ready:
+			st.ready = make(chan struct{}) // not live until confirmed again
+		default:
+		}
+	}
+	c.kickLocked()
+	return ps
 }
 
 func (c *Client) confirmed(channel string) {
@@ -419,41 +473,30 @@ func (c *Client) confirmed(channel string) {
 		default:
 			close(st.ready)
 		}
+		if st.redialed {
+			// A notice sent while no connection was subscribed is lost:
+			// every waiter tries again, now that a new one would come.
+			st.redialed = false
+			st.wakeLocked()
+		}
 	}
 }
 
 func (c *Client) notify(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.channels[channel]
-	if st == nil {
-		return
+	if st := c.channels[channel]; st != nil {
+		st.wakeLocked()
 	}
+}
+
+// wakeLocked gives every waiter of the channel a token; the Client's mu
+// is held.
+func (st *channelState) wakeLocked() {
 	for w := range st.waiters {
 		select {
 		case w.notify <- struct{}{}:
 		default:
-		}
-	}
-}
-
-// reconnected runs after a receive error: go-redis makes a new connection
-// and subscribes every channel once more, so one confirmation per
-// subscribed channel is due. Every waiter is woken: a notice may be lost.
-func (c *Client) reconnected() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, st := range c.channels {
-		st.acked = 0
-		st.sent = 0
-		if st.subscribed {
-			st.sent = 1
-		}
-		for w := range st.waiters {
-			select {
-			case w.notify <- struct{}{}:
-			default:
-			}
 		}
 	}
 }

@@ -210,14 +210,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		if rng == nil {
 			rng = m.rand(ctx)
 		}
-		// Sleep until a notice, or until the holder's lease runs out (a
-		// crashed holder never sends one), plus a little jitter so that
-		// waiters do not all hit Redis in the same millisecond.
-		d := rep.pttl + time.Millisecond + randDuration(rng, min(m.cfg.TTL/100, 20*time.Millisecond))
-		if rep.pttl <= 0 {
-			d = m.cfg.RetryInterval
-		}
-		if !m.sleep(ctx, w, d) {
+		if !m.sleep(ctx, w, m.heldWait(rep.pttl, rng)) {
 			return giveUp(errors.Join(m.waitErr(ctx), lastErr))
 		}
 	}
@@ -265,6 +258,31 @@ func (m *Mutex) rand(ctx context.Context) *rand.Rand {
 		return r
 	}
 	return newRand()
+}
+
+// heldWait is how long a waiter sleeps, unless a notice comes first,
+// after an attempt that found the lock held with pttl left (fair: or free
+// but another waiter's turn, pttl then being the time left to the queue
+// head's slot): until the holder's lease runs out (a crashed holder never
+// sends a notice), plus a little jitter so that waiters do not all hit
+// Redis in the same millisecond; RetryInterval without a pttl.
+//
+// A fair waiter sleeps at most its own TTL (plus the jitter), for two
+// reasons. When it was not its turn, the head may take the lock at once
+// and die holding it, which no notice tells: the lock then expires a TTL
+// later, long before the head's slot would have lapsed (up to
+// 2×TTL + RetryInterval). And its own slot, refreshed by each attempt to
+// 2×TTL + RetryInterval, must outlast the sleep, or the waiter is dropped
+// from the queue and joins it again at the tail; the head's slot, or a
+// holder with a longer lease than this Mutex's TTL, could outlast it.
+func (m *Mutex) heldWait(pttl time.Duration, rng *rand.Rand) time.Duration {
+	if pttl <= 0 {
+		return m.cfg.RetryInterval
+	}
+	if m.fair {
+		pttl = min(pttl, m.cfg.TTL)
+	}
+	return pttl + time.Millisecond + randDuration(rng, min(m.cfg.TTL/100, 20*time.Millisecond))
 }
 
 // waitErr is ctx's error, or ErrClosed once the Client is closed.
