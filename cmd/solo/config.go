@@ -285,12 +285,34 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
+		var defaults strings.Builder
+		fs.SetOutput(&defaults)
 		fs.PrintDefaults()
+		fs.SetOutput(out)
+		fmt.Fprint(out, doubleDash(defaults.String()))
 		return &codeError{code: exitOK, err: errQuiet}
 	case err != nil:
-		return usageErr("%v (see %s --help)", err, fs.Name())
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+			name = strings.TrimPrefix(name, "-")
+			msg = "unknown flag " + dashed(name)
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			if near := nearest(name, names); near != "" {
+				msg += " (did you mean " + dashed(near) + "?)"
+			}
+		}
+		return usageErr("%s (see %s --help)", msg, fs.Name())
 	}
 	return nil
+}
+
+// dashed is a flag as README spells it: --name, and -c for one letter.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // parseInterleaved parses flags that may come before, between or after

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -610,7 +611,11 @@ func (d *yamlDecoder) mapping(n *yaml.Node, key string, v reflect.Value) error {
 		k := joinKey(key, kn.Value)
 		index, known := fields[kn.Value]
 		if kn.Kind != yaml.ScalarNode || !known {
-			return d.fail(kn, "", "", "unknown key "+k)
+			reason := "unknown key " + k
+			if near := nearest(kn.Value, slices.Collect(maps.Keys(fields))); near != "" {
+				reason += " (did you mean " + joinKey(key, near) + "?)"
+			}
+			return d.fail(kn, "", "", reason)
 		}
 		if first, dup := seen[kn.Value]; dup {
 			return d.fail(kn, "", "", fmt.Sprintf("duplicate key %s (first at line %d)", k, first))
@@ -702,13 +707,11 @@ func checkEnvNames(vars map[string]string, leaves []leaf) error {
 	slices.Sort(unknown)
 	name := unknown[0]
 	reason := "unknown environment variable " + name
-	best, bestD := "", 4
-	for _, l := range leaves {
-		if d := editDistance(name, l.env); d < bestD {
-			best, bestD = l.env, d
-		}
+	envs := make([]string, len(leaves))
+	for i, l := range leaves {
+		envs[i] = l.env
 	}
-	if best != "" {
+	if best := nearest(name, envs); best != "" {
 		reason += " (did you mean " + best + "?)"
 	}
 	return &ConfigError{Reason: reason + "; SOLO_* variables name configuration keys (config.yaml)"}
@@ -721,6 +724,20 @@ func otherEnvVar(name string) bool {
 		}
 	}
 	return false
+}
+
+// nearest returns the candidate closest to name for a "did you mean"
+// (an unknown key, variable or command): within 3 edits and fewer edits
+// than name has characters, the first in sorted order on a tie; "" when
+// none is that close.
+func nearest(name string, candidates []string) string {
+	best, bestD := "", min(4, len(name))
+	for _, c := range slices.Sorted(slices.Values(candidates)) {
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b.

@@ -28,8 +28,8 @@ func TestParse_Errors(t *testing.T) {
 		want string // exact error text
 	}{
 		// Structure.
-		{name: "unknown key", yaml: "election:\n  name: a\n  tll: 10s\n", want: `config.yaml:3: unknown key election.tll`},
-		{name: "unknown top-level key", yaml: minimal + "workers:\n  max_failures: 3\n", want: `config.yaml:3: unknown key workers`},
+		{name: "unknown key", yaml: "election:\n  name: a\n  tll: 10s\n", want: `config.yaml:3: unknown key election.tll (did you mean election.ttl?)`},
+		{name: "unknown top-level key", yaml: minimal + "workers:\n  max_failures: 3\n", want: `config.yaml:3: unknown key workers (did you mean worker?)`},
 		{name: "unknown job key", yaml: minimal + "jobs:\n  - name: a\n    cmd: [x]\n", want: `config.yaml:5: unknown key jobs[0].cmd`},
 		{name: "duplicate key", yaml: minimal + "  ttl: 5s\n  ttl: 6s\n", want: `config.yaml:4: duplicate key election.ttl (first at line 3)`},
 		{name: "section not a mapping", yaml: "election: orders\n", want: `config.yaml:1: election: want a mapping`},

@@ -169,7 +169,22 @@ func flagDefaults(name string, env []string) string {
 	if !strings.Contains(s, "  -") {
 		return ""
 	}
-	return s
+	return doubleDash(s)
+}
+
+// doubleDash rewrites the flag package's "  -name" lines as "  --name",
+// the spelling README and the examples use (the flag package takes both);
+// one-letter flags keep one dash (-c).
+func doubleDash(defaults string) string {
+	lines := strings.Split(defaults, "\n")
+	for i, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "  -"); ok && !strings.HasPrefix(rest, "-") {
+			if name, _, _ := strings.Cut(rest, " "); len(name) > 1 {
+				lines[i] = "  --" + rest
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // flagNames returns the names of the flags in a flagDefaults text.
@@ -177,6 +192,7 @@ func flagNames(defaults string) []string {
 	var names []string
 	for _, l := range strings.Split(defaults, "\n") {
 		if rest, ok := strings.CutPrefix(l, "  -"); ok {
+			rest = strings.TrimPrefix(rest, "-")
 			n, _, _ := strings.Cut(rest, " ")
 			n, _, _ = strings.Cut(n, "\t")
 			names = append(names, n)
@@ -238,7 +254,7 @@ usage:
 	var defaults bytes.Buffer
 	fs.SetOutput(&defaults)
 	fs.PrintDefaults()
-	fmt.Fprintf(&b, "\nFLAGS, the same on run, status, resign and forget:\n%s", defaults.String())
+	fmt.Fprintf(&b, "\nFLAGS, the same on run, status, resign and forget:\n%s", doubleDash(defaults.String()))
 	for _, d := range commands {
 		var own []string
 		for _, n := range flagNames(flagDefaults(d.name, env)) {

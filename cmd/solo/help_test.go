@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,11 +63,14 @@ func TestHelp_ListsEveryFlag(t *testing.T) {
 			if len(n) == 1 {
 				dashed = "-" + n
 			}
-			if !strings.Contains(help, "  -"+n+"\n") && !strings.Contains(help, "  -"+n+" ") {
-				t.Errorf("solo %s --help lacks its flag -%s", d.name, n)
+			// Spelled as README spells it (issue 24, item 7). Old code:
+			// "solo run --help lacks its flag --child-exit-code" (it printed
+			// "  -child-exit-code").
+			if !strings.Contains(help, "  "+dashed+"\n") && !strings.Contains(help, "  "+dashed+" ") {
+				t.Errorf("solo %s --help lacks its flag %s", d.name, dashed)
 			}
-			if !strings.Contains(overview, "-"+n) {
-				t.Errorf("solo --help lacks %s's flag -%s", d.name, n)
+			if !regexp.MustCompile(`\s` + regexp.QuoteMeta(dashed) + `\s`).MatchString(overview) {
+				t.Errorf("solo --help lacks %s's flag %s", d.name, dashed)
 			}
 			if !strings.Contains(ref, "`"+dashed) {
 				t.Errorf("README's command reference lacks %s's flag %s", d.name, dashed)
@@ -75,6 +79,9 @@ func TestHelp_ListsEveryFlag(t *testing.T) {
 		if d.config && !strings.Contains(help, "SOLO_ELECTION_TTL") || d.name == "run" && !strings.Contains(help, "SOLO_JOB") {
 			t.Errorf("solo %s --help lacks the environment", d.name)
 		}
+	}
+	if regexp.MustCompile(`(?m)^  -[a-z][a-z]`).MatchString(overview + helpOf(t, "run", "--help")) {
+		t.Error("solo --help prints a long flag with one dash")
 	}
 	// After "--" the arguments are the program's.
 	if wantsHelp([]string{"--", "prog", "--help"}) || !wantsHelp([]string{"NAME", "-h"}) {
@@ -134,6 +141,34 @@ func TestHelp_ExitCodesAreTheConstants(t *testing.T) {
 		}
 		if !strings.Contains(overview, "  "+s+"  ") {
 			t.Errorf("solo --help lacks exit code %d", c)
+		}
+	}
+}
+
+// Issue 24, item 7: "did you mean" for a command, a configuration key and
+// a flag, as for a SOLO_* variable. Old code: `solo: unknown command
+// "stauts"` and `config.yaml:3: unknown key election.tll`, no suggestion.
+func TestDidYouMean(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("election:\n  name: a\n  tll: 10s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stauts"}, `solo: unknown command "stauts" (did you mean status?)` + "\n"},
+		{[]string{"help", "resing"}, `solo: unknown command "resing" (did you mean resign?)` + "\n"},
+		{[]string{"frobnicate"}, `solo: unknown command "frobnicate"` + "\n"},
+		{[]string{"status", "-c", cfg}, "solo: " + cfg + ":3: unknown key election.tll (did you mean election.ttl?)\n"},
+		{[]string{"status", "--jsno"}, "solo: unknown flag --jsno (did you mean --json?) (see solo status --help)\n"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tt.args, &out, &errb, []string{"SOLO_CONFIG=/dev/null"})
+		got, _, _ := strings.Cut(errb.String(), "usage:")
+		if code != exitUsage || got != tt.want {
+			t.Errorf("solo %q = %d, stderr %q\nwant exit 2, %q", tt.args, code, errb.String(), tt.want)
 		}
 	}
 }

@@ -113,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 			name = args[1]
 		}
 		if !printHelp(stdout, name, env) {
-			fmt.Fprintf(stderr, "solo: unknown command %q\n%s", name, usage)
+			fmt.Fprintf(stderr, "solo: %s\n%s", unknownCommand(name), usage)
 			return exitUsage
 		}
 		return exitOK
@@ -122,7 +122,7 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 	}
 	err := dispatch(args[0], args[1:], stdout, stderr, env)
 	if errors.Is(err, errUnknownCommand) {
-		fmt.Fprintf(stderr, "solo: unknown command %q\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "solo: %s\n%s", unknownCommand(args[0]), usage)
 		return exitUsage
 	}
 	if err == nil {
@@ -137,6 +137,20 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 		fmt.Fprintln(stderr, "solo:", err)
 	}
 	return code
+}
+
+// unknownCommand is the message for a name that is no command, with the
+// nearest command when one is close (a typo such as "stauts").
+func unknownCommand(name string) string {
+	msg := fmt.Sprintf("unknown command %q", name)
+	names := []string{"help"}
+	for _, d := range commands {
+		names = append(names, d.name)
+	}
+	if near := nearest(name, names); near != "" {
+		msg += " (did you mean " + near + "?)"
+	}
+	return msg
 }
 
 // errUnknownCommand is dispatch's error for a name that is no command.

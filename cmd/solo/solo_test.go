@@ -491,7 +491,7 @@ func TestBadInput(t *testing.T) {
 		want string // the whole stderr line, after "solo: "; %s = config path
 		cfg  string
 	}{
-		{name: "unknown key", cfg: base + "  tll: 1s\n", args: []string{"run", "--", "true"}, code: 2, want: "%s:5: unknown key election.tll"},
+		{name: "unknown key", cfg: base + "  tll: 1s\n", args: []string{"run", "--", "true"}, code: 2, want: "%s:5: unknown key election.tll (did you mean election.ttl?)"},
 		{name: "negative ttl", cfg: base + "  ttl: -1s\n", args: []string{"run", "--", "true"}, code: 2, want: "%s:5: election.ttl -1s: must be positive"},
 		{name: "renew_deadline above ttl", cfg: base + "  ttl: 2s\n  renew_deadline: 3s\n", args: []string{"run", "--", "true"}, code: 2,
 			want: "%s:6: election.renew_deadline 3s: must be less than ttl×(1−drift) = 1.98s (ttl 2s, drift 0.01)"},
