@@ -43,9 +43,12 @@ const keeperArg = "__solo_keeper"
 // stop the tree, "S <signal>" forward a signal to the program's process
 // group, "Z" stop (SIGSTOP) the tree, "C" continue it.
 //
-// Status lines: "pid <N>" once started; "sigterm <why>"; "sigkill <late ms>"
-// when it had to SIGKILL; last "exit <code> <signal> <why>" (code −1 when
-// killed by a signal) or "error <message>" when the program did not start.
+// Status lines, each with AT, the keeper's wall clock (Unix ns) when it
+// acted — solo may read them late (stopped, or starved), and logs them at
+// AT: "pid <N> <AT>" once started; "sigterm <AT> <why>"; "sigkill <late ms>
+// <AT>" when it had to SIGKILL; last "exit <code> <signal> <AT> <why>" (code
+// −1 when killed by a signal) or "error <message>" when the program did not
+// start.
 
 // keeperMain is the keeper process: args are killAfter (ns), the initial
 // deadline (mono ns, 0 for none), "--", the program's path and argv.
@@ -117,7 +120,7 @@ func (k *keeper) run(path string, argv []string, ctl *os.File) int {
 		return 1
 	}
 	k.prog = pid
-	k.report("pid %d", pid)
+	k.report("pid %d %d", pid, time.Now().UnixNano())
 
 	msgs := make(chan string, 16)
 	go func() {
@@ -169,7 +172,7 @@ func (k *keeper) run(path string, argv []string, ctl *os.File) int {
 	if why == "" {
 		why = "program exited"
 	}
-	k.report("exit %d %d %s", code, sig, why)
+	k.report("exit %d %d %d %s", code, sig, time.Now().UnixNano(), why)
 	return 0
 }
 
@@ -194,11 +197,12 @@ func (k *keeper) timers() {
 		k.stop("renew deadline passed", k.deadline+k.killAfter)
 	}
 	if k.stopping && now >= k.killAt {
+		at := time.Now()
 		first := !k.killed
 		k.killed = true
 		k.signalTree(syscall.SIGKILL) // before the report: nothing may delay it
 		if first {
-			k.report("sigkill %d", (now-k.killAt)/int64(time.Millisecond))
+			k.report("sigkill %d %d", (now-k.killAt)/int64(time.Millisecond), at.UnixNano())
 		}
 	}
 }
@@ -252,12 +256,13 @@ func (k *keeper) stop(why string, killAt int64) {
 		return
 	}
 	k.stopping, k.why, k.killAt = true, why, killAt
+	at := time.Now()
 	k.signalTree(syscall.SIGTERM)
 	if k.frozen {
 		k.frozen = false
 		k.signalTree(syscall.SIGCONT)
 	}
-	k.report("sigterm %s", why)
+	k.report("sigterm %d %s", at.UnixNano(), why)
 }
 
 // signalTree signals every descendant of the keeper, whatever its process

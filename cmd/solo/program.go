@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/internal/proctree"
 	"github.com/solo-run/solo/leader"
@@ -111,10 +113,12 @@ func (p *program) run(ctx context.Context) error {
 			return k.result(log, ctx.Err() != nil)
 		case <-done:
 			done = nil
-			// Signal first, log after: a blocked log must not delay the stop.
+			// The keeper's report of the SIGTERM logs the line, stamped when
+			// it acted; when it had already stopped the tree on its own (solo
+			// was stopped past the renew deadline) there is no such line, and
+			// its own one stands.
+			k.stopCause.Store(&stopCause{err: context.Cause(ctx)})
 			k.send("T")
-			log.Info("term ended: stopping the program tree (SIGTERM, then SIGKILL)",
-				zap.NamedError("cause", context.Cause(ctx)), zap.Duration("kill_after", p.killAfter))
 		case <-tick.C:
 			if !leading || done == nil {
 				continue
@@ -139,7 +143,11 @@ type keeperProc struct {
 	startErr   string
 	exitLine   string
 	progPID    int
+	// stopCause is why the term ended, set before "T" is sent.
+	stopCause atomic.Pointer[stopCause]
 }
+
+type stopCause struct{ err error }
 
 // send writes one control line. It never waits long: a keeper that does not
 // read (stopped by someone) loses the message; the keeper's own deadline
@@ -149,7 +157,8 @@ func (k *keeperProc) send(msg string) {
 	_, _ = k.ctl.Write([]byte(msg + "\n"))
 }
 
-// readStatus logs what the keeper reports, until it is gone.
+// readStatus logs what the keeper reports, until it is gone. Each line is
+// stamped with when the keeper acted (see logAt).
 func (k *keeperProc) readStatus(log *zap.Logger, argv []string, killAfter time.Duration) {
 	defer close(k.statusDone)
 	sc := bufio.NewScanner(k.status)
@@ -157,15 +166,27 @@ func (k *keeperProc) readStatus(log *zap.Logger, argv []string, killAfter time.D
 		verb, rest, _ := strings.Cut(sc.Text(), " ")
 		switch verb {
 		case "pid":
-			k.progPID, _ = strconv.Atoi(rest)
-			log.Info("program started", zap.Int("pid", k.progPID), zap.Strings("argv", argv))
+			pid, at, _ := strings.Cut(rest, " ")
+			k.progPID, _ = strconv.Atoi(pid)
+			logAt(log, zap.InfoLevel, keeperTime(at), "program started", zap.Int("pid", k.progPID), zap.Strings("argv", argv))
 		case "sigterm":
-			if rest != "term ended" && rest != "program exited" {
-				log.Warn("keeper stopping the program tree on its own", zap.String("why", rest))
+			at, why, _ := strings.Cut(rest, " ")
+			switch why {
+			case "program exited":
+			case "term ended":
+				var cause error
+				if c := k.stopCause.Load(); c != nil {
+					cause = c.err
+				}
+				logAt(log, zap.InfoLevel, keeperTime(at), "term ended: stopping the program tree (SIGTERM, then SIGKILL)",
+					zap.NamedError("cause", cause), zap.Duration("kill_after", killAfter))
+			default:
+				logAt(log, zap.WarnLevel, keeperTime(at), "keeper stopping the program tree on its own", zap.String("why", why))
 			}
 		case "sigkill":
-			log.Error("program ignored SIGTERM: SIGKILL before the lease can pass on",
-				zap.Duration("after", killAfter), zap.String("late", rest+"ms"))
+			late, at, _ := strings.Cut(rest, " ")
+			logAt(log, zap.ErrorLevel, keeperTime(at), "program ignored SIGTERM: SIGKILL before the lease can pass on",
+				zap.Duration("after", killAfter), zap.String("late", late+"ms"))
 		case "error":
 			k.startErr = rest
 		case "exit":
@@ -181,32 +202,65 @@ func (k *keeperProc) result(log *zap.Logger, stopped bool) error {
 		return errors.New(k.startErr)
 	}
 	var code, sig int
+	var at int64
 	var why string
-	if _, err := fmt.Sscanf(k.exitLine, "%d %d", &code, &sig); err != nil {
+	if _, err := fmt.Sscanf(k.exitLine, "%d %d %d", &code, &sig, &at); err != nil {
 		// No report: the keeper itself was killed. Its program died with it
 		// (PDEATHSIG); orphans of the tree came to solo, which kills them.
 		return fmt.Errorf("keeper %d died (%s) without reporting; program tree killed", k.pid, k.cmd.ProcessState)
 	}
-	if f := strings.SplitN(k.exitLine, " ", 3); len(f) == 3 {
-		why = f[2]
+	if f := strings.SplitN(k.exitLine, " ", 4); len(f) == 4 {
+		why = f[3]
 	}
+	ended := keeperTime(strconv.FormatInt(at, 10))
 	st := "exit status " + strconv.Itoa(code)
 	if sig != 0 {
 		st = "signal: " + syscall.Signal(sig).String()
 	}
 	log = log.With(zap.Int("pid", k.progPID))
 	if stopped || why != "program exited" {
-		log.Info("program tree stopped", zap.String("status", st), zap.String("why", why))
+		logAt(log, zap.InfoLevel, ended, "program tree stopped", zap.String("status", st), zap.String("why", why))
 		if why == "renew deadline passed" || why == "solo exited" {
 			return fmt.Errorf("program stopped by its keeper: %s", why)
 		}
 		return nil
 	}
 	if code == 0 {
-		log.Info("program exited", zap.String("status", st))
+		logAt(log, zap.InfoLevel, ended, "program exited", zap.String("status", st))
 		return nil
 	}
 	return &exitStatus{code: code, sig: sig}
+}
+
+// lateLog is how long after the keeper acted a line about it may be
+// written before it says so.
+const lateLog = 250 * time.Millisecond
+
+// logAt writes a line about what the keeper did, stamped at, the time it
+// acted, rather than when solo got to read it: after solo was stopped
+// (Ctrl-Z, SIGSTOP) or starved, a line stamped on reading would put the
+// stop seconds after the next leader started. A line written more than
+// lateLog after at carries logged_late, how much later it was written.
+func logAt(log *zap.Logger, level zapcore.Level, at time.Time, msg string, fields ...zap.Field) {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	if late := time.Since(at); late > lateLog {
+		fields = append(fields, zap.Duration("logged_late", late.Round(time.Millisecond)))
+	}
+	if ce := log.Check(level, msg); ce != nil {
+		ce.Time = at
+		ce.Write(fields...)
+	}
+}
+
+// keeperTime parses a status line's AT (Unix ns); zero if it does not parse.
+func keeperTime(s string) time.Time {
+	ns, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // exitStatus is the job's error for a program that exited non-zero or was

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -292,6 +293,55 @@ func TestSupervise_CtrlZStopsTheProgramFirst(t *testing.T) {
 	a.signal(syscall.SIGTERM)
 	if code := a.wait(10 * time.Second); code != 0 {
 		t.Fatalf("solo exited %d after SIGCONT and SIGTERM, want 0", code)
+	}
+}
+
+// Issue 24, item 6. After Ctrl-Z the keeper stops the tree at the renew
+// deadline while solo is stopped; solo, continued later, reads the
+// keeper's report then. Its lines about the stop carry the time the keeper
+// acted and say they were written late. Old code: `a logged "term ended:
+// stopping the program tree (SIGTERM, then SIGKILL)" at 18:59:53.106, after
+// b's program started at 18:59:52.898; the keeper had stopped a's tree
+// before`, the same for "keeper stopping the program tree on its own" and
+// "program tree stopped", none with logged_late (stamped on SIGCONT).
+func TestSupervise_LinesAfterAFreezeCarryTheKeepersTime(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	a, _, out, first := startPair(t, url, url, prog{})
+	a.signal(syscall.SIGTSTP)
+	_, bStart := noOverlap(t, out)
+	waitFor(t, 10*time.Second, "a's program to be gone", func() bool { return !alive(first.pid) })
+	a.signal(syscall.SIGCONT)
+	waitFor(t, 10*time.Second, "a to log its tree stopped", func() bool { return strings.Contains(a.output(), `"program tree stopped"`) })
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
+
+	seen := map[string]bool{}
+	for _, l := range strings.Split(a.output(), "\n") {
+		var e struct {
+			TS     float64  `json:"ts"`
+			Logger string   `json:"logger"`
+			Msg    string   `json:"msg"`
+			Late   *float64 `json:"logged_late"`
+		}
+		if json.Unmarshal([]byte(l), &e) != nil || e.Logger != "program" {
+			continue
+		}
+		at := time.Unix(0, int64(e.TS*1e9))
+		switch e.Msg {
+		case "term ended: stopping the program tree (SIGTERM, then SIGKILL)", "keeper stopping the program tree on its own", "program tree stopped":
+			seen[e.Msg] = true
+			if !at.Before(bStart.at) {
+				t.Errorf("a logged %q at %s, after b's program started at %s; the keeper had stopped a's tree before",
+					e.Msg, at.Format("15:04:05.000"), bStart.at.Format("15:04:05.000"))
+			}
+			if e.Late == nil || *e.Late <= 0 {
+				t.Errorf("a's line %q, written on SIGCONT, does not say it was written late (logged_late)", e.Msg)
+			}
+		}
+	}
+	if !seen["keeper stopping the program tree on its own"] || !seen["program tree stopped"] {
+		t.Errorf("a's log lacks the keeper's stop or the tree's end: %v", seen)
 	}
 }
 
