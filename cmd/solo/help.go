@@ -56,12 +56,17 @@ is released); USR1, USR2 and WINCH are forwarded to the program.`,
 		usage:   []string{"solo status [FLAGS] [--json | --watch] [NAME...]"},
 		description: `Prints the holder, term, TTL and last renewal of each named election (or
 of election.name), as a table or as JSON; --watch prints one line per
-change (elected, released, resigned, expired) until interrupted.`,
+change (elected, released, resigned, expired, and Redis unreachable or
+reachable again) until interrupted, each stamped with when it happened as
+far as Redis tells: (term start), (lease expiry), or (seen) when only
+observed. In election.mode spread, no NAME means the group: its members
+and every job's election (GROUP.JOB); a NAME may be a job or its election.`,
 		exits:  []int{exitOK, exitError, exitUsage, exitNoLeader},
 		config: true,
 		examples: []string{
 			"solo status --redis redis://127.0.0.1:6379/0 orders-sync",
 			"solo status --json orders-sync billing",
+			"solo status --watch                           # election.name, or a spread group's jobs",
 		},
 	},
 	{

@@ -366,7 +366,7 @@ func TestStatusAndResign(t *testing.T) {
 	watcher := startSolo(t, env, "status", "--watch")
 	watched := func(kind, prefix string) {
 		t.Helper()
-		re := regexp.MustCompile(`(?m)^\S+  ` + regexp.QuoteMeta(name) + `  ` + kind + ` +` + prefix + `\S+  term \d+$`)
+		re := regexp.MustCompile(`(?m)^\S+  ` + regexp.QuoteMeta(name) + `  ` + kind + ` +` + prefix + `\S+  term \d+  \((term start|seen|lease expiry)\)$`)
 		waitFor(t, 10*time.Second, "status --watch: "+kind+" "+prefix, func() bool { return re.MatchString(watcher.output()) })
 	}
 	watched("elected", "a-")

@@ -7,11 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -24,35 +22,65 @@ import (
 // statusRow is one election in `solo status`; also its JSON form, in the
 // words of /leader: "holder" (null when nobody leads) and "candidates".
 type statusRow struct {
-	Election   string             `json:"election"`
-	Holder     *worker.HolderInfo `json:"holder"`
-	Candidates []string           `json:"candidates"`
+	Election   string      `json:"election"`
+	Holder     *holderJSON `json:"holder"`
+	Candidates []string    `json:"candidates"`
 }
+
+// holderJSON is worker.HolderInfo — the words of /leader — with every time
+// in milliseconds, UTC, three decimals always (time.Time's own JSON drops
+// trailing zeros and mixes milliseconds and nanoseconds).
+type holderJSON struct {
+	ID            string `json:"id"`
+	Term          uint64 `json:"term"`
+	Since         msTime `json:"since"`
+	TTLMillis     int64  `json:"ttl_ms,omitempty"`
+	TTLLeftMillis int64  `json:"ttl_left_ms"`
+	RenewMillis   int64  `json:"renew_ms,omitempty"`
+	LastRenew     msTime `json:"last_renew,omitzero"`
+	Value         string `json:"value,omitempty"`
+}
+
+func newHolderJSON(h leader.Holder) *holderJSON {
+	i := worker.NewHolderInfo(h)
+	return &holderJSON{ID: i.ID, Term: i.Term, Since: msTime(i.Since), TTLMillis: i.TTLMillis,
+		TTLLeftMillis: i.TTLLeftMillis, RenewMillis: i.RenewMillis, LastRenew: msTime(i.LastRenew), Value: i.Value}
+}
+
+// msTime is a time in JSON as 2006-01-02T15:04:05.000Z.
+type msTime time.Time
+
+const msLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func (t msTime) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format(msLayout) + `"`), nil
+}
+
+func (t msTime) IsZero() bool { return time.Time(t).IsZero() }
 
 func statusCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	fs := flag.NewFlagSet("solo status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs, "status", true)
-	asJSON := fs.Bool("json", false, "print JSON for scripts: per election {election, holder {id, term, since, ttl_ms, ttl_left_ms, renew_ms, last_renew, value} or null, candidates [ids]}, the words of /leader")
-	watch := fs.Bool("watch", false, "print one line per leadership change until interrupted (SIGINT, SIGTERM)")
+	asJSON := fs.Bool("json", false, "print JSON for scripts: per election {election, holder {id, term, since, ttl_ms, ttl_left_ms, renew_ms, last_renew, value} or null, candidates [ids]}, the words of /leader; in election.mode spread {group, members, share, jobs [the same, with job and instance]}")
+	watch := fs.Bool("watch", false, "print one line per leadership change, and when Redis becomes unreachable and reachable again, until interrupted (SIGINT, SIGTERM)")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	first := ""
-	if len(names) > 0 {
-		first = names[0]
+	// The configured name first: in election.mode spread it is the group,
+	// which a NAME (a job, or a job's election) must not replace.
+	cfg, err := c.load(fs, env, "")
+	if err != nil && len(names) > 0 {
+		cfg, err = c.load(fs, env, names[0])
 	}
-	cfg, err := c.load(fs, env, first)
 	if err != nil {
 		return err
 	}
-	if len(names) == 0 {
-		if cfg.Election.Name == "" {
-			return usageErr("election.name \"\": must not be empty: %s, or name it: solo status NAME", nameRemedy)
-		}
-		names = []string{cfg.Election.Name}
+	t, err := resolveTargets(cfg, names)
+	if err != nil {
+		return err
 	}
 	ctx := context.Background()
 	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)
@@ -60,13 +88,13 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		return err
 	}
 	defer client.Close()
-	if ok, err := spreadStatus(ctx, client, cfg, stdout, *asJSON, *watch); ok { // status_assign.go
-		return err
-	}
 	if *watch {
-		return watchStatus(client, cfg, names, stdout)
+		return watchStatus(client, cfg, t, stdout, stderr)
 	}
-	rows, err := lookupAll(ctx, client, cfg, names)
+	if t.group != "" {
+		return spreadStatus(ctx, client, cfg, t, stdout, *asJSON) // status_assign.go
+	}
+	rows, err := lookupAll(ctx, client, cfg, t.elections)
 	if err != nil {
 		return err
 	}
@@ -87,6 +115,72 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	return nil
 }
 
+// statusTargets are the elections status shows or watches.
+type statusTargets struct {
+	elections []string
+	// group is set when they are the jobs of a spread group, jobs[i]
+	// being the job of elections[i].
+	group string
+	jobs  []string
+}
+
+// describe says what status --watch watches.
+func (t statusTargets) describe() string {
+	if t.group != "" {
+		return fmt.Sprintf("group %s (election.mode spread): %d jobs, elections %s", t.group, len(t.jobs), strings.Join(t.elections, ", "))
+	}
+	if len(t.elections) == 1 {
+		return "election " + t.elections[0]
+	}
+	return "elections " + strings.Join(t.elections, ", ")
+}
+
+// resolveTargets resolves status's NAMEs. In election.mode spread, no NAME
+// (or the group's own name) means every configured job of the group, and a
+// NAME that is a configured job, or its election GROUP.JOB, means that
+// job's election; any other NAME is an election of its own, as in the
+// other modes.
+func resolveTargets(cfg Config, names []string) (statusTargets, error) {
+	if cfg.Election.Mode != worker.ModeSpread {
+		if len(names) == 0 {
+			if cfg.Election.Name == "" {
+				return statusTargets{}, usageErr("election.name \"\": must not be empty: %s, or name it: solo status NAME", nameRemedy)
+			}
+			names = []string{cfg.Election.Name}
+		}
+		return statusTargets{elections: names}, nil
+	}
+	group := cfg.Election.Name
+	var jobs []string
+	for _, j := range cfg.Jobs {
+		jobs = append(jobs, j.Name)
+	}
+	if len(names) == 0 || len(names) == 1 && names[0] == group {
+		if len(jobs) == 0 {
+			return statusTargets{}, usageErr("election.mode spread: list the group's jobs in the configuration (jobs:)")
+		}
+		t := statusTargets{group: group, jobs: jobs}
+		for _, j := range jobs {
+			t.elections = append(t.elections, group+"."+j)
+		}
+		return t, nil
+	}
+	var t statusTargets
+	for _, n := range names {
+		switch {
+		case n == group:
+			for _, j := range jobs {
+				t.elections = append(t.elections, group+"."+j)
+			}
+		case slices.Contains(jobs, n):
+			t.elections = append(t.elections, group+"."+n)
+		default:
+			t.elections = append(t.elections, n)
+		}
+	}
+	return t, nil
+}
+
 func lookupAll(ctx context.Context, client redis.UniversalClient, cfg Config, names []string) ([]statusRow, error) {
 	rows := make([]statusRow, 0, len(names))
 	for _, name := range names {
@@ -105,41 +199,11 @@ func lookupAll(ctx context.Context, client redis.UniversalClient, cfg Config, na
 			r.Candidates = []string{}
 		}
 		if v.Holder != nil {
-			r.Holder = worker.NewHolderInfo(*v.Holder)
+			r.Holder = newHolderJSON(*v.Holder)
 		}
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-// watchStatus prints a line for every leadership change of the elections
-// (leader.Observe: the current leader first) until SIGINT or SIGTERM:
-//
-//	2026-05-04T10:00:00.123+02:00  orders-sync  elected   host-a-1f2e  term 1795316457433330
-func watchStatus(client redis.UniversalClient, cfg Config, names []string, stdout io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	var mu sync.Mutex
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		lc := cfg.LeaderConfig()
-		lc.Name = name
-		wg.Go(func() {
-			errs[i] = leader.Observe(ctx, client, lc, func(c leader.Change) {
-				mu.Lock()
-				defer mu.Unlock()
-				fmt.Fprintf(stdout, "%s  %s  %-8s  %s  term %d\n", c.At.Format("2006-01-02T15:04:05.000Z07:00"), name, c.Kind, c.Holder.ID, c.Holder.Term)
-			})
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return usageErr("election %q: %w", names[i], err)
-		}
-	}
-	return nil
 }
 
 // printStatus prints the table. The TTL column is the time left of the
@@ -147,17 +211,27 @@ func watchStatus(client redis.UniversalClient, cfg Config, names []string, stdou
 // shown only when the holder recorded it (a lease taken by an older solo
 // shows "-" rather than a guess from the reader's TTL).
 func printStatus(w io.Writer, rows []statusRow) {
+	labels := make([]string, len(rows))
+	for i, r := range rows {
+		labels[i] = r.Election
+	}
+	printRows(w, "ELECTION", labels, rows)
+}
+
+// printRows prints rows under a first column named first, labels[i] for
+// rows[i] (the election, or in spread mode the job).
+func printRows(w io.Writer, first string, labels []string, rows []statusRow) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ELECTION\tHOLDER\tTERM\tTTL LEFT\tLEADING SINCE\tLAST RENEWAL\tVALUE\tCANDIDATES")
+	fmt.Fprintln(tw, first+"\tHOLDER\tTERM\tTTL LEFT\tLEADING SINCE\tLAST RENEWAL\tVALUE\tCANDIDATES")
 	now := time.Now()
-	for _, r := range rows {
+	for i, r := range rows {
 		cands := "-"
 		if len(r.Candidates) > 0 {
 			cands = strings.Join(r.Candidates, ",")
 		}
 		h := r.Holder
 		if h == nil {
-			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\t-\t%s\n", r.Election, cands)
+			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\t-\t%s\n", labels[i], cands)
 			continue
 		}
 		left := (time.Duration(h.TTLLeftMillis) * time.Millisecond).String()
@@ -166,14 +240,15 @@ func printStatus(w io.Writer, rows []statusRow) {
 		}
 		last := "-"
 		if !h.LastRenew.IsZero() {
-			last = fmt.Sprintf("%s ago", max(now.Sub(h.LastRenew), 0).Round(time.Millisecond))
+			last = fmt.Sprintf("%s ago", max(now.Sub(time.Time(h.LastRenew)), 0).Round(time.Millisecond))
 		}
 		value := "-"
 		if h.Value != "" {
 			value = strconv.Quote(h.Value)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s (%s ago)\t%s\t%s\t%s\n", r.Election, h.ID, h.Term, left,
-			h.Since.Local().Format(time.DateTime), now.Sub(h.Since).Round(time.Second), last, value, cands)
+		since := time.Time(h.Since)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s (%s ago)\t%s\t%s\t%s\n", labels[i], h.ID, h.Term, left,
+			since.Local().Format(time.DateTime), now.Sub(since).Round(time.Second), last, value, cands)
 	}
 	_ = tw.Flush()
 }

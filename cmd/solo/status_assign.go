@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,76 +14,73 @@ import (
 
 // spreadStatusRow is `solo status --json` in election.mode spread.
 type spreadStatusRow struct {
-	Group   string              `json:"group"`
-	Members []worker.Member     `json:"members"`
-	Share   int                 `json:"share"`
-	Jobs    []worker.Assignment `json:"jobs"`
+	Group   string          `json:"group"`
+	Members []worker.Member `json:"members"`
+	Share   int             `json:"share"`
+	Jobs    []spreadJobRow  `json:"jobs"`
 }
 
-// spreadStatus prints, when cfg's mode is spread, the group's live members
-// and the assignment of its jobs (job → instance, term, since), and reports
-// true; it does nothing and reports false in the other modes and with
-// --watch (which follows the elections named). The exit
-// code is exitNoLeader when some job runs nowhere.
-func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config, stdout io.Writer, asJSON, watch bool) (bool, error) {
-	if cfg.Election.Mode != worker.ModeSpread || watch {
-		return false, nil
-	}
-	if len(cfg.Jobs) == 0 {
-		return true, usageErr("election.mode spread: list the group's jobs in the configuration (jobs:)")
-	}
+// spreadJobRow is one job of the group: its election in the words of an
+// election's row (election, holder, candidates), with the job's name and
+// the member whose elector holds it.
+type spreadJobRow struct {
+	Job        string      `json:"job"`
+	Election   string      `json:"election"`
+	Instance   string      `json:"instance,omitempty"`
+	Holder     *holderJSON `json:"holder"`
+	Candidates []string    `json:"candidates"`
+}
+
+// spreadStatus prints the group's live members and, for each job, its
+// election as elect mode shows one (holder, term, TTL left of the holder's
+// TTL, since, last renewal, value, candidates) with the instance running
+// it. The exit code is exitNoLeader when some job runs nowhere.
+func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config, t statusTargets, stdout io.Writer, asJSON bool) error {
 	lc := cfg.LeaderConfig()
-	names := make([]string, len(cfg.Jobs))
-	for i, j := range cfg.Jobs {
-		names[i] = j.Name
-	}
+	lc.Name = t.group
 	members, err := worker.LookupMembers(ctx, client, lc)
 	if err != nil {
-		return true, err
+		return err
 	}
-	jobs, err := worker.LookupAssignments(ctx, client, lc, names)
+	rows, err := lookupAll(ctx, client, cfg, t.elections)
 	if err != nil {
-		return true, err
+		return err
 	}
-	row := spreadStatusRow{Group: lc.Name, Members: members, Jobs: jobs}
+	row := spreadStatusRow{Group: t.group, Members: members, Jobs: make([]spreadJobRow, len(rows))}
+	if row.Members == nil {
+		row.Members = []worker.Member{}
+	}
 	if len(members) > 0 {
-		row.Share = (len(jobs) + len(members) - 1) / len(members)
+		row.Share = (len(rows) + len(members) - 1) / len(members)
+	}
+	for i, r := range rows {
+		row.Jobs[i] = spreadJobRow{Job: t.jobs[i], Election: r.Election, Holder: r.Holder, Candidates: r.Candidates}
+		if r.Holder != nil {
+			row.Jobs[i].Instance = worker.InstanceOf(r.Holder.ID)
+		}
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(row); err != nil {
-			return true, err
+			return err
 		}
 	} else {
-		printSpreadStatus(stdout, row)
+		fmt.Fprintf(stdout, "group %s (election.mode spread): %d live members, share %d; job JOB is election %s.JOB\n",
+			row.Group, len(row.Members), row.Share, row.Group)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MEMBER\tJOBS")
+		for _, m := range row.Members {
+			fmt.Fprintf(tw, "%s\t%d\n", m.ID, m.Load)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(stdout)
+		printRows(stdout, "JOB", t.jobs, rows)
 	}
-	for _, j := range jobs {
-		if j.Holder == nil {
-			return true, &codeError{code: exitNoLeader, err: errQuiet}
+	for _, r := range rows {
+		if r.Holder == nil {
+			return &codeError{code: exitNoLeader, err: errQuiet}
 		}
 	}
-	return true, nil
-}
-
-func printSpreadStatus(w io.Writer, row spreadStatusRow) {
-	fmt.Fprintf(w, "group %s: %d live members, share %d\n", row.Group, len(row.Members), row.Share)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tJOBS")
-	for _, m := range row.Members {
-		fmt.Fprintf(tw, "%s\t%d\n", m.ID, m.Load)
-	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "JOB\tINSTANCE\tTERM\tTTL LEFT\tSINCE")
-	now := time.Now()
-	for _, j := range row.Jobs {
-		if j.Holder == nil {
-			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\n", j.Job)
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s (%s ago)\n", j.Job, j.Instance, j.Holder.Term,
-			(time.Duration(j.Holder.TTLMillis) * time.Millisecond).String(),
-			j.Holder.Since.Local().Format(time.DateTime), now.Sub(j.Holder.Since).Round(time.Second))
-	}
-	_ = tw.Flush()
+	return nil
 }
