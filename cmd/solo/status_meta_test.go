@@ -195,6 +195,16 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 	if !strings.Contains(w.output(), "watching group grp (election.mode spread): 2 jobs, elections grp.a, grp.b") {
 		t.Errorf("the watch does not say what it watches:\n%s", w.output())
 	}
+	// An instance that starts is seen joining (and takes a job over).
+	waitFor(t, 10*time.Second, "the watch to list ia as a member", func() bool {
+		return regexp.MustCompile(`(?m)  grp  member    ia-\S+  \(seen\)$`).MatchString(w.output())
+	})
+	startSolo(t, spreadEnv(t, url, "ib"), "run")
+	waitFor(t, 15*time.Second, "the watch to see ib join and take a job", func() bool {
+		o := w.output()
+		return regexp.MustCompile(`(?m)  grp  joined    ib-\S+  \(seen\)$`).MatchString(o) &&
+			regexp.MustCompile(`(?m)  grp\.[ab]  elected   ib-`).MatchString(o)
+	})
 	w.signal(syscall.SIGTERM)
 	if code := w.wait(10 * time.Second); code != 0 {
 		t.Errorf("watch exited %d", code)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/redisurl"
+	"github.com/solo-run/solo/worker"
 )
 
 // watchStatus prints a line for every leadership change of the elections
@@ -33,7 +36,9 @@ import (
 // the last read that found it (reads come every retry_interval): when the
 // read that found it gone came much later (Redis unreachable meanwhile),
 // the line says "as last read at …, seen gone at …", for the holder may
-// have renewed in between. seen: only when this watch saw it.
+// have renewed in between. seen: only when this watch saw it. For a spread
+// group it also prints the group's live members at first, then each member
+// that joins or leaves ("member", "joined", "left"; seen).
 func watchStatus(client redis.UniversalClient, cfg Config, t statusTargets, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -46,7 +51,8 @@ func watchStatus(client redis.UniversalClient, cfg Config, t statusTargets, stdo
 	if every == 0 {
 		every = ttl / 5
 	}
-	w := &watcher{out: stdout, redis: redisurl.Redact(cfg.Redis.URL), every: every, seen: map[string]leaseSeen{}, lastOK: time.Now()}
+	w := &watcher{out: stdout, redis: redisurl.Redact(cfg.Redis.URL), every: every, group: t.group,
+		seen: map[string]leaseSeen{}, lastOK: time.Now()}
 	fmt.Fprintf(stderr, "solo: watching %s on %s; times are Redis's (term start, lease expiry) unless marked seen\n", t.describe(), w.redis)
 	errs := make([]error, len(t.elections))
 	var wg sync.WaitGroup
@@ -75,13 +81,15 @@ type watcher struct {
 	out   io.Writer
 	redis string        // the URL, redacted
 	every time.Duration // the probe's interval: retry_interval
+	group string        // the spread group whose members are followed, or ""
 
 	mu   sync.Mutex
 	seen map[string]leaseSeen // per election: its holder as last read
 	// Redis's reachability as the probe saw it.
 	down      bool
-	downSince time.Time // first failed probe (local clock)
-	lastOK    time.Time // last answer (local clock)
+	downSince time.Time       // first failed probe (local clock)
+	lastOK    time.Time       // last answer (local clock)
+	members   map[string]bool // the group's live members as last read; nil before
 }
 
 // leaseSeen is a holder as the watch last read it.
@@ -152,6 +160,13 @@ func (w *watcher) probe(ctx context.Context, client redis.UniversalClient, cfg C
 					w.alive(name, *v.Holder, time.Now())
 				}
 			}
+			if w.group != "" {
+				lc := cfg.LeaderConfig()
+				lc.Name = w.group
+				if ms, merr := worker.LookupMembers(rctx, client, lc); merr == nil {
+					w.membership(ms, time.Now())
+				}
+			}
 		}
 		cancel()
 		if ctx.Err() != nil {
@@ -175,6 +190,29 @@ func (w *watcher) alive(name string, h leader.Holder, at time.Time) {
 		s.readAt, s.expiry = at, at.Add(h.TTL)
 		w.seen[name] = s
 	}
+}
+
+// membership prints the members of the group that joined or left since
+// the last read (the first read: every member), seen at the local time at.
+func (w *watcher) membership(ms []worker.Member, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		now[m.ID] = true
+		switch {
+		case w.members == nil:
+			fmt.Fprintf(w.out, "%s  %s  %-8s  %s  (seen)\n", at.Format(watchLayout), w.group, "member", m.ID)
+		case !w.members[m.ID]:
+			fmt.Fprintf(w.out, "%s  %s  %-8s  %s  (seen)\n", at.Format(watchLayout), w.group, "joined", m.ID)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(w.members)) {
+		if !now[id] {
+			fmt.Fprintf(w.out, "%s  %s  %-8s  %s  (seen)\n", at.Format(watchLayout), w.group, "left", id)
+		}
+	}
+	w.members = now
 }
 
 // reach prints a line when Redis's answer to the probe (err, its clock
