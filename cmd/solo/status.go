@@ -82,6 +82,13 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	if err != nil {
 		return err
 	}
+	for _, name := range t.elections {
+		lc := cfg.LeaderConfig()
+		lc.Name = name
+		if err := lc.Validate(); err != nil {
+			return usageErr("election %q: %w", name, err)
+		}
+	}
 	ctx := context.Background()
 	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)
 	if err != nil {
