@@ -212,7 +212,10 @@ func (k *keeperProc) result(log *zap.Logger, stopped bool) error {
 	if f := strings.SplitN(k.exitLine, " ", 4); len(f) == 4 {
 		why = f[3]
 	}
-	ended := keeperTime(strconv.FormatInt(at, 10))
+	var ended time.Time // when the keeper saw the tree gone
+	if at > 0 {
+		ended = time.Unix(0, at)
+	}
 	st := "exit status " + strconv.Itoa(code)
 	if sig != 0 {
 		st = "signal: " + syscall.Signal(sig).String()
