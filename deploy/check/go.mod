@@ -9,6 +9,7 @@ go 1.26.7
 require (
 	github.com/prometheus/common v0.72.1
 	github.com/prometheus/prometheus v0.316.0
+	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.1
 	sigs.k8s.io/yaml v1.6.0
 )

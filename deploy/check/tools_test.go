@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // repoRoot is the repository's top directory, two levels up.
@@ -80,11 +82,17 @@ func buildSolo(t *testing.T) string {
 	return soloBin
 }
 
-// TestMain removes the solo binary built for the tests.
+// TestMain removes the solo binary built for the tests and checks that no
+// goroutine outlived them (each process's waiter ends in its cleanup).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if soloBin != "" {
 		_ = os.RemoveAll(filepath.Dir(soloBin))
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if err := goleak.Find(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
 	}
 	os.Exit(code)
 }
