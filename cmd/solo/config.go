@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -226,7 +227,7 @@ func ping(ctx context.Context, client redis.UniversalClient, url string, wait ti
 		if err == nil {
 			return nil
 		}
-		if remedy := redisConfigError(err); remedy != "" {
+		if remedy := redisConfigError(err) + tlsError(err); remedy != "" {
 			_ = client.Close()
 			return usageErr("redis %s: %s: %s", redisurl.Redact(url), oneLine(err.Error()), remedy)
 		}
@@ -268,6 +269,26 @@ func redisConfigError(err error) string {
 	case strings.HasPrefix(msg, "ERR DB index"), strings.HasPrefix(msg, "ERR invalid DB index"),
 		strings.HasPrefix(msg, "ERR SELECT is not allowed in cluster mode"):
 		return "the database number in redis.url (the /DB path) does not exist on this server"
+	}
+	return ""
+}
+
+// tlsError returns, for a TLS handshake that failed over certificates, what
+// to fix; else "". Retrying cannot cure these either.
+func tlsError(err error) string {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return "the server's certificate does not verify: check redis.tls_ca_file (the authority that signed it; default the system's) and redis.tls_server_name (a name it holds; default the host dialed)"
+	}
+	// The server's alerts come back as an unexported type (tls.AlertError
+	// is QUIC's): match their text.
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "remote error: tls: certificate required"):
+		return "the server requires a client certificate: set redis.tls_cert_file and redis.tls_key_file"
+	case strings.Contains(msg, "remote error: tls: unknown certificate authority"),
+		strings.Contains(msg, "remote error: tls: bad certificate"),
+		strings.Contains(msg, "remote error: tls: expired certificate"):
+		return "the server refused the client certificate: check redis.tls_cert_file and redis.tls_key_file (signed by an authority of the server's --tls-ca-cert-file, not expired)"
 	}
 	return ""
 }

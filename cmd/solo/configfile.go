@@ -72,6 +72,59 @@ type RedisConfig struct {
 	// rediss://, redis+sentinel:// or redis+cluster://. Default "": none
 	// configured (a program may bring its own client).
 	URL string `yaml:"url"`
+
+	// TLSCAFile, TLSCertFile, TLSKeyFile and TLSServerName set up the TLS
+	// of a rediss URL (rediss://, rediss+sentinel://, rediss+cluster://).
+	// Each is the URL option of the same name (redisurl.Parse), added to
+	// the URL by ClientURL; one given both here and in the URL is an error.
+	// The files are read when a command starts.
+	//
+	// TLSCAFile is a PEM file of the authorities that verify the server's
+	// certificate. Default "": the system's.
+	TLSCAFile string `yaml:"tls_ca_file"`
+
+	// TLSCertFile and TLSKeyFile are the PEM client certificate and its
+	// private key, for a server that requires clients to authenticate
+	// (redis-server --tls-auth-clients yes). Both or neither. Default "".
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+
+	// TLSServerName is the name the server's certificate must hold.
+	// Default "": the host of each address dialed.
+	TLSServerName string `yaml:"tls_server_name"`
+}
+
+// tlsOptions returns the URL option of each TLS key that is set, in key
+// order.
+func (r RedisConfig) tlsOptions() [][2]string {
+	var opts [][2]string
+	for _, o := range [][2]string{
+		{"tls_ca_file", r.TLSCAFile}, {"tls_cert_file", r.TLSCertFile},
+		{"tls_key_file", r.TLSKeyFile}, {"tls_server_name", r.TLSServerName},
+	} {
+		if o[1] != "" {
+			opts = append(opts, o)
+		}
+	}
+	return opts
+}
+
+// ClientURL returns URL with the redis.tls_* keys that are set added as its
+// options: the URL every command connects with.
+func (r RedisConfig) ClientURL() string {
+	opts := r.tlsOptions()
+	if r.URL == "" || len(opts) == 0 {
+		return r.URL
+	}
+	u, sep := r.URL, "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	for _, o := range opts {
+		u += sep + o[0] + "=" + url.QueryEscape(o[1])
+		sep = "&"
+	}
+	return u
 }
 
 // ElectionConfig is leader.Config (its keys sit directly under election:)
@@ -195,6 +248,35 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
+// validateTLS checks the redis.tls_* keys against a redis.url that parses.
+func (r RedisConfig) validateTLS() error {
+	opts := r.tlsOptions()
+	if len(opts) == 0 {
+		return nil
+	}
+	given := url.Values{}
+	if _, q, ok := strings.Cut(r.URL, "?"); ok {
+		given, _ = url.ParseQuery(q) // checked by redisurl.Parse already
+	}
+	for _, o := range opts {
+		key := "redis." + o[0]
+		switch {
+		case given.Has(o[0]):
+			return &ConfigError{Key: key, Value: strconv.Quote(o[1]), Reason: "also given as " + o[0] + " in redis.url: give it once"}
+		case !strings.HasPrefix(strings.ToLower(r.URL), "rediss"):
+			return &ConfigError{Key: key, Value: strconv.Quote(o[1]), Reason: "needs TLS: a rediss://, rediss+sentinel:// or rediss+cluster:// redis.url"}
+		}
+	}
+	if _, err := redisurl.Parse(r.ClientURL()); err != nil {
+		ce := &ConfigError{Key: "redis", Reason: err.Error()}
+		if ue, ok := errors.AsType[*redisurl.Error](err); ok {
+			ce.Reason = ue.Reason
+		}
+		return ce
+	}
+	return nil
+}
+
 // DefaultConfig returns the defaults: no Redis URL, an election with an
 // empty name, key prefix "solo", TTL 10s and mode elect, max_failures 5,
 // restart_backoff 1s up to 30s, no HTTP server, log level info, no jobs.
@@ -269,6 +351,9 @@ func (c Config) Validate() error {
 				ce.Value, ce.Reason = strconv.Quote(ue.URL), ue.Reason
 			}
 			return ce
+		}
+		if err := c.Redis.validateTLS(); err != nil {
+			return err
 		}
 	}
 	if err := c.Election.Config.Validate(); err != nil {

@@ -309,7 +309,7 @@ func TestParse_EnvOverridesFile(t *testing.T) {
 
 func TestEnvVars(t *testing.T) {
 	want := []string{
-		"SOLO_REDIS_URL",
+		"SOLO_REDIS_URL", "SOLO_REDIS_TLS_CA_FILE", "SOLO_REDIS_TLS_CERT_FILE", "SOLO_REDIS_TLS_KEY_FILE", "SOLO_REDIS_TLS_SERVER_NAME",
 		"SOLO_ELECTION_NAME", "SOLO_ELECTION_ID", "SOLO_ELECTION_KEY_PREFIX", "SOLO_ELECTION_TTL",
 		"SOLO_ELECTION_RENEW_INTERVAL", "SOLO_ELECTION_RENEW_DEADLINE", "SOLO_ELECTION_RETRY_INTERVAL",
 		"SOLO_ELECTION_RESIGN_COOLDOWN", "SOLO_ELECTION_SHUTDOWN_TIMEOUT", "SOLO_ELECTION_DRIFT",
@@ -329,7 +329,8 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Redis: RedisConfig{URL: "redis+sentinel://app:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster/2?sentinel_password=s3"},
+		Redis: RedisConfig{URL: "rediss+sentinel://app:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster/2?sentinel_password=s3",
+			TLSCAFile: "testdata/tls/cert.pem", TLSCertFile: "testdata/tls/cert.pem", TLSKeyFile: "testdata/tls/key.pem", TLSServerName: "redis.example"},
 		Election: ElectionConfig{
 			Config: leader.Config{
 				Name: "orders-sync", ID: "host-a-1", KeyPrefix: "solo-test", TTL: 15 * time.Second,

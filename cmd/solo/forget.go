@@ -46,7 +46,7 @@ func forgetCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		return err
 	}
 	ctx := context.Background()
-	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)
+	client, err := connect(ctx, cfg.Redis.ClientURL(), 3*time.Second)
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,9 @@ const helpConfig = `configuration:
   defaults). Every key can be set by a variable named after its path
   (SOLO_ELECTION_TTL for election.ttl); flags override both. An unknown key
   or SOLO_* variable is an error. config.yaml in the repository documents
-  every key, its unit and default.
+  every key, its unit and default. TLS: a rediss:// redis.url, with
+  redis.tls_ca_file, tls_cert_file, tls_key_file and tls_server_name (or
+  the url options of the same names).
 `
 
 const helpProgramEnv = `  given to the program (run): SOLO_TERM (fencing term), SOLO_ELECTION,

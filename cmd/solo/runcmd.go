@@ -170,7 +170,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	go func() { defer close(sigDone); handleSignals(sigs, sup, cancel, log) }()
 	defer func() { signal.Stop(sigs); close(sigs); <-sigDone }()
 
-	client, err := newClient(cfg.Redis.URL)
+	client, err := newClient(cfg.Redis.ClientURL())
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		_ = client.Close()
 		return err
 	}
-	if err := ping(ctx, client, cfg.Redis.URL, 5*time.Second); err != nil {
+	if err := ping(ctx, client, cfg.Redis.ClientURL(), 5*time.Second); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while connecting: nothing ran
 		}

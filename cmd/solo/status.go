@@ -90,7 +90,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		}
 	}
 	ctx := context.Background()
-	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)
+	client, err := connect(ctx, cfg.Redis.ClientURL(), 3*time.Second)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func resignCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		return usageErr("--wait %s: must be positive", *wait)
 	}
 	ctx := context.Background()
-	client, err := connect(ctx, cfg.Redis.URL, 3*time.Second)
+	client, err := connect(ctx, cfg.Redis.ClientURL(), 3*time.Second)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,7 @@ type Server struct {
 	mu      sync.Mutex
 	port    int
 	busPort int // cluster bus port; zero unless mode is modeCluster
+	tlsPort int // TLS port; zero unless started by StartTLS
 	proc    *process
 }
 
@@ -281,6 +282,9 @@ func (s *Server) argv() []string {
 			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
 			"--cluster-port", strconv.Itoa(s.busPort),
 		)
+	}
+	if s.tlsPort != 0 {
+		a = append(a, "--tls-port", strconv.Itoa(s.tlsPort))
 	}
 	return append(a, s.extra...)
 }

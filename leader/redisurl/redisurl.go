@@ -15,9 +15,11 @@ package redisurl
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -101,7 +103,16 @@ var options = map[string]option{
 	"sentinel_username":  {kind: stringOption, only: "sentinel"},
 	"sentinel_password":  {kind: stringOption, only: "sentinel"},
 	"skip_verify":        {kind: boolOption, only: "tls"},
+	"tls_ca_file":        {kind: stringOption, only: "tls"},
+	"tls_cert_file":      {kind: stringOption, only: "tls"},
+	"tls_key_file":       {kind: stringOption, only: "tls"},
+	"tls_server_name":    {kind: stringOption, only: "tls"},
 }
+
+// tlsOptions are the options this package reads itself to build the TLS
+// configuration; go-redis never sees them. The names are those proposed
+// for go-redis's own ParseURL (redis/go-redis#2024).
+var tlsOptions = []string{"skip_verify", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"}
 
 // Parse parses a Redis URL into go-redis universal options:
 //
@@ -126,7 +137,18 @@ var options = map[string]option{
 //     max_redirects (cluster only, ≥ −1);
 //   - strings: client_name, sentinel_username and sentinel_password
 //     (Sentinel only);
-//   - skip_verify=true|false (TLS only): do not verify server certificates.
+//   - TLS only (a rediss scheme): skip_verify=true|false, do not verify
+//     server certificates; tls_ca_file, a PEM file of the certificate
+//     authorities that verify the server's certificate, instead of the
+//     system's; tls_cert_file and tls_key_file (both or neither), the PEM
+//     client certificate and its key, for servers that require clients to
+//     authenticate (redis-server --tls-auth-clients yes); tls_server_name,
+//     the name the server's certificate must hold, instead of the host of
+//     the address dialed (for every connection: with Sentinel or Cluster,
+//     every node's certificate must hold it).
+//
+// The files are read once, by Parse: a rotated certificate takes effect
+// when the client is built again (for solo run, at its next start).
 //
 // Options not given stay zero, meaning the go-redis default; NewClient adds
 // this package's own defaults. Errors are *Error.
@@ -225,19 +247,63 @@ func Parse(s string) (*redis.UniversalOptions, error) {
 		return fail("%s", reason)
 	}
 
-	skipVerify, _ := strconv.ParseBool(q.Get("skip_verify"))
+	var tlsConfig *tls.Config
+	if sc.tls {
+		if tlsConfig, reason = newTLSConfig(q); reason != "" {
+			return fail("%s", reason)
+		}
+	}
 	opts, err := build(sc, user, addrs, master, db, q)
 	if err != nil {
 		return fail("%s", strings.TrimPrefix(err.Error(), "redis: "))
 	}
-	if sc.tls {
-		// ServerName stays empty (go-redis sets the first host's): crypto/tls
-		// then verifies each connection against the host of the address it
-		// dials, which is right for several seeds and for the nodes a
-		// cluster or sentinel reports.
-		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skipVerify}
-	}
+	opts.TLSConfig = tlsConfig
 	return opts, nil
+}
+
+// newTLSConfig builds the TLS configuration of a rediss URL from its
+// options and the files they name; it returns the reason one is bad, or "".
+func newTLSConfig(q url.Values) (*tls.Config, string) {
+	for _, name := range tlsOptions[1:] {
+		if q.Has(name) && q.Get(name) == "" {
+			return nil, fmt.Sprintf("bad option %s=\"\": must not be empty", name)
+		}
+	}
+	skipVerify, _ := strconv.ParseBool(q.Get("skip_verify"))
+	// ServerName stays empty unless given (go-redis sets the first host's):
+	// crypto/tls then verifies each connection against the host of the
+	// address it dials, which is right for several seeds and for the nodes
+	// a cluster or sentinel reports.
+	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skipVerify, ServerName: q.Get("tls_server_name")}
+	if skipVerify && (q.Has("tls_ca_file") || q.Has("tls_server_name")) {
+		return nil, "skip_verify=true turns off the verification that tls_ca_file and tls_server_name are for: give one or the other"
+	}
+	if ca := q.Get("tls_ca_file"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Sprintf("option tls_ca_file=%q: %v", ca, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Sprintf("option tls_ca_file=%q: no PEM certificate in the file", ca)
+		}
+		c.RootCAs = pool
+	}
+	certFile, keyFile := q.Get("tls_cert_file"), q.Get("tls_key_file")
+	switch {
+	case certFile == "" && keyFile == "":
+	case certFile == "":
+		return nil, "option tls_key_file needs tls_cert_file (the client certificate)"
+	case keyFile == "":
+		return nil, "option tls_cert_file needs tls_key_file (the certificate's private key)"
+	default:
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Sprintf("options tls_cert_file=%q, tls_key_file=%q: %v", certFile, keyFile, err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, ""
 }
 
 // NewClient returns a client for a Redis URL (see Parse): a sentinel-backed
@@ -307,10 +373,11 @@ func Redact(s string) string {
 // returns its options as universal options.
 func build(sc scheme, user *url.Userinfo, addrs []string, master string, db int, q url.Values) (*redis.UniversalOptions, error) {
 	u := url.URL{Scheme: "redis", Host: addrs[0]}
-	// Passed on separately: go-redis reads skip_verify only with TLS (set
-	// afterwards) and has no sentinel credentials in its query.
+	// Passed on separately: the TLS options are Parse's own (go-redis reads
+	// only skip_verify, and only with TLS) and go-redis has no sentinel
+	// credentials in its query.
 	sentinelUser, sentinelPass := q.Get("sentinel_username"), q.Get("sentinel_password")
-	for _, name := range []string{"skip_verify", "sentinel_username", "sentinel_password"} {
+	for _, name := range append([]string{"sentinel_username", "sentinel_password"}, tlsOptions...) {
 		q.Del(name)
 	}
 	switch {

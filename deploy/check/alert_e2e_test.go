@@ -1,0 +1,166 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAlert_NoLeaderEndToEnd runs a real Prometheus with the shipped rules
+// (deploy/prometheus/solo-alerts.yml, unmodified) scraping two `solo run`
+// instances of one election. The leader is SIGSTOPped and Redis frozen, so
+// nobody can take over: SoloElectionNoLeader must fire for the election
+// once its `for` (30s) has passed, and resolve after both are continued and
+// a leader is back.
+func TestAlert_NoLeaderEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes about a minute")
+	}
+	promBin := tool(t, "prometheus", "prometheus")
+	redis, redisAddr := startRedis(t)
+	solo := buildSolo(t)
+	root := repoRoot(t)
+
+	const election = "e2e-orders"
+	type instance struct {
+		name, metrics string
+		p             *proc
+	}
+	var instances []*instance
+	var targets []string
+	for _, name := range []string{"a", "b"} {
+		port := freePort(t)
+		env := []string{"SOLO_CONFIG=/dev/null", "SOLO_REDIS_URL=redis://" + redisAddr + "/0",
+			"SOLO_ELECTION_NAME=" + election, "SOLO_ELECTION_TTL=2s", "SOLO_ELECTION_ID=" + name,
+			fmt.Sprintf("SOLO_HTTP_ADDR=127.0.0.1:%d", port)}
+		p := startProc(t, "solo-"+name, env, solo, "run", "--", "sleep", "1000")
+		instances = append(instances, &instance{name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), p: p})
+		targets = append(targets, fmt.Sprintf("'127.0.0.1:%d'", port))
+	}
+	// The leader is the instance whose /metrics says so.
+	var leader *instance
+	waitFor(t, 30*time.Second, "a leader", func() error {
+		for _, in := range instances {
+			body, err := httpGet(context.Background(), in.metrics)
+			if err == nil && strings.Contains(body, `solo_election_leader{election="`+election+`"} 1`) {
+				leader = in
+				return nil
+			}
+		}
+		return fmt.Errorf("no instance reports leading")
+	})
+
+	dir := t.TempDir()
+	promPort := freePort(t)
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+  evaluation_interval: 1s
+rule_files:
+  - %s
+scrape_configs:
+  - job_name: solo
+    static_configs:
+      - targets: [%s]
+`, filepath.Join(root, "deploy/prometheus/solo-alerts.yml"), strings.Join(targets, ", "))
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startProc(t, "prometheus", nil, promBin,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
+	api := fmt.Sprintf("http://127.0.0.1:%d/api/v1/", promPort)
+
+	// Prometheus has seen the leader lead before anything is frozen.
+	waitFor(t, 60*time.Second, "Prometheus to scrape the leader", func() error {
+		v, err := promQuery(api, `solo_election_leader{election="`+election+`"} == 1`)
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			return fmt.Errorf("no leading series yet")
+		}
+		return nil
+	})
+	if state := alertState(t, api, election); state != "" {
+		t.Fatalf("SoloElectionNoLeader is %s before anything was frozen", state)
+	}
+
+	// Freeze the leader and Redis: no renewal, no takeover.
+	leader.p.signal(t, syscall.SIGSTOP)
+	redis.signal(t, syscall.SIGSTOP)
+	frozen := time.Now()
+	waitFor(t, 120*time.Second, "SoloElectionNoLeader to fire", func() error {
+		if state := alertState(t, api, election); state != "firing" {
+			return fmt.Errorf("alert state %q", state)
+		}
+		return nil
+	})
+	if took := time.Since(frozen); took < 30*time.Second {
+		t.Fatalf("SoloElectionNoLeader fired %s after the freeze, before its for: 30s", took)
+	}
+	t.Logf("fired %s after the freeze", time.Since(frozen).Round(time.Second))
+
+	redis.signal(t, syscall.SIGCONT)
+	leader.p.signal(t, syscall.SIGCONT)
+	thawed := time.Now()
+	waitFor(t, 120*time.Second, "SoloElectionNoLeader to resolve", func() error {
+		if state := alertState(t, api, election); state != "" {
+			return fmt.Errorf("alert state %q", state)
+		}
+		return nil
+	})
+	t.Logf("resolved %s after the thaw", time.Since(thawed).Round(time.Second))
+}
+
+// alertState returns the state (pending, firing) of SoloElectionNoLeader
+// for election in Prometheus's /api/v1/alerts, or "" when it is not active.
+func alertState(t *testing.T, api, election string) string {
+	t.Helper()
+	body, err := httpGet(context.Background(), api+"alerts")
+	if err != nil {
+		t.Fatalf("GET alerts: %v", err)
+	}
+	var resp struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatalf("alerts: %v: %s", err, body)
+	}
+	for _, a := range resp.Data.Alerts {
+		if a.Labels["alertname"] == "SoloElectionNoLeader" && a.Labels["election"] == election {
+			return a.State
+		}
+	}
+	return ""
+}
+
+// promQuery returns the number of series an instant query returns.
+func promQuery(api, q string) (int, error) {
+	body, err := httpGet(context.Background(), api+"query?query="+url.QueryEscape(q))
+	if err != nil {
+		return 0, err
+	}
+	var resp struct {
+		Data struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		return 0, err
+	}
+	return len(resp.Data.Result), nil
+}
