@@ -223,6 +223,13 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	if probeW.onChange != nil {
 		return nil, errors.New("worker: WithOnLeaderChange: not supported when spreading jobs")
 	}
+	// Giving up is an election's (the whole group's jobs stop campaigning
+	// together); a Spread has one election per job, and the count was
+	// never kept per job: refused rather than accepted and ignored.
+	if n := probeW.policy.MaxFailedTerms; n > 0 {
+		return nil, fmt.Errorf("worker: spread: %w", &leader.ConfigError{Field: "max_failed_terms", Value: n,
+			Reason: "not supported when spreading jobs (election.mode spread): set it to 0"})
+	}
 	tmpl, err := New(probe, opts...)
 	if err != nil {
 		return nil, err
