@@ -571,14 +571,22 @@ func (c *control) start(u *unit) {
 }
 
 // shed resigns u gracefully and stops campaigning for it; s.mu is held.
+//
+// Shedding is a resign in every respect: the elector cancels the job,
+// renews the lease while it drains (for as long as that takes: a job that
+// ignores cancellation keeps its lease and is reported past the stop
+// budget, as on any resign), then releases. Only then is the campaign
+// cancelled, in the resign cooldown: cancelling it earlier is a shutdown to
+// the elector, which stops renewing at shutdown_timeout and leaves the
+// lease to expire under a job that may still run. Resign returns once the
+// term ended: released, or cut short by Run's own shutdown (c.ctx), which
+// ends the term by the shutdown rules.
 func (c *control) shed(u *unit) {
 	s := c.s
 	u.shedding = true
 	cancel := u.cancel
 	c.wg.Go(func() {
-		rctx, done := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout+s.cfg.TTL)
-		err := u.e.Resign(rctx)
-		done()
+		err := u.e.Resign(context.Background())
 		if err != nil && !errors.Is(err, leader.ErrNotLeader) {
 			s.log.Warn("shed job", zap.String("job", u.name), zap.Error(err))
 		}
