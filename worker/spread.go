@@ -120,6 +120,15 @@ type Spread struct {
 	units   []*unit // name order; set by Run
 	limit   int     // the share: the most jobs a term may start with
 	members []Member
+	// memberUntil is the local send time of the last accepted heartbeat
+	// plus member_ttl: a job starts only before it, and the jobs still
+	// running at it are stopped (lapse), so that they have stopped before
+	// the member's exclusion entry expires on the server (member_ttl + TTL
+	// after that heartbeat) and an elect-mode candidate may take the name.
+	memberUntil time.Time
+	// conflict is the elect-mode lease of the group's name that refused
+	// the last heartbeat ("" when accepted).
+	conflict string
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -141,6 +150,7 @@ type unit struct {
 	shedding bool
 	term     uint64
 	since    time.Time
+	stop     context.CancelCauseFunc // cancels the job's context (lapse); nil while not held
 }
 
 // ModeSpread is the configuration mode (solo's election.mode) that runs the
@@ -161,6 +171,10 @@ func ElectorFrom(ctx context.Context) (e *leader.Elector, ok bool) {
 
 // errOverShare hands a term back: this instance already runs its share.
 var errOverShare = errors.New("worker: over this instance's share")
+
+// errNotMember hands a term back, and stops the jobs of a member whose
+// membership was not confirmed within member_ttl (see Spread.memberUntil).
+var errNotMember = errors.New("worker: membership of the group not confirmed within member_ttl")
 
 // shardKey is the context key of a shard number.
 type shardKey struct{}
@@ -372,6 +386,12 @@ func (s *Spread) Run(ctx context.Context) error {
 	}
 	errs := make(chan error, 1)
 	c := &control{s: s, units: units, wg: &wg, errs: errs, ctx: ctx}
+	// lapse stops the jobs once membership is unconfirmed for member_ttl
+	// (Redis unreachable, the group's slot down): see memberUntil. It
+	// only cancels contexts, under s.mu; Run stops it before returning.
+	c.lapseTimer = time.AfterFunc(time.Hour, s.lapse)
+	c.lapseTimer.Stop()
+	defer c.lapseTimer.Stop()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for ctx.Err() == nil {
@@ -391,10 +411,13 @@ func (s *Spread) Run(ctx context.Context) error {
 			t.Reset(s.sc.Heartbeat)
 		}
 	}
-	// Leave first, so that the others count one member fewer and campaign
-	// for the jobs this instance is about to release.
+	// Leave the members first, so that the others count one member fewer
+	// and campaign for the jobs this instance is about to release; but
+	// keep (and extend over the drain) the exclusion entry until every job
+	// stopped, so that no elect-mode candidate of the name takes it
+	// meanwhile.
 	lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
-	if _, err := s.heartbeat(lctx, 0, true); err != nil {
+	if _, _, err := s.heartbeat(lctx, 0, 0, max(s.sc.MemberTTL, s.cfg.ShutdownTimeout)+s.cfg.TTL); err != nil {
 		s.log.Warn("leave the group", zap.Error(err))
 	}
 	cancel()
@@ -408,7 +431,41 @@ func (s *Spread) Run(ctx context.Context) error {
 	closeWatch()
 	wg.Wait()
 	close(errs)
-	return <-errs // nil when closed empty
+	err := <-errs // nil when closed empty
+	if err == nil {
+		// Every job returned and its lease was released: the name is free.
+		// (After ErrStopTimeout the entry expires with the leases.)
+		lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
+		if _, _, err := s.heartbeat(lctx, 0, 0, 0); err != nil {
+			s.log.Warn("leave the group", zap.Error(err))
+		}
+		cancel()
+	}
+	return err
+}
+
+// lapse stops the jobs of a member whose membership was not confirmed
+// within member_ttl: each job's context is cancelled (its lease is renewed
+// while it drains, then released), so that every job has stopped before
+// the member's exclusion entry expires. It runs on its timer's goroutine.
+func (s *Spread) lapse() {
+	s.mu.Lock()
+	if time.Now().Before(s.memberUntil) { // confirmed meanwhile
+		s.mu.Unlock()
+		return
+	}
+	var stopped []string
+	for _, u := range s.units {
+		if u.held && u.stop != nil {
+			u.stop(errNotMember)
+			stopped = append(stopped, u.name)
+		}
+	}
+	s.mu.Unlock()
+	if len(stopped) > 0 {
+		s.log.Warn("stopping jobs: membership of the group not confirmed within member_ttl",
+			zap.Strings("jobs", stopped), zap.Duration("member_ttl", s.sc.MemberTTL))
+	}
 }
 
 // control is Run's balancing state, used by Run's goroutine only.
@@ -422,6 +479,9 @@ type control struct {
 	overSince time.Time // since when this instance is over its share
 	wantSince time.Time // since when this instance wants to campaign
 	failing   bool      // the last heartbeat failed (logged once)
+	refused   bool      // the last heartbeat was refused (logged once)
+
+	lapseTimer *time.Timer // runs Spread.lapse at memberUntil
 }
 
 // step heartbeats and rebalances once.
@@ -439,18 +499,36 @@ func (c *control) step() {
 	// smallest legal heartbeat no call on a real network would finish in
 	// time, and a member whose every heartbeat fails never campaigns.
 	hctx, cancel := context.WithTimeout(c.ctx, max(s.sc.Heartbeat, s.cfg.RenewDeadline))
-	members, err := s.heartbeat(hctx, load, false)
+	sent := time.Now()
+	members, holder, err := s.heartbeat(hctx, load, s.sc.MemberTTL, s.sc.MemberTTL+s.cfg.TTL)
 	cancel()
 	if err != nil {
 		if c.ctx.Err() == nil && !c.failing {
 			s.log.Warn("heartbeat failed; keeping the last view of the group", zap.Error(err))
 		}
 		c.failing = true
+		s.mu.Lock()
+		if !time.Now().Before(s.memberUntil) {
+			c.stopCampaigns() // membership lapsed: no job may start
+		}
+		s.mu.Unlock()
 		return
 	}
 	if c.failing {
 		s.log.Info("heartbeat works again")
 		c.failing = false
+	}
+	if holder != "" {
+		c.refuse(holder)
+		return
+	}
+	s.mu.Lock()
+	s.memberUntil, s.conflict = sent.Add(s.sc.MemberTTL), ""
+	s.mu.Unlock()
+	c.lapseTimer.Reset(time.Until(sent.Add(s.sc.MemberTTL)))
+	if c.refused {
+		c.refused = false
+		s.log.Info("joined the group: the elect-mode lease of the name is gone")
 	}
 	if c.first.IsZero() {
 		c.first = time.Now()
@@ -527,12 +605,7 @@ func (c *control) step() {
 	want := now.Sub(c.first) >= s.sc.Heartbeat/2 && (load < floor || (sum < n && load < share))
 	if !want {
 		c.wantSince = time.Time{}
-		for _, u := range c.units {
-			if u.running && !u.held && u.cancel != nil {
-				u.cancel()
-				u.cancel = nil
-			}
-		}
+		c.stopCampaigns()
 		return
 	}
 	if c.wantSince.IsZero() {
@@ -546,6 +619,41 @@ func (c *control) step() {
 	for _, u := range c.units {
 		if !u.running && !u.held {
 			c.start(u)
+		}
+	}
+}
+
+// stopCampaigns stops campaigning for the jobs not held; s.mu is held.
+func (c *control) stopCampaigns() {
+	for _, u := range c.units {
+		if u.running && !u.held && u.cancel != nil {
+			u.cancel()
+			u.cancel = nil
+		}
+	}
+}
+
+// refuse handles a heartbeat refused because the election of the group's
+// name is held in mode elect (holder, "TERM ID"): this member is not in
+// the group, so it runs nothing: it stops campaigning, sheds any job it
+// still holds (none, unless Redis lost the group's keys), and says so
+// once, at error level, with the fix.
+func (c *control) refuse(holder string) {
+	s := c.s
+	if !c.refused {
+		c.refused = true
+		s.log.Error("not running jobs: the name is led in election.mode elect; stop every elect-mode instance of the name "+
+			"(switching modes: stop the old mode's instances, the new mode's take over once its lease is gone), or give the group another name",
+			zap.String("election", s.cfg.Name), zap.String("holder", holder))
+	}
+	c.first = time.Time{} // campaign half a heartbeat after joining, as a new member
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members, s.conflict, s.memberUntil = nil, holder, time.Time{}
+	c.stopCampaigns()
+	for _, u := range c.units {
+		if u.held && !u.shedding {
+			c.shed(u)
 		}
 	}
 }
@@ -607,15 +715,21 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 			load++
 		}
 	}
+	if !time.Now().Before(s.memberUntil) {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %w", errNotMember, leader.ErrResigned)
+	}
 	if load >= s.limit {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %w", errOverShare, leader.ErrResigned)
 	}
-	u.held, u.term, u.since = true, term, time.Now()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	u.held, u.term, u.since, u.stop = true, term, time.Now(), stop
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		u.held, u.shedding, u.term = false, false, 0
+		u.held, u.shedding, u.term, u.stop = false, false, 0, nil
 		s.mu.Unlock()
 		select { // recount at once: a lost job may be someone's to take
 		case s.kick <- struct{}{}:
@@ -630,24 +744,37 @@ var heartbeatLua string
 
 var heartbeatScript = redis.NewScript(heartbeatLua)
 
-// membersKey and loadsKey are the group's keys.
+// membersKey, loadsKey and spreadKey are the group's keys.
 func (s *Spread) membersKey() string { return s.cfg.Key("members") }
 func (s *Spread) loadsKey() string   { return s.cfg.Key("loads") }
+func (s *Spread) spreadKey() string  { return s.cfg.Key("spread") }
 
-// heartbeat writes this member's heartbeat and load (or removes it, leave)
-// and returns the live members, in ID order.
-func (s *Spread) heartbeat(ctx context.Context, load int, leave bool) ([]Member, error) {
-	ttl := s.sc.MemberTTL.Milliseconds()
-	if leave {
-		ttl = 0
-	}
+// heartbeat writes this member's heartbeat and load, its membership lasting
+// ttl and its exclusion entry excl (see spread.lua), and returns the live
+// members, in ID order. With ttl 0 it leaves the members, and refreshes
+// its exclusion entry to excl if it has one, or removes it (excl 0).
+// holder is the elect-mode lease ("TERM ID") that refused the heartbeat.
+func (s *Spread) heartbeat(ctx context.Context, load int, ttl, excl time.Duration) (members []Member, holder string, err error) {
 	idle := max(10*s.sc.MemberTTL, time.Minute).Milliseconds()
-	res, err := heartbeatScript.Run(ctx, s.client, []string{s.membersKey(), s.loadsKey()},
-		s.member, ttl, load, idle, s.cfg.EventsChannel()).StringSlice()
+	res, err := heartbeatScript.Run(ctx, s.client,
+		[]string{s.membersKey(), s.loadsKey(), s.cfg.LeaseKey(), s.spreadKey()},
+		s.member, ttl.Milliseconds(), load, idle, s.cfg.EventsChannel(), excl.Milliseconds()).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
+		return nil, "", fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
 	}
-	return parseMembers(res), nil
+	if len(res) == 0 {
+		return nil, "", fmt.Errorf("heartbeat %q: empty reply", s.membersKey())
+	}
+	switch res[0] {
+	case "ok":
+		return parseMembers(res[1:]), "", nil
+	case "elect":
+		if len(res) > 1 {
+			holder = res[1]
+		}
+		return nil, holder, nil
+	}
+	return nil, "", fmt.Errorf("heartbeat %q: unexpected reply %q", s.membersKey(), res)
 }
 
 // parseMembers turns {id, load, …} into members in ID order.

@@ -27,6 +27,11 @@ type SpreadInfo struct {
 	Share int `json:"share"`
 	// Jobs is the assignment, in job order.
 	Jobs []Assignment `json:"jobs"`
+	// Conflict is the lease ("TERM ID") of the election of the group's
+	// name in mode elect that keeps this instance out of the group: the
+	// modes of one name exclude each other, so it runs no job until that
+	// lease is gone. Empty while this instance is a member.
+	Conflict string `json:"conflict,omitempty"`
 	// Error is set when Redis could not be asked about some job.
 	Error string `json:"error,omitempty"`
 }
@@ -46,7 +51,7 @@ type Assignment struct {
 // Info returns what /leader serves: one Redis round trip per job.
 func (s *Spread) Info(ctx context.Context) SpreadInfo {
 	s.mu.Lock()
-	info := SpreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit}
+	info := SpreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit, Conflict: s.conflict}
 	units := s.units
 	self := map[string]bool{}
 	for _, u := range units {

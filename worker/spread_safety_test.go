@@ -2,9 +2,15 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
@@ -91,4 +97,108 @@ func TestSpread_ShedRenewsWhileDraining(t *testing.T) {
 	// The shed job moves to b once it returned, not before.
 	k.waitLoads(t, 10*time.Second, []int{1, 1}, "a", "b")
 	slow.Store(false)
+}
+
+// electInst is a Worker in election mode elect with the given jobs,
+// recording into k as inst.
+type electInst struct {
+	w      *worker.Worker
+	logs   *observer.ObservedLogs
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startElect(t *testing.T, client redis.UniversalClient, k *tracker, name, inst string, jobs ...string) *electInst {
+	t.Helper()
+	e, err := leader.New(client, leader.Config{Name: name, ID: inst, TTL: time.Second, RetryInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	w, err := worker.New(e, worker.WithLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if err := w.Pull(j, k.job(inst, j)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &electInst{w: w, logs: logs, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- w.Run(ctx) }()
+	t.Cleanup(in.stop)
+	return in
+}
+
+func (in *electInst) stop() {
+	if in.cancel == nil {
+		return
+	}
+	in.cancel()
+	<-in.done
+	in.cancel = nil
+}
+
+// TestSpread_ModeSwitchExcludes: the modes of one name exclude each other
+// (issue 22, finding 12). An elect-mode worker leads the name "sw" and
+// runs job00 and job01; spread members of the group "sw" with the same
+// jobs start beside it: they refuse to join (and say why in Info) and run
+// nothing. The documented switch — stop the old mode's instances — hands
+// the jobs over: once the elect worker stopped, the spread members run
+// them. The reverse: a new elect-mode worker refuses to campaign while
+// the group is live (logged once, at error level) and takes the jobs once
+// the members stopped. The tracker fails the test if a job ever runs
+// twice at once.
+//
+// Mutation: with the old spread.lua and acquire.lua (neither looks at the
+// other mode) this fails at once with "job job00 runs on e and a at once".
+func TestSpread_ModeSwitchExcludes(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	k := newTracker(t)
+	jobs := []string{"job00", "job01"}
+	e := startElect(t, client, k, "sw", "e", jobs...)
+	k.waitLoads(t, 10*time.Second, []int{2}, "e")
+
+	a := startInstance(t, client, k, "sw", "a", 2)
+	b := startInstance(t, client, k, "sw", "b", 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.s.Info(context.Background()).Conflict == "" || b.s.Info(context.Background()).Conflict == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("spread members never reported the elect-mode lease that keeps them out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // three heartbeats: still nothing runs on a or b
+	if got := k.loads("e", "a", "b"); fmt.Sprint(got) != "[2 0 0]" {
+		t.Fatalf("loads %v beside a live elect-mode leader, want [2 0 0]", got)
+	}
+
+	// Switch elect → spread: stop the elect-mode instance.
+	e.stop()
+	k.waitLoads(t, 10*time.Second, []int{0, 1, 1}, "e", "a", "b")
+	if c := a.s.Info(context.Background()).Conflict; c != "" {
+		t.Errorf("conflict %q after joining", c)
+	}
+
+	// Switch spread → elect: a new elect-mode instance waits for the group.
+	e2 := startElect(t, client, k, "sw", "e2", jobs...)
+	deadline = time.Now().Add(10 * time.Second)
+	for e2.logs.FilterMessageSnippet("a spread group of the same name runs its jobs").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the elect-mode instance never said why it does not campaign")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if got := k.loads("e2", "a", "b"); fmt.Sprint(got) != "[0 1 1]" {
+		t.Fatalf("loads %v beside a live spread group, want [0 1 1]", got)
+	}
+	a.stop()
+	b.stop()
+	k.waitLoads(t, 10*time.Second, []int{2}, "e2")
+	if n := e2.logs.FilterLevelExact(zapcore.ErrorLevel).FilterMessageSnippet("a spread group of the same name").Len(); n != 1 {
+		t.Errorf("refusal logged %d times, want once", n)
+	}
 }
