@@ -202,3 +202,85 @@ func TestSpread_ModeSwitchExcludes(t *testing.T) {
 		t.Errorf("refusal logged %d times, want once", n)
 	}
 }
+
+// startJobs is startInstance with named jobs.
+func startJobs(t *testing.T, client redis.UniversalClient, k *tracker, group, name string, jobs ...string) *spreadInst {
+	t.Helper()
+	cfg := spreadConfig(group)
+	cfg.ID = name
+	s, err := worker.NewSpread(client, cfg, worker.SpreadConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range jobs {
+		if err := s.Pull(n, k.job(name, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &spreadInst{s: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- s.Run(ctx) }()
+	t.Cleanup(in.stop)
+	return in
+}
+
+// waitRunning waits until every job in jobs runs (somewhere) and returns
+// job → instance.
+func (k *tracker) waitRunning(t *testing.T, timeout time.Duration, jobs ...string) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		k.mu.Lock()
+		got := map[string]string{}
+		for _, j := range jobs {
+			if in, ok := k.running[j]; ok {
+				got[j] = in
+			}
+		}
+		k.mu.Unlock()
+		if len(got) == len(jobs) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("running %v: want every one of %v within %s", got, jobs, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSpread_ShareCountsCapableMembers: a member counts toward the share
+// of a job only if it registered that job (issue 22, finding 15). In a
+// mixed group — a and b run job00..job02, c (a newer version, say) runs
+// only "other" — every job runs somewhere, and a and b split job00..02
+// 2/1, as if c were not there; with a and b capable of job00 only beside
+// c, job00 still runs. Then the group turns over: c stops, and a
+// member d with all four jobs joins: still every job runs.
+//
+// Mutation: with the share counted over every live member (the old
+// ceil(jobs/members)) this fails with "running map[job.. ..]: want every
+// one of [job00 job01 job02 other] within 10s": a and b stop at share 1.
+func TestSpread_ShareCountsCapableMembers(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	k := newTracker(t)
+	all := []string{"job00", "job01", "job02", "other"}
+	startJobs(t, client, k, "cap", "a", "job00", "job01", "job02")
+	startJobs(t, client, k, "cap", "b", "job00", "job01", "job02")
+	c := startJobs(t, client, k, "cap", "c", "other")
+	got := k.waitRunning(t, 10*time.Second, all...)
+	if got["other"] != "c" {
+		t.Errorf("other runs on %s, want c (the only member with it)", got["other"])
+	}
+	time.Sleep(time.Second) // settled: stays so
+	k.waitRunning(t, 10*time.Second, all...)
+	if l := k.loads("a", "b", "c"); l[0]+l[1] != 3 || l[0] == 0 || l[1] == 0 || l[2] != 1 {
+		t.Errorf("loads %v: want a and b to split job00..02 (2/1 or 1/2) and c to run other", l)
+	}
+	c.stop()
+	startJobs(t, client, k, "cap", "d", all...)
+	got = k.waitRunning(t, 10*time.Second, all...)
+	if got["other"] != "d" {
+		t.Errorf("other runs on %s, want d", got["other"])
+	}
+	k.waitLoads(t, 10*time.Second, []int{1, 1, 2}, "a", "b", "d") // share: ceil(3/3 + 1) = 2 for d, 1 for a and b
+}
