@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -283,4 +284,124 @@ func TestSpread_ShareCountsCapableMembers(t *testing.T) {
 		t.Errorf("other runs on %s, want d", got["other"])
 	}
 	k.waitLoads(t, 10*time.Second, []int{1, 1, 2}, "a", "b", "d") // share: ceil(3/3 + 1) = 2 for d, 1 for a and b
+}
+
+// failHeartbeats is a go-redis hook that fails the group's heartbeat
+// script (the calls naming the members key) while on is set; every other
+// call (the jobs' renewals) goes through.
+type failHeartbeats struct {
+	key string
+	on  atomic.Bool
+}
+
+func (f *failHeartbeats) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failHeartbeats) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.on.Load() {
+			for _, a := range cmd.Args() {
+				if s, ok := a.(string); ok && s == f.key {
+					err := errors.New("injected: heartbeat lost")
+					cmd.SetErr(err)
+					return err
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failHeartbeats) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestSpread_MembershipLapseStopsJobs: a member whose heartbeats fail
+// while its jobs' renewals still work (the group's slot down, say) stops
+// its jobs once its membership is unconfirmed for member_ttl, so that
+// they have stopped before its exclusion entry lets an elect-mode
+// candidate of the name in; the candidate then runs them, never beside
+// the member (issue 22, finding 12).
+//
+// Mutation: without the lapse (jobs run on while heartbeats fail) this
+// fails with "job job00 runs on a and e at once".
+func TestSpread_MembershipLapseStopsJobs(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	hook := &failHeartbeats{key: leader.Config{Name: "lapse"}.Key("members")}
+	hooked := srv.Client(t)
+	hooked.AddHook(hook)
+	k := newTracker(t)
+	startJobs(t, hooked, k, "lapse", "a", "job00", "job01")
+	k.waitLoads(t, 10*time.Second, []int{2}, "a")
+	hook.on.Store(true)
+	// An elect-mode candidate of the name: refused while a's entry lives.
+	startElect(t, client, k, "lapse", "e", "job00", "job01")
+	k.waitLoads(t, 15*time.Second, []int{0, 2}, "a", "e")
+}
+
+// TestSpread_LeaveKeepsExclusionWhileDraining: a member shutting down
+// leaves the members at once (the others rebalance) but keeps its
+// exclusion entry until its jobs have returned: an elect-mode candidate
+// of the name waiting for the group takes the jobs only after a job that
+// drains slowly on shutdown returned (issue 22, finding 12).
+//
+// Mutation: with the exclusion entry removed in the first leave (before
+// the jobs stop) this fails with "job job00 runs on a and e at once".
+func TestSpread_LeaveKeepsExclusionWhileDraining(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	k := newTracker(t)
+	var slow atomic.Bool
+	slow.Store(true)
+	drained := make(chan string, 1)
+	cfg := leader.Config{Name: "leave", ID: "a", TTL: time.Second, ShutdownTimeout: 5 * time.Second}
+	s, err := worker.NewSpread(client, cfg, worker.SpreadConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pull("job00", k.slowJob("a", "job00", &slow, 1500*time.Millisecond, drained)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &spreadInst{s: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { a.done <- s.Run(ctx) }()
+	t.Cleanup(a.stop)
+	k.waitLoads(t, 10*time.Second, []int{1}, "a")
+	e := startElect(t, client, k, "leave", "e", "job00")
+	deadline := time.Now().Add(10 * time.Second)
+	for e.logs.FilterMessageSnippet("a spread group of the same name runs its jobs").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the elect-mode instance never said why it does not campaign")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.stop() // job00 drains for 1.5s, ignoring cancellation
+	if who := <-drained; who == "" {
+		t.Fatal("no drain")
+	}
+	k.waitLoads(t, 10*time.Second, []int{1}, "e")
+}
+
+// TestSpread_ModesStartTogether: an elect-mode instance and spread members
+// of one name started at the same instant: one mode wins, the other runs
+// nothing (the witness fails on any overlap), and every job runs.
+func TestSpread_ModesStartTogether(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	for round := range 3 {
+		k := newTracker(t)
+		name := fmt.Sprintf("together%d", round)
+		e := startElect(t, client, k, name, "e", "job00", "job01")
+		a := startInstance(t, client, k, name, "a", 2)
+		b := startInstance(t, client, k, name, "b", 2)
+		k.waitRunning(t, 10*time.Second, "job00", "job01")
+		time.Sleep(500 * time.Millisecond)
+		l := k.loads("e", "a", "b")
+		if l[0] != 0 && l[1]+l[2] != 0 {
+			t.Errorf("round %d: loads %v: both modes run jobs", round, l)
+		}
+		e.stop()
+		a.stop()
+		b.stop()
+	}
 }
