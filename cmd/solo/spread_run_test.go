@@ -95,3 +95,24 @@ func TestRun_SpreadRefusesExitOnGiveUp(t *testing.T) {
 		t.Fatalf("run --exit-on-give-up in spread mode = %d %q, want %d naming the flag", code, errb.String(), exitUsage)
 	}
 }
+
+// TestStatus_SpreadShowsElectConflict: solo status in spread mode names the
+// elect-mode holder of the group's name, which keeps the group from
+// running anything (issue 22, finding 12).
+func TestStatus_SpreadShowsElectConflict(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	yaml := "election:\n  name: grp\n  mode: spread\njobs:\n  - name: a\n    command: [\"true\"]\n"
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client(t).Set(t.Context(), "solo:{grp}:lease", "1795316457433330 e-01725607074c", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	run([]string{"status"}, &out, &errb, []string{"SOLO_CONFIG=" + cfgPath, "SOLO_REDIS_URL=redis://" + srv.Addr()})
+	if want := "election grp is held in mode elect by e-01725607074c (term 1795316457433330)"; !strings.Contains(out.String(), want) {
+		t.Fatalf("status = %q %q, want it to contain %q", out.String(), errb.String(), want)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -19,6 +21,10 @@ type spreadStatusRow struct {
 	Members []worker.Member     `json:"members"`
 	Share   int                 `json:"share"`
 	Jobs    []worker.Assignment `json:"jobs"`
+	// Conflict is the holder of the election of the group's name in mode
+	// elect: while it holds, the group runs nothing (the modes exclude
+	// each other).
+	Conflict *worker.HolderInfo `json:"conflict,omitempty"`
 }
 
 // spreadStatus prints, when cfg's mode is spread, the group's live members
@@ -47,6 +53,11 @@ func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config,
 		return true, err
 	}
 	row := spreadStatusRow{Group: lc.Name, Members: members, Jobs: jobs}
+	if h, err := leader.Lookup(ctx, client, lc); err == nil {
+		row.Conflict = &worker.HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew}
+	} else if !errors.Is(err, leader.ErrNoLeader) {
+		return true, err
+	}
 	if len(members) > 0 {
 		row.Share = (len(jobs) + len(members) - 1) / len(members)
 	}
@@ -69,6 +80,10 @@ func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config,
 
 func printSpreadStatus(w io.Writer, row spreadStatusRow) {
 	fmt.Fprintf(w, "group %s: %d live members, share %d\n", row.Group, len(row.Members), row.Share)
+	if c := row.Conflict; c != nil {
+		fmt.Fprintf(w, "election %s is held in mode elect by %s (term %d): the group runs nothing until it is gone (the modes of one name exclude each other)\n",
+			row.Group, c.ID, c.Term)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tJOBS")
 	for _, m := range row.Members {
