@@ -422,9 +422,12 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 	defer bound.Stop()
 	select {
 	case res := <-ch:
-		if res.err == nil || errors.Is(res.err, ErrSpreadGroupLive) { // refused: nothing taken
+		if res.err == nil {
 			c.unconfirmed = false
 			c.checkCollision(res.outcome, res.rec)
+		}
+		if errors.Is(res.err, ErrSpreadGroupLive) {
+			c.unconfirmed = false // refused: nothing was taken
 		}
 		return res.outcome, res.rec, res.err
 	case <-bound.C:
