@@ -23,7 +23,9 @@ type SpreadInfo struct {
 	// Members are the live members as this instance's last heartbeat saw
 	// them, with the number of jobs each ran then.
 	Members []Member `json:"members"`
-	// Share is ceil(jobs / members): the most jobs one instance runs.
+	// Share is this instance's share: the most jobs it starts (ceil(jobs /
+	// members) when every member registered the same jobs; only members
+	// that registered a job count toward it).
 	Share int `json:"share"`
 	// Jobs is the assignment, in job order.
 	Jobs []Assignment `json:"jobs"`
