@@ -1,5 +1,6 @@
 -- acquire: take the lease if it is free, minting the next term.
--- KEYS[1] lease key, KEYS[2] term key, KEYS[3] info key, KEYS[4] candidates key
+-- KEYS[1] lease key, KEYS[2] term key, KEYS[3] info key, KEYS[4] candidates key,
+-- KEYS[5] (optional) the spread group's exclusion key
 -- ARGV[1] candidate ID, ARGV[2] TTL in milliseconds, ARGV[3] events channel,
 -- ARGV[4] renew interval in milliseconds, ARGV[5] proclaimed value,
 -- ARGV[6] candidate window in milliseconds, ARGV[7] most candidates kept
@@ -12,7 +13,8 @@
 -- window, so it outlives a follower's sleep until the lease runs out.
 -- Returns {outcome, value, pttl}: outcome 1 acquired, 2 adopted (already
 -- ours: a retry after a lost reply; refreshed to the TTL), 0 held by another
--- (value is "TERM ID" of the holder, pttl its time left).
+-- (value is "TERM ID" of the holder, pttl its time left), 3 refused: a
+-- spread group of this name is live (below).
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -45,6 +47,19 @@ if cur then
     redis.call('PEXPIRE', KEYS[4], string.format('%d', left))
   end
   return {0, cur, pttl}
+end
+-- The modes of one name exclude each other: while a spread group of this
+-- name has a live member (KEYS[5], PREFIX:{NAME}:spread, member -> server
+-- ms until which it may run a job of the group; worker/spread.lua), the
+-- lease is not taken. Returns {3, "0 MEMBER", ms until that member's entry
+-- expires}. The heartbeat refuses to register while the lease exists, and
+-- both run in this slot, so neither can slip in beside the other.
+if KEYS[5] then
+  local live = redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. string.format('%d', nowms), '+inf',
+    'WITHSCORES', 'LIMIT', 0, 1)
+  if #live > 0 then
+    return {3, '0 ' .. live[1], tonumber(live[2]) - nowms}
+  end
 end
 -- Terms never go backwards, even when Redis lost the term key: the floor is
 -- the server clock in microseconds. Both values stay below 2^53, so the

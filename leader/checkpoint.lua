@@ -2,11 +2,29 @@
 -- monotonic (a failover never moves it back).
 -- KEYS[1] lease key, KEYS[2] checkpoint key; ARGV[1] "TERM ID", ARGV[2] n
 -- Returns 1 recorded, 0 not greater than the recorded value, -1 lease not ours.
+-- Values are int64 in decimal. Lua numbers are doubles, exact only below
+-- 2^53, and the failed-terms count (term × 1000 + n, about 1.8e18) is far
+-- above that: tonumber would make term×1000+1 equal to term×1000. So the
+-- values are compared as decimal strings (sign, then length, then digits).
+local function int(s)
+  return s == '0' or string.match(s, '^%-?[1-9]%d*$') ~= nil
+end
+-- less(a, b) is a < b for canonical decimal integers a and b.
+local function less(a, b)
+  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if na ~= nb then return na end
+  if na then a, b = string.sub(b, 2), string.sub(a, 2) end -- -x < -y iff y < x
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+if not int(ARGV[2]) then
+  return redis.error_reply('checkpoint: value ' .. ARGV[2] .. ' is not an integer')
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return -1
 end
 local cur = redis.call('GET', KEYS[2])
-if cur and tonumber(cur) and tonumber(cur) >= tonumber(ARGV[2]) then
+if cur and int(cur) and not less(cur, ARGV[2]) then
   return 0
 end
 redis.call('SET', KEYS[2], ARGV[2])

@@ -100,3 +100,66 @@ func TestElector_FunctionReturningErrResignedResigns(t *testing.T) {
 		_ = stopB()
 	})
 }
+
+// TestRedis_CheckpointLargeValues: checkpoint.lua compares int64 values
+// exactly, far above 2^53 where Lua's doubles are not exact. The worker's
+// failed-terms count is term×1000 + n with terms of server microseconds
+// (about 1.8e15), so about 1.8e18 (issue 22, finding 13).
+//
+// Mutation: with the old tonumber comparison this fails with
+// "term×1000+1 after term×1000: checkpoint … to 1764000000000000001: leader:
+// checkpoint not advanced" (both round to the same double).
+func TestRedis_CheckpointLargeValues(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	lock, err := leader.NewRedisLock(c, redisConfig(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, rec, err := lock.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const term = 1_764_000_000_000_000 // server µs in late 2025
+	steps := []struct {
+		name    string
+		n       int64
+		advance bool
+	}{
+		{"term×1000", term * 1000, true},
+		{"term×1000+1 after term×1000", term*1000 + 1, true},
+		{"term×1000+2", term*1000 + 2, true},
+		{"term×1000+1 again", term*1000 + 1, false},
+		{"the same", term*1000 + 2, false},
+		{"a much lower value", 5, false},
+		{"a negative value", -term * 1000, false},
+		{"the next term's reset", (term + 7) * 1000, true},
+		{"max int64", 1<<63 - 1, true},
+		{"max int64 - 1", 1<<63 - 2, false},
+	}
+	for _, s := range steps {
+		err := lock.Checkpoint(ctx, rec.Lease, "failed-terms", s.n)
+		if s.advance && err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if !s.advance && !errors.Is(err, leader.ErrCheckpointNotAdvanced) {
+			t.Fatalf("%s: %v, want ErrCheckpointNotAdvanced", s.name, err)
+		}
+	}
+	if n, ok, err := lock.LoadCheckpoint(ctx, "failed-terms"); err != nil || !ok || n != 1<<63-1 {
+		t.Fatalf("LoadCheckpoint() = %d %v %v", n, ok, err)
+	}
+
+	// Negative values order as integers too (-2^53-1 < -2^53, -10 < -9).
+	neg := []struct {
+		n       int64
+		advance bool
+	}{{-(1 << 53) - 1, true}, {-(1 << 53), true}, {-(1 << 53) - 1, false}, {-10, true}, {-9, true}, {-10, false}, {0, true}, {-1, false}, {1, true}}
+	for _, s := range neg {
+		err := lock.Checkpoint(ctx, rec.Lease, "neg", s.n)
+		if s.advance != (err == nil) {
+			t.Fatalf("checkpoint %d: %v, want advance %v", s.n, err, s.advance)
+		}
+	}
+}

@@ -346,7 +346,7 @@ func (c *campaign) run(ctx context.Context) error {
 		}
 		if c.acquireFailing {
 			c.acquireFailing = false
-			e.log.Info("redis reachable again")
+			e.log.Info("acquire answered again") // Redis reachable, or the spread group of the name gone
 		}
 		switch outcome {
 		case Held:
@@ -425,6 +425,9 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 		if res.err == nil {
 			c.unconfirmed = false
 			c.checkCollision(res.outcome, res.rec)
+		}
+		if errors.Is(res.err, ErrSpreadGroupLive) {
+			c.unconfirmed = false // refused: nothing was taken
 		}
 		return res.outcome, res.rec, res.err
 	case <-bound.C:
@@ -552,6 +555,17 @@ func (c *campaign) observe(l Lease) {
 }
 
 func (c *campaign) acquireFailed(err error) {
+	if errors.Is(err, ErrSpreadGroupLive) {
+		// Not a Redis failure: the name is run by a spread group. Said
+		// once per episode, at error level, with the fix.
+		if !c.acquireFailing {
+			c.acquireFailing = true
+			c.e.log.Error("not campaigning: a spread group of the same name runs its jobs (election.mode spread); "+
+				"stop every spread member of the name, or give one of the two another name; campaigning resumes once the group is gone",
+				zap.Error(err))
+		}
+		return
+	}
 	if !c.acquireFailing {
 		c.acquireFailing = true
 		c.e.log.Warn("acquire failed; retrying", zap.Error(err), zap.Duration("retry_interval", c.e.cfg.RetryInterval))

@@ -30,6 +30,13 @@ var (
 	// context ends.
 	ErrShutdown = errors.New("leader: shutting down")
 
+	// ErrSpreadGroupLive is returned by an acquire (RedisLock.Acquire)
+	// refused because a spread group of the same name (worker.Spread,
+	// election.mode spread) has a live member: the two modes of one name
+	// exclude each other. The Elector logs it once, at error level, and
+	// keeps trying: it campaigns once the group is gone.
+	ErrSpreadGroupLive = errors.New("leader: a spread group of this name is live (election.mode spread)")
+
 	// ErrAlreadyRunning is returned by Run when the elector already runs.
 	ErrAlreadyRunning = errors.New("leader: elector already running")
 

@@ -52,6 +52,7 @@ type RedisLock struct {
 	termKey        string
 	infoKey        string
 	candKey        string
+	spreadKey      string // PREFIX:{NAME}:spread: a spread group of the name excludes this election
 	channel        string
 	renewMs        int64
 	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
@@ -86,6 +87,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 		termKey:        cfg.TermKey(),
 		infoKey:        cfg.InfoKey(),
 		candKey:        cfg.CandidatesKey(),
+		spreadKey:      cfg.Key("spread"),
 		channel:        cfg.EventsChannel(),
 		renewMs:        cfg.RenewInterval.Milliseconds(),
 		windowMs:       candidateWindow(cfg).Milliseconds(),
@@ -121,13 +123,16 @@ func infoKeyOf(leaseKey string) string {
 // delayed release could delete the same lease after the caller's retry
 // adopted it with enough acknowledgements.
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
-	keys := []string{l.leaseKey, l.termKey, l.infoKey, l.candKey}
+	keys := []string{l.leaseKey, l.termKey, l.infoKey, l.candKey, l.spreadKey}
 	res, acked, err := l.eval(ctx, acquireScript, keys, id, pxMillis(ttl), l.channel,
 		l.renewMs, *l.value.Load(), l.windowMs, MaxCandidates)
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
 	outcome, rec, err := parseAcquire(res)
+	if errors.Is(err, ErrSpreadGroupLive) {
+		return Held, rec, fmt.Errorf("acquire %s: member %s of the spread group %s: %w", l.leaseKey, rec.ID, l.spreadKey, err)
+	}
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
@@ -377,6 +382,8 @@ func parseAcquire(res any) (Outcome, Record, error) {
 		return Acquired, rec, nil
 	case 2:
 		return Adopted, rec, nil
+	case 3:
+		return Held, rec, ErrSpreadGroupLive
 	default:
 		return Held, rec, nil
 	}

@@ -887,3 +887,38 @@ type fakeTB struct {
 }
 
 func (f fakeTB) Name() string { return f.name }
+
+// TestRedis_AcquireRefusedWhileSpreadGroupLive: a free lease is not taken
+// while a spread group of the same name has a live member (its entry in
+// PREFIX:{NAME}:spread, scored with server ms): the modes of one name
+// exclude each other (issue 22, finding 12). Once the entry expired, the
+// lease is taken.
+func TestRedis_AcquireRefusedWhileSpreadGroupLive(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	cfg := redisConfig(t, "a")
+	lock, err := leader.NewRedisLock(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := now.Add(300 * time.Millisecond).UnixMilli()
+	if err := c.ZAdd(ctx, cfg.Key("spread"), redis.Z{Score: float64(until), Member: "m-1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	o, rec, err := lock.Acquire(ctx, "a", time.Minute)
+	if !errors.Is(err, leader.ErrSpreadGroupLive) || o != leader.Held || rec.ID != "m-1" || rec.TTL <= 0 {
+		t.Fatalf("Acquire beside a live spread member = %v %+v %v, want Held by m-1 and ErrSpreadGroupLive", o, rec, err)
+	}
+	if n := c.Exists(ctx, cfg.LeaseKey(), cfg.TermKey()).Val(); n != 0 {
+		t.Fatalf("%d of the lease and term keys written by a refused acquire", n)
+	}
+	time.Sleep(400 * time.Millisecond) // the entry expires on the server's clock
+	if o, _, err := lock.Acquire(ctx, "a", time.Minute); err != nil || o != leader.Acquired {
+		t.Fatalf("Acquire after the entry expired = %v %v, want Acquired", o, err)
+	}
+}

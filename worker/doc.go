@@ -46,8 +46,10 @@
 // job — every shard of a Sharded job — as an election of its own under one
 // leader.Hub, and spreads the jobs over the live instances of a group:
 // members heartbeat in Redis, an instance runs at most ceil(jobs/members)
-// jobs, sheds the excess gracefully (Resign: drain, release, notice) and
-// campaigns while below its share. Each job keeps everything above: its
+// jobs (per job, only the members that registered it count), sheds the
+// excess gracefully (Resign: drain, release, notice) and campaigns while
+// below its share. A group and an election of the same name in ModeElect
+// exclude each other. Each job keeps everything above: its
 // own term, fence claim, checkpoints and metrics.
 //
 // Module wires one election and its jobs for go.uber.org/fx: the

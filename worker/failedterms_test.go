@@ -184,3 +184,58 @@ func TestWorker_SuccessResetsFailedTerms(t *testing.T) {
 		}
 	})
 }
+
+// The count keeps counting after a reset, at real terms (server µs, so
+// the value is about 1.8e18, far above 2^53) on a real Redis: a failed
+// term, a term that is healthy first and then fails (reset, then +1), and
+// two more failed terms reach max_failed_terms 3 (issue 22, finding 13).
+//
+// Mutation: with checkpoint.lua comparing values as Lua doubles (the old
+// tonumber), term×1000 + 1 equals term×1000, the failed term after the
+// reset is refused and the count stays at 0: "Run did not return within
+// 30s" (it never gives up).
+func TestWorker_FailedTermsCountAfterResetOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := leader.Config{Name: strings.ReplaceAll(t.Name(), "/", "."), ID: "a", TTL: 2 * time.Second,
+		RetryInterval: 100 * time.Millisecond, ResignCooldown: 50 * time.Millisecond}
+	policy := worker.Policy{MaxFailures: 1, RestartBackoff: 300 * time.Millisecond,
+		RestartBackoffMax: time.Second, MaxFailedTerms: 3}
+	e, err := leader.New(srv.Client(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(e, worker.WithPolicy(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run atomic.Int64
+	if err := w.Pull("flaky", func(ctx context.Context) error {
+		if run.Add(1) == 2 {
+			return nil // healthy: the count resets
+		}
+		return errors.New("fails")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, worker.ErrGaveUp) {
+			t.Fatalf("Run = %v, want ErrGaveUp", err)
+		}
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-done
+		t.Fatalf("Run did not return within 30s (%d runs)", run.Load())
+	}
+	v, err := srv.Client(t).Get(context.Background(), "solo:{"+cfg.Name+"}:cp:failed-terms").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v%1000 != 3 || v/1000 < 1<<50 {
+		t.Fatalf("cp:failed-terms = %d, want a real term ×1000 + 3", v)
+	}
+}

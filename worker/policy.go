@@ -73,7 +73,8 @@ type Policy struct {
 	// returns nil or runs for RestartBackoffMax, a cron run without error)
 	// resets the count. The count lives beside the lease
 	// (PREFIX:{NAME}:cp:failed-terms). Default 0: never give up (a job
-	// that always fails moves from instance to instance for ever).
+	// that always fails moves from instance to instance for ever). A
+	// Spread refuses it (NewSpread): it does not count failed terms.
 	MaxFailedTerms int `yaml:"max_failed_terms"`
 }
 

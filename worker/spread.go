@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -88,9 +89,16 @@ func (c SpreadConfig) Validate(e leader.Config) error {
 // label is GROUP.JOB), as a Worker's jobs do under one election.
 //
 // Membership: every instance heartbeats PREFIX:{GROUP}:members (a sorted
-// set of member → expiry on the server's clock) and PREFIX:{GROUP}:loads
-// (member → jobs held) every Heartbeat, one script call that also prunes
-// expired members. An instance's share is ceil(jobs / live members).
+// set of member → expiry on the server's clock), PREFIX:{GROUP}:loads
+// (member → jobs held) and PREFIX:{GROUP}:state (the jobs it registered
+// and holds) every Heartbeat, one script call that also prunes expired
+// members. Only members that registered a job count toward its share: a
+// job registered by c members counts 1/c toward each, and an instance's
+// share is the ceiling of its jobs' sum (ceil(jobs / live members) when
+// every member has the same jobs). The group's name excludes an election
+// of the same name in mode elect (PREFIX:{GROUP}:spread): a member does not
+// join while that lease is held, and runs jobs only while its membership is
+// confirmed.
 //
 // Balancing, without a coordinator: an instance never starts more jobs
 // than its share (a term won beyond it is handed back at once); one that
@@ -99,7 +107,9 @@ func (c SpreadConfig) Validate(e leader.Config) error {
 // below it while some job is unheld) campaigns for the jobs it does not
 // hold, after a delay that grows with its load, so the least loaded
 // campaign first. One at or above its share does not campaign at all, so
-// a balanced group costs only renewals and heartbeats.
+// a balanced group costs only renewals and heartbeats. A job of its own
+// that nobody holds while every member able to run it is at its share is
+// rescued by the least loaded of them, beyond its share.
 //
 // Stability: a job is shed only when the excess has lasted a heartbeat
 // interval and the job has run for MinHold; a group whose loads differ by
@@ -120,6 +130,15 @@ type Spread struct {
 	units   []*unit // name order; set by Run
 	limit   int     // the share: the most jobs a term may start with
 	members []Member
+	// memberUntil is the local send time of the last accepted heartbeat
+	// plus member_ttl: a job starts only before it, and the jobs still
+	// running at it are stopped (lapse), so that they have stopped before
+	// the member's exclusion entry expires on the server (member_ttl + TTL
+	// after that heartbeat) and an elect-mode candidate may take the name.
+	memberUntil time.Time
+	// conflict is the elect-mode lease of the group's name that refused
+	// the last heartbeat ("" when accepted).
+	conflict string
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -139,8 +158,10 @@ type unit struct {
 	cancel   context.CancelFunc
 	held     bool // the job runs here (its term passed the share check)
 	shedding bool
+	rescue   bool // nobody else can take the job now: it may start beyond the share
 	term     uint64
 	since    time.Time
+	stop     context.CancelCauseFunc // cancels the job's context (lapse); nil while not held
 }
 
 // ModeSpread is the configuration mode (solo's election.mode) that runs the
@@ -161,6 +182,10 @@ func ElectorFrom(ctx context.Context) (e *leader.Elector, ok bool) {
 
 // errOverShare hands a term back: this instance already runs its share.
 var errOverShare = errors.New("worker: over this instance's share")
+
+// errNotMember hands a term back, and stops the jobs of a member whose
+// membership was not confirmed within member_ttl (see Spread.memberUntil).
+var errNotMember = errors.New("worker: membership of the group not confirmed within member_ttl")
 
 // shardKey is the context key of a shard number.
 type shardKey struct{}
@@ -222,6 +247,13 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	}
 	if probeW.onChange != nil {
 		return nil, errors.New("worker: WithOnLeaderChange: not supported when spreading jobs")
+	}
+	// Giving up is an election's (the whole group's jobs stop campaigning
+	// together); a Spread has one election per job, and the count was
+	// never kept per job: refused rather than accepted and ignored.
+	if n := probeW.policy.MaxFailedTerms; n > 0 {
+		return nil, fmt.Errorf("worker: spread: %w", &leader.ConfigError{Field: "max_failed_terms", Value: n,
+			Reason: "not supported when spreading jobs (election.mode spread): set it to 0"})
 	}
 	tmpl, err := New(probe, opts...)
 	if err != nil {
@@ -365,6 +397,12 @@ func (s *Spread) Run(ctx context.Context) error {
 	}
 	errs := make(chan error, 1)
 	c := &control{s: s, units: units, wg: &wg, errs: errs, ctx: ctx}
+	// lapse stops the jobs once membership is unconfirmed for member_ttl
+	// (Redis unreachable, the group's slot down): see memberUntil. It
+	// only cancels contexts, under s.mu; Run stops it before returning.
+	c.lapseTimer = time.AfterFunc(time.Hour, s.lapse)
+	c.lapseTimer.Stop()
+	defer c.lapseTimer.Stop()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for ctx.Err() == nil {
@@ -384,10 +422,13 @@ func (s *Spread) Run(ctx context.Context) error {
 			t.Reset(s.sc.Heartbeat)
 		}
 	}
-	// Leave first, so that the others count one member fewer and campaign
-	// for the jobs this instance is about to release.
+	// Leave the members first, so that the others count one member fewer
+	// and campaign for the jobs this instance is about to release; but
+	// keep (and extend over the drain) the exclusion entry until every job
+	// stopped, so that no elect-mode candidate of the name takes it
+	// meanwhile.
 	lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
-	if _, err := s.heartbeat(lctx, 0, true); err != nil {
+	if _, _, err := s.heartbeat(lctx, nil, 0, max(s.sc.MemberTTL, s.cfg.ShutdownTimeout)+s.cfg.TTL); err != nil {
 		s.log.Warn("leave the group", zap.Error(err))
 	}
 	cancel()
@@ -401,7 +442,41 @@ func (s *Spread) Run(ctx context.Context) error {
 	closeWatch()
 	wg.Wait()
 	close(errs)
-	return <-errs // nil when closed empty
+	err := <-errs // nil when closed empty
+	if err == nil {
+		// Every job returned and its lease was released: the name is free.
+		// (After ErrStopTimeout the entry expires with the leases.)
+		lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
+		if _, _, err := s.heartbeat(lctx, nil, 0, 0); err != nil {
+			s.log.Warn("leave the group", zap.Error(err))
+		}
+		cancel()
+	}
+	return err
+}
+
+// lapse stops the jobs of a member whose membership was not confirmed
+// within member_ttl: each job's context is cancelled (its lease is renewed
+// while it drains, then released), so that every job has stopped before
+// the member's exclusion entry expires. It runs on its timer's goroutine.
+func (s *Spread) lapse() {
+	s.mu.Lock()
+	if time.Now().Before(s.memberUntil) { // confirmed meanwhile
+		s.mu.Unlock()
+		return
+	}
+	var stopped []string
+	for _, u := range s.units {
+		if u.held && u.stop != nil {
+			u.stop(errNotMember)
+			stopped = append(stopped, u.name)
+		}
+	}
+	s.mu.Unlock()
+	if len(stopped) > 0 {
+		s.log.Warn("stopping jobs: membership of the group not confirmed within member_ttl",
+			zap.Strings("jobs", stopped), zap.Duration("member_ttl", s.sc.MemberTTL))
+	}
 }
 
 // control is Run's balancing state, used by Run's goroutine only.
@@ -415,53 +490,72 @@ type control struct {
 	overSince time.Time // since when this instance is over its share
 	wantSince time.Time // since when this instance wants to campaign
 	failing   bool      // the last heartbeat failed (logged once)
+	refused   bool      // the last heartbeat was refused (logged once)
+
+	lapseTimer *time.Timer // runs Spread.lapse at memberUntil
 }
 
 // step heartbeats and rebalances once.
 func (c *control) step() {
 	s := c.s
 	s.mu.Lock()
-	load := 0
+	var held []string
 	for _, u := range c.units {
 		if u.held && !u.shedding {
-			load++
+			held = append(held, u.name)
 		}
 	}
 	s.mu.Unlock()
+	load := len(held)
 	// Bounded like an election's calls, not by the interval: at the
 	// smallest legal heartbeat no call on a real network would finish in
 	// time, and a member whose every heartbeat fails never campaigns.
 	hctx, cancel := context.WithTimeout(c.ctx, max(s.sc.Heartbeat, s.cfg.RenewDeadline))
-	members, err := s.heartbeat(hctx, load, false)
+	sent := time.Now()
+	peers, holder, err := s.heartbeat(hctx, held, s.sc.MemberTTL, s.sc.MemberTTL+s.cfg.TTL)
 	cancel()
 	if err != nil {
 		if c.ctx.Err() == nil && !c.failing {
 			s.log.Warn("heartbeat failed; keeping the last view of the group", zap.Error(err))
 		}
 		c.failing = true
+		s.mu.Lock()
+		if !time.Now().Before(s.memberUntil) {
+			c.stopCampaigns() // membership lapsed: no job may start
+		}
+		s.mu.Unlock()
 		return
 	}
 	if c.failing {
 		s.log.Info("heartbeat works again")
 		c.failing = false
 	}
+	if holder != "" {
+		c.refuse(holder)
+		return
+	}
+	s.mu.Lock()
+	s.memberUntil, s.conflict = sent.Add(s.sc.MemberTTL), ""
+	s.mu.Unlock()
+	c.lapseTimer.Reset(time.Until(sent.Add(s.sc.MemberTTL)))
+	if c.refused {
+		c.refused = false
+		s.log.Info("joined the group: the elect-mode lease of the name is gone")
+	}
 	if c.first.IsZero() {
 		c.first = time.Now()
 	}
-	n, m := len(c.units), len(members)
-	share, floor := (n+m-1)/m, n/m
-	sum, minLoad, maxLoad := 0, n, 0
-	firstMax := ""
-	for _, mb := range members {
-		if mb.ID == s.member {
-			mb.Load = load
-		}
-		sum += mb.Load
-		minLoad = min(minLoad, mb.Load)
-		if mb.Load > maxLoad {
-			maxLoad, firstMax = mb.Load, mb.ID
-		}
+	mine := make([]string, len(c.units))
+	for i, u := range c.units {
+		mine[i] = u.name
 	}
+	b := plan(s.member, mine, held, peers)
+	share, floor, minLoad := b.share, b.floor, b.minLoad
+	members := make([]Member, len(peers))
+	for i, p := range peers {
+		members[i] = p.Member
+	}
+	m := len(members)
 	now := time.Now()
 
 	// Log lines wait until s.mu is released: a slow log sink must not hold
@@ -486,7 +580,7 @@ func (c *control) step() {
 	// is two or more below (only the first of the most loaded sheds, so
 	// that they do not all shed at once).
 	over := load - share
-	if over <= 0 && load == share && share > floor && minLoad <= share-2 && firstMax == s.member {
+	if over <= 0 && load == share && share > floor && b.lowPeer && b.firstMax == s.member {
 		over = 1
 	}
 	switch {
@@ -498,7 +592,9 @@ func (c *control) step() {
 	if over > 0 && now.Sub(c.overSince) >= s.sc.Heartbeat/2 {
 		var can []*unit
 		for _, u := range c.units {
-			if u.held && !u.shedding && now.Sub(u.since) >= s.sc.MinHold {
+			// Only a job another capable member has room for: shedding
+			// one nobody else can take would leave it to run nowhere.
+			if u.held && !u.shedding && now.Sub(u.since) >= s.sc.MinHold && b.room[u.name] {
 				can = append(can, u)
 			}
 		}
@@ -517,11 +613,22 @@ func (c *control) step() {
 	// A member campaigns from its second heartbeat on (half a heartbeat
 	// after its first, so not on the notice of its own joining): instances
 	// started together see each other first.
-	want := now.Sub(c.first) >= s.sc.Heartbeat/2 && (load < floor || (sum < n && load < share))
+	started := now.Sub(c.first) >= s.sc.Heartbeat/2
+	want := started && (load < floor || (len(b.unheld) > 0 && load < share))
+	// 3. Rescue: a job of ours that nobody holds while every member able
+	// to run it is at or above its share would run nowhere; the least
+	// loaded of them (ours, here) campaigns for it, and may run it beyond
+	// its share.
+	for _, u := range c.units {
+		u.rescue = started && b.rescue[u.name]
+	}
 	if !want {
 		c.wantSince = time.Time{}
 		for _, u := range c.units {
-			if u.running && !u.held && u.cancel != nil {
+			switch {
+			case u.rescue && !u.running && !u.held:
+				c.start(u)
+			case !u.rescue && u.running && !u.held && u.cancel != nil:
 				u.cancel()
 				u.cancel = nil
 			}
@@ -539,6 +646,41 @@ func (c *control) step() {
 	for _, u := range c.units {
 		if !u.running && !u.held {
 			c.start(u)
+		}
+	}
+}
+
+// stopCampaigns stops campaigning for the jobs not held; s.mu is held.
+func (c *control) stopCampaigns() {
+	for _, u := range c.units {
+		if u.running && !u.held && u.cancel != nil {
+			u.cancel()
+			u.cancel = nil
+		}
+	}
+}
+
+// refuse handles a heartbeat refused because the election of the group's
+// name is held in mode elect (holder, "TERM ID"): this member is not in
+// the group, so it runs nothing: it stops campaigning, sheds any job it
+// still holds (none, unless Redis lost the group's keys), and says so
+// once, at error level, with the fix.
+func (c *control) refuse(holder string) {
+	s := c.s
+	if !c.refused {
+		c.refused = true
+		s.log.Error("not running jobs: the name is led in election.mode elect; stop every elect-mode instance of the name "+
+			"(switching modes: stop the old mode's instances, the new mode's take over once its lease is gone), or give the group another name",
+			zap.String("election", s.cfg.Name), zap.String("holder", holder))
+	}
+	c.first = time.Time{} // campaign half a heartbeat after joining, as a new member
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members, s.conflict, s.memberUntil = nil, holder, time.Time{}
+	c.stopCampaigns()
+	for _, u := range c.units {
+		if u.held && !u.shedding {
+			c.shed(u)
 		}
 	}
 }
@@ -564,14 +706,22 @@ func (c *control) start(u *unit) {
 }
 
 // shed resigns u gracefully and stops campaigning for it; s.mu is held.
+//
+// Shedding is a resign in every respect: the elector cancels the job,
+// renews the lease while it drains (for as long as that takes: a job that
+// ignores cancellation keeps its lease and is reported past the stop
+// budget, as on any resign), then releases. Only then is the campaign
+// cancelled, in the resign cooldown: cancelling it earlier is a shutdown to
+// the elector, which stops renewing at shutdown_timeout and leaves the
+// lease to expire under a job that may still run. Resign returns once the
+// term ended: released, or cut short by Run's own shutdown (c.ctx), which
+// ends the term by the shutdown rules.
 func (c *control) shed(u *unit) {
 	s := c.s
 	u.shedding = true
 	cancel := u.cancel
 	c.wg.Go(func() {
-		rctx, done := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout+s.cfg.TTL)
-		err := u.e.Resign(rctx)
-		done()
+		err := u.e.Resign(context.Background())
 		if err != nil && !errors.Is(err, leader.ErrNotLeader) {
 			s.log.Warn("shed job", zap.String("job", u.name), zap.Error(err))
 		}
@@ -592,15 +742,21 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 			load++
 		}
 	}
-	if load >= s.limit {
+	if !time.Now().Before(s.memberUntil) {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %w", errNotMember, leader.ErrResigned)
+	}
+	if load >= s.limit && !u.rescue {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %w", errOverShare, leader.ErrResigned)
 	}
-	u.held, u.term, u.since = true, term, time.Now()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	u.held, u.term, u.since, u.stop = true, term, time.Now(), stop
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		u.held, u.shedding, u.term = false, false, 0
+		u.held, u.shedding, u.term, u.stop = false, false, 0, nil
 		s.mu.Unlock()
 		select { // recount at once: a lost job may be someone's to take
 		case s.kick <- struct{}{}:
@@ -615,24 +771,234 @@ var heartbeatLua string
 
 var heartbeatScript = redis.NewScript(heartbeatLua)
 
-// membersKey and loadsKey are the group's keys.
+// membersKey, loadsKey and spreadKey are the group's keys.
 func (s *Spread) membersKey() string { return s.cfg.Key("members") }
 func (s *Spread) loadsKey() string   { return s.cfg.Key("loads") }
+func (s *Spread) spreadKey() string  { return s.cfg.Key("spread") }
 
-// heartbeat writes this member's heartbeat and load (or removes it, leave)
-// and returns the live members, in ID order.
-func (s *Spread) heartbeat(ctx context.Context, load int, leave bool) ([]Member, error) {
-	ttl := s.sc.MemberTTL.Milliseconds()
-	if leave {
-		ttl = 0
-	}
+// heartbeat writes this member's heartbeat and load, its membership lasting
+// ttl and its exclusion entry excl (see spread.lua), and returns the live
+// members, in ID order. With ttl 0 it leaves the members, and refreshes
+// its exclusion entry to excl if it has one, or removes it (excl 0).
+// holder is the elect-mode lease ("TERM ID") that refused the heartbeat.
+func (s *Spread) heartbeat(ctx context.Context, held []string, ttl, excl time.Duration) (members []peer, holder string, err error) {
 	idle := max(10*s.sc.MemberTTL, time.Minute).Milliseconds()
-	res, err := heartbeatScript.Run(ctx, s.client, []string{s.membersKey(), s.loadsKey()},
-		s.member, ttl, load, idle, s.cfg.EventsChannel()).StringSlice()
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
+	s.mu.Lock()
+	jobs := make([]string, len(s.units))
+	for i, u := range s.units {
+		jobs[i] = u.name
 	}
-	return parseMembers(res), nil
+	s.mu.Unlock()
+	list := strings.Join(jobs, " ") // names hold no white space (Add)
+	res, err := heartbeatScript.Run(ctx, s.client,
+		[]string{s.membersKey(), s.loadsKey(), s.cfg.LeaseKey(), s.spreadKey(), s.cfg.Key("state"), s.cfg.Key("jobsets")},
+		s.member, ttl.Milliseconds(), len(held), idle, s.cfg.EventsChannel(), excl.Milliseconds(),
+		digest(list), list, strings.Join(held, " ")).StringSlice()
+	if err != nil {
+		return nil, "", fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
+	}
+	if len(res) == 0 {
+		return nil, "", fmt.Errorf("heartbeat %q: empty reply", s.membersKey())
+	}
+	switch res[0] {
+	case "ok":
+		members, err := parsePeers(res[1:], jobs)
+		if err != nil {
+			return nil, "", fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
+		}
+		return members, "", nil
+	case "elect":
+		if len(res) > 1 {
+			holder = res[1]
+		}
+		return nil, holder, nil
+	}
+	return nil, "", fmt.Errorf("heartbeat %q: unexpected reply %q", s.membersKey(), res)
+}
+
+// peer is a live member as the last heartbeat told: its load and, when it
+// publishes them, the jobs it registered and those it holds.
+type peer struct {
+	Member
+	jobs map[string]bool // nil: published none (an older solo): taken as ours
+	held []string
+}
+
+// parsePeers reads spread.lua's reply after its status: M, then M triples
+// (member, load, "DIGEST HELD..."), then digest → job list pairs for every
+// digest in use but ours (mine: our jobs). Members come in ID order.
+func parsePeers(res []string, mine []string) ([]peer, error) {
+	if len(res) == 0 {
+		return nil, errors.New("no member count")
+	}
+	m, err := strconv.Atoi(res[0])
+	if err != nil || m < 0 || len(res) < 1+3*m || (len(res)-1-3*m)%2 != 0 {
+		return nil, fmt.Errorf("malformed reply %q", res)
+	}
+	sets := map[string]map[string]bool{}
+	for i := 1 + 3*m; i+1 < len(res); i += 2 {
+		sets[res[i]] = setOf(strings.Fields(res[i+1]))
+	}
+	own := setOf(mine)
+	out := make([]peer, 0, m)
+	for i := range m {
+		id, load, state := res[1+3*i], res[2+3*i], res[3+3*i]
+		n, _ := strconv.Atoi(load)
+		p := peer{Member: Member{ID: id, Load: n}}
+		if f := strings.Fields(state); len(f) > 0 {
+			p.jobs, p.held = sets[f[0]], f[1:]
+			if p.jobs == nil {
+				p.jobs = own // our digest (the script leaves our own list out)
+			}
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// mem is a member as plan sees it.
+type mem struct {
+	id    string
+	load  int
+	jobs  map[string]bool
+	held  []string
+	known bool // published its jobs and holdings (not an older solo)
+}
+
+// balance is what one heartbeat's view of the group means for a member.
+type balance struct {
+	share, floor int             // of the jobs this member can run, its fair part
+	minLoad      int             // the least load among the peers and this member
+	firstMax     string          // the first (ID order) of the most loaded of them
+	lowPeer      bool            // a peer two or more below its own share
+	unheld       []string        // this member's jobs that nobody holds
+	rescue       map[string]bool // unheld jobs this member must take (see step)
+	room         map[string]bool // held jobs another capable member has room for
+}
+
+// plan computes the balance of member me, which registered the jobs mine
+// and holds held, from the live members peers (me among them, or not yet).
+// Only members able to run a job count toward its share: each job counts
+// 1/c toward the fair load of each of the c members that registered it,
+// so a member's share is ceil of its jobs' sum (ceil(N/M) when every
+// member has the same N jobs), and a member that registered none of a
+// job's peers' jobs is nobody's peer.
+func plan(me string, mine, held []string, peers []peer) balance {
+	own := setOf(mine)
+	ms := []mem{{id: me, load: len(held), jobs: own, held: held, known: true}}
+	for _, p := range peers {
+		if p.ID == me {
+			continue // our own truth is local
+		}
+		jobs := p.jobs
+		if jobs == nil {
+			jobs = own
+		}
+		ms = append(ms, mem{id: p.ID, load: p.Load, jobs: jobs, held: p.held, known: p.jobs != nil})
+	}
+	capable := map[string]int{}
+	heldBy := map[string]bool{}
+	for _, x := range ms {
+		for j := range x.jobs {
+			capable[j]++
+		}
+		for _, j := range x.held {
+			heldBy[j] = true
+		}
+	}
+	fair := make([]float64, len(ms))
+	share := make([]int, len(ms))
+	for i, x := range ms {
+		for j := range x.jobs {
+			fair[i] += 1 / float64(capable[j])
+		}
+		share[i] = int(math.Ceil(fair[i] - 1e-9))
+	}
+	b := balance{share: share[0], floor: int(math.Floor(fair[0] + 1e-9)), minLoad: ms[0].load,
+		rescue: map[string]bool{}, room: map[string]bool{}}
+	// Peers: the members that can run some job of ours, in ID order.
+	maxLoad := -1
+	for _, i := range peerOrder(ms, own) {
+		x := ms[i]
+		b.minLoad = min(b.minLoad, x.load)
+		if x.load > maxLoad {
+			maxLoad, b.firstMax = x.load, x.id
+		}
+		if i > 0 && x.load <= share[i]-2 {
+			b.lowPeer = true
+		}
+	}
+	for _, j := range held {
+		for i, x := range ms[1:] {
+			if x.jobs[j] && x.load < share[i+1] {
+				b.room[j] = true
+				break
+			}
+		}
+	}
+	for _, j := range mine {
+		if heldBy[j] {
+			continue
+		}
+		b.unheld = append(b.unheld, j)
+		// Nobody able to run j has room: the least loaded of them (then
+		// the first by ID) takes it beyond its share. Not while one of
+		// them publishes no holdings (an older solo): it may hold j.
+		best := -1
+		full := true
+		for i, x := range ms {
+			if !x.jobs[j] {
+				continue
+			}
+			if x.load < share[i] || !x.known {
+				full = false
+				break
+			}
+			if best < 0 || x.load < ms[best].load || (x.load == ms[best].load && x.id < ms[best].id) {
+				best = i
+			}
+		}
+		if full && best == 0 {
+			b.rescue[j] = true
+		}
+	}
+	return b
+}
+
+// peerOrder returns the indexes of ms (0 is this member) that can run some
+// job of own, this member included, in ID order.
+func peerOrder(ms []mem, own map[string]bool) []int {
+	var out []int
+	for i, x := range ms {
+		if i == 0 {
+			out = append(out, i)
+			continue
+		}
+		for j := range x.jobs {
+			if own[j] {
+				out = append(out, i)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return ms[out[a]].id < ms[out[b]].id })
+	return out
+}
+
+// digest names a job list: members with the same jobs share it.
+func digest(list string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(list))
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }
 
 // parseMembers turns {id, load, …} into members in ID order.

@@ -23,10 +23,17 @@ type SpreadInfo struct {
 	// Members are the live members as this instance's last heartbeat saw
 	// them, with the number of jobs each ran then.
 	Members []Member `json:"members"`
-	// Share is ceil(jobs / members): the most jobs one instance runs.
+	// Share is this instance's share: the most jobs it starts (ceil(jobs /
+	// members) when every member registered the same jobs; only members
+	// that registered a job count toward it).
 	Share int `json:"share"`
 	// Jobs is the assignment, in job order.
 	Jobs []Assignment `json:"jobs"`
+	// Conflict is the lease ("TERM ID") of the election of the group's
+	// name in mode elect that keeps this instance out of the group: the
+	// modes of one name exclude each other, so it runs no job until that
+	// lease is gone. Empty while this instance is a member.
+	Conflict string `json:"conflict,omitempty"`
 	// Error is set when Redis could not be asked about some job.
 	Error string `json:"error,omitempty"`
 }
@@ -46,7 +53,7 @@ type Assignment struct {
 // Info returns what /leader serves: one Redis round trip per job.
 func (s *Spread) Info(ctx context.Context) SpreadInfo {
 	s.mu.Lock()
-	info := SpreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit}
+	info := SpreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit, Conflict: s.conflict}
 	units := s.units
 	self := map[string]bool{}
 	for _, u := range units {

@@ -382,6 +382,12 @@ func (c Config) Validate() error {
 	if err := validatePolicy(c.Worker); err != nil {
 		return err
 	}
+	if c.Election.Mode == worker.ModeSpread && c.Worker.MaxFailedTerms > 0 {
+		// Each spread job is an election of its own; none of them counts
+		// failed terms, so the key would be accepted and ignored.
+		return &ConfigError{Key: "worker.max_failed_terms", Value: strconv.Itoa(c.Worker.MaxFailedTerms),
+			Reason: "not supported with election.mode spread (jobs never give up there): set it to 0"}
+	}
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			return &ConfigError{Key: "http.addr", Value: strconv.Quote(c.HTTP.Addr), Reason: `want host:port, such as "127.0.0.1:8080" or ":8080"`}

@@ -70,6 +70,8 @@ func TestParse_Errors(t *testing.T) {
 		{name: "empty mode", yaml: minimal + "  mode: \"\"\n", want: `config.yaml:3: election.mode "": must be one of elect, standby, always, spread`},
 		{name: "zero max failures", yaml: minimal + "worker:\n  max_failures: 0\n", want: `config.yaml:4: worker.max_failures 0: must be at least 1`},
 		{name: "negative max failed terms", yaml: minimal + "worker:\n  max_failed_terms: -1\n", want: `config.yaml:4: worker.max_failed_terms -1: must not be negative (0: never give up)`},
+		// Issue 22, finding 14: accepted and ignored before.
+		{name: "max failed terms in spread mode", yaml: minimal + "  mode: spread\nworker:\n  max_failed_terms: 3\n", want: `config.yaml:5: worker.max_failed_terms 3: not supported with election.mode spread (jobs never give up there): set it to 0`},
 		{name: "backoff above max", yaml: minimal + "worker:\n  restart_backoff: 1m\n", want: `config.yaml:4: worker.restart_backoff 1m0s: must not exceed worker.restart_backoff_max (30s)`},
 		{name: "bad log level", yaml: minimal + "log:\n  level: verbose\n", want: `config.yaml:4: log.level "verbose": must be one of debug, info, warn, error`},
 		{name: "bad http addr", yaml: minimal + "http:\n  addr: \"8080\"\n", want: `config.yaml:4: http.addr "8080": want host:port, such as "127.0.0.1:8080" or ":8080"`},

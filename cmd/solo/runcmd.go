@@ -127,6 +127,9 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	if err != nil {
 		return err
 	}
+	if *exitOnGiveUp && cfg.Election.Mode == worker.ModeSpread {
+		return usageErr("--exit-on-give-up: election.mode spread never gives up (worker.max_failed_terms is refused there): drop the flag")
+	}
 	if dashes {
 		if err := resolveProgram(argv[0]); err != nil {
 			return err

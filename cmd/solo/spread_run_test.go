@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,4 +77,42 @@ func spreadElections(lines []string) int {
 		}
 	}
 	return len(seen)
+}
+
+// TestRun_SpreadRefusesExitOnGiveUp: spread mode never gives up, so
+// --exit-on-give-up is a usage error naming the flag, not a flag accepted
+// and ignored (issue 22, finding 14). Old code: it started and ran.
+func TestRun_SpreadRefusesExitOnGiveUp(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	yaml := "election:\n  name: grp\n  mode: spread\njobs:\n  - name: a\n    command: [\"true\"]\n"
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"run", "--exit-on-give-up"}, &out, &errb, []string{"SOLO_CONFIG=" + cfgPath, "SOLO_REDIS_URL=redis://127.0.0.1:1"})
+	if code != exitUsage || !strings.Contains(errb.String(), "--exit-on-give-up: election.mode spread never gives up") {
+		t.Fatalf("run --exit-on-give-up in spread mode = %d %q, want %d naming the flag", code, errb.String(), exitUsage)
+	}
+}
+
+// TestStatus_SpreadShowsElectConflict: solo status in spread mode names the
+// elect-mode holder of the group's name, which keeps the group from
+// running anything (issue 22, finding 12).
+func TestStatus_SpreadShowsElectConflict(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	yaml := "election:\n  name: grp\n  mode: spread\njobs:\n  - name: a\n    command: [\"true\"]\n"
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client(t).Set(t.Context(), "solo:{grp}:lease", "1795316457433330 e-01725607074c", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	run([]string{"status"}, &out, &errb, []string{"SOLO_CONFIG=" + cfgPath, "SOLO_REDIS_URL=redis://" + srv.Addr()})
+	if want := "election grp is held in mode elect by e-01725607074c (term 1795316457433330)"; !strings.Contains(out.String(), want) {
+		t.Fatalf("status = %q %q, want it to contain %q", out.String(), errb.String(), want)
+	}
 }

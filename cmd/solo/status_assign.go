@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -18,6 +19,10 @@ type spreadStatusRow struct {
 	Members []worker.Member `json:"members"`
 	Share   int             `json:"share"`
 	Jobs    []spreadJobRow  `json:"jobs"`
+	// Conflict is the holder of the election of the group's name in mode
+	// elect: while it holds, the group runs nothing (the modes exclude
+	// each other).
+	Conflict *holderJSON `json:"conflict,omitempty"`
 }
 
 // spreadJobRow is one job of the group: its election in the words of an
@@ -50,6 +55,11 @@ func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config,
 	if row.Members == nil {
 		row.Members = []worker.Member{}
 	}
+	if v, err := leader.LookupView(ctx, client, lc); err != nil {
+		return err
+	} else if v.Holder != nil {
+		row.Conflict = newHolderJSON(*v.Holder)
+	}
 	if len(members) > 0 {
 		row.Share = (len(rows) + len(members) - 1) / len(members)
 	}
@@ -68,6 +78,10 @@ func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config,
 	} else {
 		fmt.Fprintf(stdout, "group %s (election.mode spread): %d live members, share %d; job JOB is election %s.JOB\n",
 			row.Group, len(row.Members), row.Share, row.Group)
+		if c := row.Conflict; c != nil {
+			fmt.Fprintf(stdout, "election %s is held in mode elect by %s (term %d): the group runs nothing until it is gone (the modes of one name exclude each other)\n",
+				row.Group, c.ID, c.Term)
+		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "MEMBER\tJOBS")
 		for _, m := range row.Members {
