@@ -16,14 +16,22 @@
 // pipe), Run stop/restart cycles and Resign calls.
 // A fault phase is followed by a calm phase in which faults stop.
 //
-// The simulated Redis has the semantics of leader/*.lua (acquire mints
-// max(stored+1, server clock in µs), adopts its own ID's lease, reports the
-// holder and PTTL otherwise; renew, release and checkpoint compare the
-// exact "TERM ID"; checkpoint is fenced and monotonic), expires keys on its
-// own clock (fake time × rate + offset), replicates every write to one
-// replica after a random lag (ordered stream), and answers WAIT for the ops
-// in world.waitOps — acquire, renew and checkpoint, as RedisLock does;
-// not release. A failover promotes the replica with what it applied.
+// The simulated Redis runs the very Lua scripts that ship (leader/*.lua,
+// leader/lock/*.lua; worker/spread.lua is runnable too) on gopher-lua, with
+// redis.call over a small keyspace (keyspace.go: strings, hashes, sorted
+// sets, lists, the commands the scripts call with Redis's reply types,
+// expiry on the server clock) and TIME from the server clock (fake time ×
+// rate + offset). Each candidate's leader.Lock is the real
+// leader.RedisLock, on a go-redis client whose hooks send every command or
+// pipeline through the simulated network (rdb.go): the KEYS and ARGV it
+// sends, the WAIT it pipelines after acquire, renew and checkpoint under
+// MinReplicas, its EVALSHA-then-EVAL fallback (a restarted or promoted
+// server has no scripts cached) and its reading of replies are the
+// shipped code's. A script's effects replicate to one replica as one
+// write after a random lag (ordered stream); WAIT waits for the last write
+// of the request (or of the client's earlier requests). A failover
+// promotes the replica with what it applied. A script that fails (a wrong
+// type, an unknown command, a runtime error) breaks invariant S.
 //
 // # Faults
 //

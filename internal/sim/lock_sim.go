@@ -134,6 +134,7 @@ func RunLock(seed uint64, o Options) *Result {
 	<-w.loopDone
 	w.mu.Lock()
 	w.sealed = true
+	w.closeVM()
 	st := lw.stats
 	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev, Lock: &st}
 	w.mu.Unlock()

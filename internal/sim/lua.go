@@ -287,3 +287,17 @@ func (vm *luaVM) run(c *cmdCtx, sc *script, keys, argv []string) (any, error) {
 	}
 	return r, nil
 }
+
+func sha1Hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// closeVM frees the server's interpreter, under w.mu, once the schedule
+// is over.
+func (w *world) closeVM() {
+	if w.vm != nil {
+		w.vm.close()
+		w.vm = nil
+	}
+}

@@ -26,6 +26,7 @@ const (
 	InvFirstAcq  = "8 first acquire at once"
 	InvSpin      = "9 no spin"
 	InvFence     = "10 fenced store refuses stale writes"
+	InvScript    = "S scripts run without error"
 	spinLimit    = 500 // events at one fake instant that count as a spin (a busy instant has < 100)
 	firstAcqSlop = 5 * time.Millisecond
 )
@@ -126,7 +127,7 @@ type world struct {
 	lastApply time.Time
 	writes    uint64
 	epoch     uint64
-	waitOps   [numOps]bool
+	vm        *luaVM // the server's script interpreter, made at its first script
 	watches   map[*watch]struct{}
 	failovers []time.Time
 	losses    []time.Time
@@ -181,12 +182,6 @@ func newWorld(p Plan, start time.Time) *world {
 	w.lastApply = start
 	w.stats.OutOfModel = map[string]int{}
 	w.stats.CalmFailover = -1
-	// Mirror RedisLock: acquire, renew and checkpoint are followed by WAIT
-	// under MinReplicas; release is not. (Before checkpoints waited, the
-	// simulator found cron ticks fired twice after a failover.)
-	w.waitOps[opAcquire] = true
-	w.waitOps[opRenew] = true
-	w.waitOps[opCheckpoint] = true
 	parser := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	for _, c := range p.Crons {
 		if s, err := parser.Parse(c.Spec); err == nil {
@@ -326,15 +321,6 @@ func (w *world) minted(l leader.Lease) {
 		w.mintedAt = map[uint64]time.Time{}
 	}
 	w.mintedAt[l.Term] = time.Now()
-}
-
-// leaseOf returns the server's current lease value (unexpired, server time).
-func (w *world) leaseNow(now time.Time) string {
-	st := &w.prim
-	if st.val != "" && w.srvNs(now) < st.exp {
-		return st.val
-	}
-	return ""
 }
 
 // checkLease is invariant 1 for function k at a checkpoint `where`.
@@ -509,7 +495,7 @@ func (w *world) fired(c int, term uint64, job string, tick time.Time) {
 	if w.atLeastOnce(job) {
 		// Running a tick again is the point of at-least-once, as long as
 		// its completion was never recorded.
-		if done, ok := w.prim.cps["cron-done:"+job]; !ok || done < k.ms {
+		if done, ok := w.checkpointNow(now, "cron-done:"+job); !ok || done < k.ms {
 			return
 		}
 	}
