@@ -123,6 +123,9 @@ func (w *world) execLockAcquire(now time.Time, owner, reenter string, ttl time.D
 		if res.rep.Code == lockseam.CodeAcquired {
 			w.lk.mintedTerm(now, res.rep.Term, owner)
 		}
+		if f := w.lockNow(now); f == strconv.FormatUint(res.rep.Term, 10)+" "+owner {
+			w.renewedTrue(f, now)
+		}
 	case lockseam.CodeReentered:
 		if len(arr) > 1 {
 			res.rep.Count, _ = arr[1].(int64)
@@ -140,8 +143,12 @@ func (w *world) execLockAcquire(now time.Time, owner, reenter string, ttl time.D
 
 // execLockRenew runs renew.lua.
 func (w *world) execLockRenew(now time.Time, field string, ttl time.Duration) lockRes {
+	before := w.lockNow(now)
 	r, res := w.runLock(now, "renew", field, strconv.FormatInt(pxMillis(ttl), 10))
 	res.n, _ = r.(int64)
+	if res.n == 1 && before == field {
+		w.renewedTrue(field, now)
+	}
 	return res
 }
 

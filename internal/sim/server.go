@@ -143,13 +143,7 @@ func (w *world) exec(now time.Time, cand int, args []string, res *execResult) an
 		if err != nil {
 			return err
 		}
-		if arr, ok := r.([]any); ok && sc.name == "leader/acquire.lua" && len(arr) > 1 && arr[0] == int64(1) {
-			if v, ok := arr[1].(string); ok {
-				if l, ok := parseLease(v); ok {
-					w.minted(l)
-				}
-			}
-		}
+		w.postElection(now, sc, args[3+nk:], r)
 		return r
 	case "GET", "PUBLISH":
 		c := &cmdCtx{ks: &w.prim.ks, srv: w.srvNs(now)}
@@ -173,6 +167,8 @@ func (w *world) eval(now time.Time, sc *script, keys, argv []string, res *execRe
 	if w.vm == nil {
 		w.vm = newLuaVM()
 	}
+	w.preScript(now, sc, keys, argv)
+	w.before = w.leaseNow(now)
 	c := &cmdCtx{ks: &w.prim.ks, srv: w.srvNs(now)}
 	r, err := w.vm.run(c, sc, keys, argv)
 	if len(c.dirty) > 0 {
@@ -279,6 +275,7 @@ func (w *world) readString(now time.Time, key string) string {
 // dataLoss empties the server as a restart without persistence does; the
 // replica resynchronises from the empty primary.
 func (w *world) dataLoss(now time.Time) {
+	w.preFault(now, nil)
 	w.prim, w.rep = state{}, state{}
 	w.repQ = w.repQ[:0]
 	w.lastApply = now
@@ -293,6 +290,7 @@ func (w *world) dataLoss(now time.Time) {
 // primary's unreplicated writes are lost and connections drop.
 func (w *world) failover(now time.Time) {
 	w.catchUpReplica(now)
+	w.preFault(now, w.repQ)
 	lost := len(w.repQ)
 	w.prim = w.rep.clone()
 	w.repQ = w.repQ[:0]
@@ -342,4 +340,32 @@ func parseLease(s string) (leader.Lease, bool) {
 // rounded up (leader/redis.go, leader/lock/store.go).
 func pxMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// postElection records what an election script did, from its reply and
+// the lease before it (world.before): a new term, and true renewals.
+func (w *world) postElection(now time.Time, sc *script, argv []string, r any) {
+	switch sc.name {
+	case "leader/acquire.lua":
+		arr, ok := r.([]any)
+		if !ok || len(arr) < 2 {
+			return
+		}
+		v, _ := arr[1].(string)
+		switch arr[0] {
+		case int64(1):
+			if l, ok := parseLease(v); ok {
+				w.minted(l)
+			}
+			w.renewedTrue(v, now)
+		case int64(2):
+			if v == w.before {
+				w.renewedTrue(v, now)
+			}
+		}
+	case "leader/renew.lua":
+		if r == int64(1) && len(argv) > 0 && argv[0] == w.before {
+			w.renewedTrue(argv[0], now)
+		}
+	}
 }

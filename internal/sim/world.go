@@ -58,6 +58,7 @@ type Stats struct {
 	StaleRefused  int            // writes with a term below the highest claimed, refused
 	StaleAccepted int            // writes accepted although another leader claimed since
 	OutOfModel    map[string]int // events the model does not cover, by reason
+	Exercised     map[string]int // rare preconditions met (exercise.go), by name
 	CronRefused   int            // cron specs registration refused
 	// CalmFailover is the time from the calm phase's start (faults stopped
 	// and their effects settled) to a leader running its function; -1 if
@@ -133,6 +134,9 @@ type world struct {
 	losses    []time.Time
 	lossWhy   []string
 	mintedAt  map[uint64]time.Time // fake time each term's lease was created
+	maxMinted uint64               // the highest term acquire.lua minted
+	trueAt    map[string]time.Time // last true renewal of each lease or lock field (deadline.go)
+	before    string               // the lease before the running script (server.go)
 
 	cands []*candidate
 	lk    *lockWorld // lock schedules only (lock_run.go)
@@ -321,6 +325,7 @@ func (w *world) minted(l leader.Lease) {
 		w.mintedAt = map[uint64]time.Time{}
 	}
 	w.mintedAt[l.Term] = time.Now()
+	w.maxMinted = max(w.maxMinted, l.Term)
 }
 
 // checkLease is invariant 1 for function k at a checkpoint `where`.
@@ -333,6 +338,9 @@ func (w *world) checkLease(k fnKey, f *fnState, where string) {
 	}
 	if r := w.oom(f, now); r != "" {
 		w.noteOOM(f, r)
+		if f.affected != "" {
+			w.checkOwnDeadline(k, f, where, now)
+		}
 		return
 	}
 	w.violate(InvLease, fmt.Sprintf("c%d's leader function of term %d runs (%s) but the server holds %s", k.cand, k.term, where, quoteVal(got)), f.tags...)
