@@ -142,21 +142,19 @@ func (ks *keyspace) set(key string, e *entry) {
 type cmdCtx struct {
 	ks    *keyspace
 	srv   int64 // server time in ns
-	dirty []string
-	seen  map[string]bool
+	dirty []string // keys written, in order
 	pub   []pubMsg
 }
 
 type pubMsg struct{ channel, msg string }
 
 func (c *cmdCtx) touch(key string) {
-	if c.seen == nil {
-		c.seen = map[string]bool{}
+	for _, k := range c.dirty { // a script writes a few keys
+		if k == key {
+			return
+		}
 	}
-	if !c.seen[key] {
-		c.seen[key] = true
-		c.dirty = append(c.dirty, key)
-	}
+	c.dirty = append(c.dirty, key)
 }
 
 // get returns key's entry of kind k; nil when absent, an error when of

@@ -98,6 +98,9 @@ func compileScript(name, src string) (*script, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile %s: %w", name, err)
 	}
+	// No script reads Lua 5.0's implicit "arg" table; without the flag a
+	// call does not build one (a map allocation per run).
+	proto.IsVarArg &^= lua.VarArgNeedsArg
 	h := sha1.Sum([]byte(src))
 	return &script{name: name, src: src, sha: hex.EncodeToString(h[:]), proto: proto}, nil
 }
