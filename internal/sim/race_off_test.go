@@ -1,0 +1,6 @@
+//go:build !race
+
+package sim_test
+
+// raceScale: see race_on_test.go.
+const raceScale = 1
