@@ -141,7 +141,7 @@ func (ks *keyspace) set(key string, e *entry) {
 // time, frozen for a script as Redis freezes it, and the keys it wrote.
 type cmdCtx struct {
 	ks    *keyspace
-	srv   int64 // server time in ns
+	srv   int64    // server time in ns
 	dirty []string // keys written, in order
 	pub   []pubMsg
 }
