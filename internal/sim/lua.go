@@ -304,3 +304,39 @@ func (w *world) closeVM() {
 		w.vm = nil
 	}
 }
+
+// resolve returns the script the server runs for shipped script sc: sc
+// itself, or its replacement under Options.Mutate (compiled once per
+// schedule).
+func (w *world) resolve(sc *script) *script {
+	src, ok := w.p.mutate[sc.name]
+	if !ok {
+		return sc
+	}
+	if m := w.mutated[sc.name]; m != nil {
+		return m
+	}
+	m, err := compileScript(sc.name+" (mutated)", src)
+	if err != nil {
+		panic(fmt.Sprintf("sim: mutated %s: %v", sc.name, err))
+	}
+	if w.mutated == nil {
+		w.mutated = map[string]*script{}
+	}
+	w.mutated[sc.name] = m
+	return m
+}
+
+// ShippedScript returns the source of shipped script name
+// ("leader/release.lua"), as the simulated server runs it.
+func ShippedScript(name string) (string, error) {
+	set, err := loadScripts()
+	if err != nil {
+		return "", err
+	}
+	sc := set.byName[name]
+	if sc == nil {
+		return "", fmt.Errorf("sim: no shipped script %q", name)
+	}
+	return sc.src, nil
+}

@@ -38,6 +38,8 @@ type Plan struct {
 	LongLagP    float64         // probability that one write replicates slowly
 
 	WriteMin, WriteMax time.Duration // a pull job's write interval
+
+	mutate map[string]string // Options.Mutate
 }
 
 // CandPlan is one candidate's part of a Plan.
@@ -80,6 +82,10 @@ type Options struct {
 	// FaultTTLs is the fault phase's length range, in TTLs (default 6–12;
 	// the calm phase adds 2–3 TTLs).
 	MinFaultTTLs, MaxFaultTTLs int
+	// Mutate replaces shipped scripts, by name ("leader/release.lua"),
+	// with other source: the server runs it whenever a client sends the
+	// shipped one. For tests that the simulator catches a broken script.
+	Mutate map[string]string
 }
 
 func (o Options) withDefaults() Options {
@@ -96,7 +102,7 @@ func (o Options) withDefaults() Options {
 func NewPlan(seed uint64, o Options) Plan {
 	o = o.withDefaults()
 	r := keyed(seed, uint64(opPlan))
-	p := Plan{Seed: seed}
+	p := Plan{Seed: seed, mutate: o.Mutate}
 
 	// Timing: legal per leader.Config.Validate, TTL in whole milliseconds
 	// (Redis's PX resolution, so the server keeps exactly the TTL asked).

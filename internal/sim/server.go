@@ -170,7 +170,7 @@ func (w *world) eval(now time.Time, sc *script, keys, argv []string, res *execRe
 	w.preScript(now, sc, keys, argv)
 	w.before = w.leaseNow(now)
 	c := &cmdCtx{ks: &w.prim.ks, srv: w.srvNs(now)}
-	r, err := w.vm.run(c, sc, keys, argv)
+	r, err := w.vm.run(c, w.resolve(sc), keys, argv)
 	if len(c.dirty) > 0 {
 		wr := repWrite{keys: make([]keySnap, len(c.dirty))}
 		for i, k := range c.dirty {

@@ -128,7 +128,8 @@ type world struct {
 	lastApply time.Time
 	writes    uint64
 	epoch     uint64
-	vm        *luaVM // the server's script interpreter, made at its first script
+	vm        *luaVM             // the server's script interpreter, made at its first script
+	mutated   map[string]*script // Options.Mutate's scripts, compiled
 	watches   map[*watch]struct{}
 	failovers []time.Time
 	losses    []time.Time
