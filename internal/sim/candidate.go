@@ -50,6 +50,12 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 	c.cl = &client{w: w, c: c, idx: idx, plan: cp}
 	cfg := w.p.Cfg
 	cfg.ID = cp.ID
+	c.cl.rdb = newRDB(c.cl)
+	rl, err := leader.NewRedisLock(c.cl.rdb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.cl.rl = rl
 	log := zap.New(&logCore{w: w, cand: idx})
 	e, err := leader.NewWithLock(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}))
 	if err != nil {

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/leader"
 )
@@ -17,16 +21,22 @@ var (
 	errSubscribe   = errors.New("sim: subscribe: connection refused")
 )
 
-// client is one candidate's connection to the simulated Redis: a
-// leader.Lock and leader.Checkpointer with RedisLock's client-side logic
-// (an unreplicated acquire is released and refused, an unreplicated renew
-// fails) over a network that delays, loses and reorders.
+// client is one candidate's connection to the simulated Redis: the real
+// leader.RedisLock (rdb.go) over a network that delays, loses and
+// reorders, as a leader.Lock and leader.Checkpointer (neither Proclaimer
+// nor Withdrawer), with its own model of SUBSCRIBE (Watch).
 type client struct {
 	w    *world
 	c    *candidate
 	idx  int
 	plan CandPlan
-	n    [numOps]uint64 // call counters, under w.mu
+	rdb  *redis.Client
+	rl   *leader.RedisLock
+	// The apply time of the last write of this client's requests, in
+	// epoch lastEpoch (WAIT waits for it), under w.mu.
+	lastApply time.Time
+	lastEpoch uint64
+	n         [numOps]uint64 // call counters, under w.mu
 	// Checkpoint and load calls count per key: cron jobs firing at one
 	// instant call concurrently, and the order of their calls must not
 	// decide which one meets which fault.
@@ -268,98 +278,72 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 
 // String describes an execution for the log.
 func (r execResult) String(o op) string {
-	s := ""
-	switch o {
-	case opAcquire:
-		s = fmt.Sprintf("%s %s ttl %s", r.outcome, r.rec.Lease, r.rec.TTL)
-	case opRenew, opRelease:
-		if r.code == 1 {
-			s = "ok"
-		} else {
-			s = "not ours"
-		}
-	case opCheckpoint:
-		s = map[int64]string{1: "recorded", 0: "not advanced", -1: "lease not ours"}[r.code]
-	case opLoad:
-		s = fmt.Sprintf("%d (present %v)", r.n, r.ok)
-	case opInspect:
-		s = fmt.Sprintf("%s ttl %s %v", r.rec.Lease, r.rec.TTL, r.err)
-	default:
-		s = fmt.Sprintf("code %d", r.code)
+	parts := make([]string, len(r.replies))
+	for i, x := range r.replies {
+		parts[i] = fmtReply(x)
 	}
+	s := strings.Join(parts, " | ")
 	if r.wait > 0 {
 		s += fmt.Sprintf(" (WAIT %s, acked %d)", r.wait, r.acked)
 	}
 	return s
 }
 
-// Acquire implements leader.Lock.
+// fmtReply renders a reply for the log.
+func fmtReply(r any) string {
+	switch v := r.(type) {
+	case nil:
+		return "(nil)"
+	case string:
+		return strconv.Quote(v)
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = fmtReply(x)
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	case error:
+		return "(error) " + v.Error()
+	}
+	return fmt.Sprint(r)
+}
+
+// Acquire implements leader.Lock: RedisLock's, with the diagnosis of
+// starts around it.
 func (cl *client) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
 	sent := time.Now()
 	cl.w.mu.Lock()
 	cl.c.acquireSent(sent)
 	cl.w.mu.Unlock()
-	res, err := cl.roundTrip(ctx, opAcquire, func(now time.Time) execResult { return cl.w.execAcquire(now, id, ttl) })
+	out, rec, err := cl.rl.Acquire(ctx, id, ttl)
 	cl.w.mu.Lock()
-	cl.c.acquireReturned(sent, res.outcome, err)
+	derr := err
+	if errors.Is(err, leader.ErrNotReplicated) {
+		derr = nil // answered: the diagnosis counts it as a reply
+	}
+	cl.c.acquireReturned(sent, out, derr)
 	cl.w.mu.Unlock()
-	if err != nil {
-		return leader.Held, leader.Record{}, fmt.Errorf("acquire: %w", err)
-	}
-	if res.outcome != leader.Held && cl.w.p.Cfg.MinReplicas > 0 && res.acked < int64(cl.w.p.Cfg.MinReplicas) {
-		// As RedisLock: the lease stays, returned with the error, for the
-		// caller to hand back.
-		return res.outcome, res.rec, fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, cl.w.p.Cfg.MinReplicas, leader.ErrNotReplicated)
-	}
-	return res.outcome, res.rec, nil
+	return out, rec, err
 }
 
 // Renew implements leader.Lock.
 func (cl *client) Renew(ctx context.Context, l leader.Lease, ttl time.Duration) error {
-	res, err := cl.roundTrip(ctx, opRenew, func(now time.Time) execResult { return cl.w.execRenew(now, l, ttl) })
-	switch {
-	case err != nil:
-		return fmt.Errorf("renew: %w", err)
-	case res.code != 1:
-		return fmt.Errorf("renew term %d: %w", l.Term, leader.ErrLeaseLost)
-	case cl.w.p.Cfg.MinReplicas > 0 && res.acked < int64(cl.w.p.Cfg.MinReplicas):
-		return fmt.Errorf("renew: %d of %d replicas acknowledged", res.acked, cl.w.p.Cfg.MinReplicas)
-	}
-	return nil
+	return cl.rl.Renew(ctx, l, ttl)
 }
 
 // Release implements leader.Lock.
 func (cl *client) Release(ctx context.Context, l leader.Lease) error {
-	res, err := cl.roundTrip(ctx, opRelease, func(now time.Time) execResult { return cl.w.execRelease(now, l) })
-	switch {
-	case err != nil:
-		return fmt.Errorf("release: %w", err)
-	case res.code != 1:
-		return fmt.Errorf("release term %d: %w", l.Term, leader.ErrLeaseLost)
-	}
-	return nil
+	return cl.rl.Release(ctx, l)
 }
 
 // Inspect implements leader.Lock.
 func (cl *client) Inspect(ctx context.Context) (leader.Record, error) {
-	res, err := cl.roundTrip(ctx, opInspect, func(now time.Time) execResult { return cl.w.execInspect(now) })
-	if err != nil {
-		return leader.Record{}, fmt.Errorf("inspect: %w", err)
-	}
-	return res.rec, res.err
+	return cl.rl.Inspect(ctx)
 }
 
 // RequestResign implements leader.Lock.
 func (cl *client) RequestResign(ctx context.Context, term uint64) (int64, error) {
-	res, err := cl.roundTrip(ctx, opResignReq, func(now time.Time) execResult {
-		r := execResult{epoch: cl.w.epoch, code: int64(len(cl.w.watches))}
-		cl.w.publish(now, leader.Event{Kind: leader.EventResign, Lease: leader.Lease{Term: term}})
-		return r
-	})
-	if err != nil {
-		return 0, fmt.Errorf("publish resign: %w", err)
-	}
-	return res.code, nil
+	return cl.rl.RequestResign(ctx, term)
 }
 
 // Checkpoint implements leader.Checkpointer.
@@ -369,20 +353,9 @@ func (cl *client) Checkpoint(ctx context.Context, l leader.Lease, key string, n 
 	f.cpSent[key] = append(f.cpSent[key], n)
 	cl.w.mu.Unlock()
 	done := cl.partOfFunction(ctx, l.Term)
-	res, err := cl.roundTripKey(ctx, opCheckpoint, key, func(now time.Time) execResult { return cl.w.execCheckpoint(now, l, key, n) })
+	err := cl.rl.Checkpoint(ctx, l, key, n)
 	done()
-	switch {
-	case err != nil:
-		return fmt.Errorf("checkpoint: %w", err)
-	case res.code == 0:
-		return fmt.Errorf("checkpoint %s to %d: %w", key, n, leader.ErrCheckpointNotAdvanced)
-	case res.code != 1:
-		return fmt.Errorf("checkpoint %s term %d: %w", key, l.Term, leader.ErrLeaseLost)
-	case cl.w.p.Cfg.MinReplicas > 0 && res.acked < int64(cl.w.p.Cfg.MinReplicas):
-		// As RedisLock: too few acknowledgements count as not recorded.
-		return fmt.Errorf("checkpoint %s: %d of %d replicas acknowledged: %w", key, res.acked, cl.w.p.Cfg.MinReplicas, leader.ErrNotReplicated)
-	}
-	return nil
+	return err
 }
 
 // partOfFunction counts a store call made by the worker's cron goroutine
@@ -419,19 +392,16 @@ func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, 
 	if inTerm {
 		done = cl.partOfFunction(ctx, term)
 	}
-	res, err := cl.roundTripKey(ctx, opLoad, key, func(now time.Time) execResult { return cl.w.execLoad(now, key) })
+	n, ok, err := cl.rl.LoadCheckpoint(ctx, key)
 	if inTerm {
 		cl.w.mu.Lock()
 		if err == nil {
-			cl.w.fn(cl.idx, term).loads[key] = loadSeen{n: res.n, ok: res.ok, at: time.Now()}
+			cl.w.fn(cl.idx, term).loads[key] = loadSeen{n: n, ok: ok, at: time.Now()}
 		}
 		cl.w.mu.Unlock()
 	}
 	done()
-	if err != nil {
-		return 0, false, fmt.Errorf("load checkpoint: %w", err)
-	}
-	return res.n, res.ok, nil
+	return n, ok, err
 }
 
 // Watch implements leader.Lock: SUBSCRIBE, which may be slow (a dial that

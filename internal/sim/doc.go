@@ -16,14 +16,22 @@
 // pipe), Run stop/restart cycles and Resign calls.
 // A fault phase is followed by a calm phase in which faults stop.
 //
-// The simulated Redis has the semantics of leader/*.lua (acquire mints
-// max(stored+1, server clock in µs), adopts its own ID's lease, reports the
-// holder and PTTL otherwise; renew, release and checkpoint compare the
-// exact "TERM ID"; checkpoint is fenced and monotonic), expires keys on its
-// own clock (fake time × rate + offset), replicates every write to one
-// replica after a random lag (ordered stream), and answers WAIT for the ops
-// in world.waitOps — acquire, renew and checkpoint, as RedisLock does;
-// not release. A failover promotes the replica with what it applied.
+// The simulated Redis runs the very Lua scripts that ship (leader/*.lua,
+// leader/lock/*.lua; worker/spread.lua is runnable too) on gopher-lua, with
+// redis.call over a small keyspace (keyspace.go: strings, hashes, sorted
+// sets, lists, the commands the scripts call with Redis's reply types,
+// expiry on the server clock) and TIME from the server clock (fake time ×
+// rate + offset). Each candidate's leader.Lock is the real
+// leader.RedisLock, on a go-redis client whose hooks send every command or
+// pipeline through the simulated network (rdb.go): the KEYS and ARGV it
+// sends, the WAIT it pipelines after acquire, renew and checkpoint under
+// MinReplicas, its EVALSHA-then-EVAL fallback (a restarted or promoted
+// server has no scripts cached) and its reading of replies are the
+// shipped code's. A script's effects replicate to one replica as one
+// write after a random lag (ordered stream); WAIT waits for the last write
+// of the request (or of the client's earlier requests). A failover
+// promotes the replica with what it applied. A script that fails (a wrong
+// type, an unknown command, a runtime error) breaks invariant S.
 //
 // # Faults
 //
@@ -61,13 +69,32 @@
 //  9. nothing spins: at most 500 calls, fires and log entries at one fake
 //     instant;
 //  10. the fenced store never accepts a write of a leader other than the
-//     last claimant.
+//     last claimant;
+//     S. every script runs without error (a wrong type, an unknown command,
+//     a runtime error), in election and lock schedules alike.
 //
 // Out of the model, counted in Stats.OutOfModel and not reported as
 // violations of 1, 2 and 5: a function still running past its stop budget
 // (TTL×(1−Drift) − RenewDeadline after its cancellation: a long pause or a
 // job ignoring cancellation), data loss, and a failover without
-// MinReplicas.
+// MinReplicas. The excuse is bounded (deadline.go): a function (or a lock
+// hold) that is no longer the server's, and not cancelled past its last
+// true renewal (one that ran while the server held its own value) +
+// RenewDeadline, breaks invariant 1 (L3) whatever the cause, since a
+// holder that hears no successful renewal stops by then.
+//
+// # Weighting
+//
+// Rare preconditions are counted per schedule in Stats.Exercised
+// (exercise.go): a late release of a lease not the server's, an acquire
+// after the term key was lost, a failover losing an unreplicated
+// checkpoint under MinReplicas, a lock renew of a hold not the server's,
+// a data loss or failover while a lease or the lock is held. The CI
+// profiles print in how many schedules each could have been violated. The
+// plan is weighted so that each happens often: under MinReplicas (45% of
+// schedules) 80% get a failover, most of them shortly after a whole
+// second of the server clock, with the replica stopped since just before
+// it, so a cron tick's checkpoint is lost in about one schedule in ten.
 //
 // # Determinism
 //
@@ -87,7 +114,9 @@
 //
 // RunLock (TestSim_Lock) runs the real leader/lock Client, Mutex and Hold
 // over the same plan of faults, with lock holders in place of electors:
-// see lock_run.go for what they do and invariants L1–L5. The lock's own
-// jitter draws from math/rand's global source, so a lock replay repeats
-// the plan and every per-call decision but may diverge in timing.
+// see lock_run.go for what they do and invariants L1–L5. Every lock
+// application goroutine's context carries a *rand.Rand of its own,
+// seeded by (seed, process, goroutine), through internal/seeded: a lock
+// replay repeats its timings once leader/lock draws its jitter from it
+// (as the elector does).
 package sim

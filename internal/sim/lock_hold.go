@@ -80,6 +80,7 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 // unexpired lock, under w.mu.
 func (lw *lockWorld) checkServer(c int, r *leaseRec, where string) {
 	w := lw.w
+	lw.checkLockDeadline(c, r, where)
 	got := w.lockNow(time.Now())
 	if got == r.field || r.ctx.Err() != nil {
 		return

@@ -245,7 +245,7 @@ func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64
 func (s *lockStore) Abandon(ctx context.Context, _ string, owners []string) error {
 	owners = slices.Clone(owners)
 	_, err := s.p.roundTrip(ctx, opLAbandon, func(now time.Time) lockRes {
-		return s.p.w.execLockAbandon(now, owners, s.channel)
+		return s.p.w.execLockAbandon(now, owners, s.channel, s.ttl)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon: %w", err)

@@ -1,19 +1,19 @@
 package sim
 
 import (
-	"slices"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/leader/lock"
 )
 
-// The lock's keys on the simulated server, with the semantics of
-// leader/lock/*.lua: a hash of one field "TERM OWNER" → hold count with a
-// PEXPIRE, a term key (the next term is max(stored+1, server clock in µs)),
-// and a release notice PUBLISHed when release or abandon deletes the hash.
-// The lock takes no WAIT: every failover may lose its recent writes.
+// The lock's scripts run on the simulated server as they ship
+// (leader/lock/acquire.lua, renew.lua, release.lua, abandon.lua), with the
+// KEYS and ARGV leader/lock's store sends (lockArgs). The lock takes no
+// WAIT: every failover may lose its recent writes.
 
 // Ops of the lock schedules, keyed apart from the election's.
 const (
@@ -32,52 +32,13 @@ var lockOpNames = map[op]string{
 	opLNotice: "lock-notice", opLSub: "lock-subscribe", opLPlan: "lock-plan", opLProc: "lock-proc",
 }
 
-// Writes of the lock's keys in the replication stream.
-const (
-	wLockHash writeKind = 64 + iota // the hash (field, count) with its expiry: HSET/HINCRBY/PEXPIRE
-	wLockDel                        // DEL of the hash
-	wLockTerm                       // SET of the term key
-	wLockGone                       // ZADD of a tombstone (val: the owner)
-)
-
-// lockData is the lock's keys on one node.
-type lockData struct {
-	field string // "TERM OWNER"; "" when the hash is absent
-	count int64
-	exp   int64           // server ns
-	term  uint64          // the term key; 0 when absent
-	gone  map[string]bool // tombstones: abandoned attempts' owners
-}
-
-func (d *lockData) apply(w repWrite) {
-	switch w.kind {
-	case wLockHash:
-		d.field, d.count, d.exp = w.val, w.n, w.exp
-	case wLockDel:
-		d.field, d.count = "", 0
-	case wLockTerm:
-		d.term = uint64(w.n)
-	case wLockGone:
-		if d.gone == nil {
-			d.gone = map[string]bool{}
-		}
-		d.gone[w.val] = true
-	}
-}
-
-// expire drops the hash once its expiry passed in server time.
-func (d *lockData) expire(srv int64) {
-	if d.field != "" && srv >= d.exp {
-		d.field, d.count = "", 0
-	}
-}
-
 // lockRes is what the server computed for one lock request.
 type lockRes struct {
 	rep     lockseam.AcquireReply // acquire
 	n       int64                 // renew: 1 renewed; release: holds left or -1; abandon: 1 deleted
 	epoch   uint64
 	deleted string // the field a release or abandon deleted
+	err     error  // the script failed (a violation of its own)
 }
 
 func (r lockRes) String(o op) string {
@@ -104,133 +65,150 @@ func (r lockRes) String(o op) string {
 	}
 }
 
-func ownerOf(field string) string {
-	_, o, _ := strings.Cut(field, " ")
-	return o
+// lockHash and lockTerm are the lock's keys (leader/lock's store.go:
+// PREFIX:{NAME}:lock and PREFIX:{NAME}:lock.term).
+func lockHash() string { return lock.DefaultKeyPrefix + ":{" + lockName + "}:lock" }
+func lockTerm() string { return lockHash() + ".term" }
+func lockGone() string { return lockHash() + ".gone" }
+
+// lockArgs returns the KEYS and ARGV of the lock script name as
+// leader/lock's store sends them: the one place to change when the
+// scripts' interface changes.
+func lockArgs(name string, a ...string) (keys, argv []string) {
+	switch name {
+	case "acquire": // owner, TTL ms, re-entry field or "", adoptable owners...
+		return []string{lockHash(), lockTerm(), lockGone()}, a
+	case "abandon": // channel, tombstone lifetime ms, owners...
+		return []string{lockHash(), lockGone()}, a
+	default: // renew: field, TTL ms; release: field, "1"/"0", channel
+		return []string{lockHash()}, a
+	}
 }
 
-func (w *world) lockHashWrite(now time.Time) {
-	d := &w.prim.lk
-	w.replicate(now, repWrite{kind: wLockHash, val: d.field, n: d.count, exp: d.exp})
+// tombstoneMillis is leader/lock's tombstone lifetime for ttl (store.go's
+// tombstoneLife): max(10 TTL, 1 min).
+func tombstoneMillis(ttl time.Duration) string {
+	return strconv.FormatInt(max(10*ttl, time.Minute).Milliseconds(), 10)
 }
 
-// execLockAcquire is acquire.lua.
+// lockField returns the lock hash's first field and its count on the
+// primary (what the checker compares), "" when absent or expired.
+func (w *world) lockField(now time.Time) (string, int64) {
+	e := w.prim.ks.m[lockHash()]
+	if e == nil || e.kind != kHash || len(e.fields) == 0 || (e.exp != 0 && w.srvNs(now) >= e.exp) {
+		return "", 0
+	}
+	n, _ := strconv.ParseInt(e.hash[e.fields[0]], 10, 64)
+	return e.fields[0], n
+}
+
+// runLock runs lock script name at fake time now.
+func (w *world) runLock(now time.Time, name string, a ...string) (any, lockRes) {
+	res := lockRes{epoch: w.epoch}
+	keys, argv := lockArgs(name, a...)
+	r, err := w.eval(now, scripts().get("leader/lock/"+name+".lua"), keys, argv, nil)
+	res.err = err
+	return r, res
+}
+
+// execLockAcquire runs acquire.lua.
 func (w *world) execLockAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration) lockRes {
-	srv := w.srvNs(now)
-	d := &w.prim.lk
-	d.expire(srv)
-	res := lockRes{epoch: w.epoch}
-	ms := pxMillis(ttl)
-	if reenter != "" {
-		if d.field == reenter {
-			d.count++
-			w.lockHashWrite(now)
-			res.rep = lockseam.AcquireReply{Code: lockseam.CodeReentered, Count: d.count}
-			w.lk.serverCount(d.field, d.count)
-			return res
+	r, res := w.runLock(now, "acquire", append([]string{owner, strconv.FormatInt(pxMillis(ttl), 10), reenter}, adopt...)...)
+	if res.err != nil {
+		return res
+	}
+	arr, _ := r.([]any)
+	if len(arr) == 0 {
+		res.err = fmt.Errorf("acquire: unexpected reply %v", r)
+		return res
+	}
+	code, _ := arr[0].(int64)
+	res.rep.Code = int(code)
+	switch res.rep.Code {
+	case lockseam.CodeAcquired, lockseam.CodeAdopted:
+		field := ""
+		if len(arr) > 1 {
+			if res.rep.Code == lockseam.CodeAdopted {
+				// {2, "TERM OWNER"}: an earlier attempt's hold.
+				field, _ = arr[1].(string)
+				res.rep.Field = field
+				t, _, _ := strings.Cut(field, " ")
+				res.rep.Term, _ = strconv.ParseUint(t, 10, 64)
+			} else {
+				t, _ := arr[1].(int64)
+				res.rep.Term = uint64(t)
+				field = strconv.FormatUint(res.rep.Term, 10) + " " + owner
+			}
 		}
-		res.rep.Code = lockseam.CodeGone
-		return res
-	}
-	if d.gone[owner] {
-		res.rep.Code = lockseam.CodeAbandoned
-		return res
-	}
-	if d.field != "" {
-		if slices.Contains(adopt, ownerOf(d.field)) {
-			d.exp = srv + ms*int64(time.Millisecond)
-			w.lockHashWrite(now)
-			t, _ := strconv.ParseUint(d.field[:strings.IndexByte(d.field, ' ')], 10, 64)
-			res.rep = lockseam.AcquireReply{Code: lockseam.CodeAdopted, Term: t, Field: d.field}
-			return res
+		if res.rep.Code == lockseam.CodeAcquired {
+			w.lk.mintedTerm(now, res.rep.Term, owner)
 		}
-		res.rep = lockseam.AcquireReply{Code: lockseam.CodeHeld, Holder: d.field,
-			PTTL: time.Duration((d.exp-srv)/int64(time.Millisecond)) * time.Millisecond}
-		return res
+		if f := w.lockNow(now); f == field {
+			w.renewedTrue(f, now)
+		}
+	case lockseam.CodeReentered:
+		if len(arr) > 1 {
+			res.rep.Count, _ = arr[1].(int64)
+		}
+		w.lk.serverCount(reenter, res.rep.Count)
+	case lockseam.CodeHeld:
+		if len(arr) > 2 {
+			res.rep.Holder, _ = arr[1].(string)
+			p, _ := arr[2].(int64)
+			res.rep.PTTL = time.Duration(p) * time.Millisecond
+		}
 	}
-	term := uint64(srv / int64(time.Microsecond))
-	if d.term >= term {
-		term = d.term + 1
-	}
-	d.term = term
-	w.replicate(now, repWrite{kind: wLockTerm, n: int64(term)})
-	d.field, d.count, d.exp = strconv.FormatUint(term, 10)+" "+owner, 1, srv+ms*int64(time.Millisecond)
-	w.lockHashWrite(now)
-	res.rep = lockseam.AcquireReply{Code: lockseam.CodeAcquired, Term: term}
-	w.lk.mintedTerm(now, term, owner)
 	return res
 }
 
-// execLockRenew is renew.lua.
+// execLockRenew runs renew.lua.
 func (w *world) execLockRenew(now time.Time, field string, ttl time.Duration) lockRes {
-	srv := w.srvNs(now)
-	d := &w.prim.lk
-	d.expire(srv)
-	res := lockRes{epoch: w.epoch}
-	if d.field != field {
-		return res
+	before := w.lockNow(now)
+	r, res := w.runLock(now, "renew", field, strconv.FormatInt(pxMillis(ttl), 10))
+	res.n, _ = r.(int64)
+	if res.n == 1 && before == field {
+		w.renewedTrue(field, now)
 	}
-	d.exp = srv + pxMillis(ttl)*int64(time.Millisecond)
-	w.lockHashWrite(now)
-	res.n = 1
 	return res
 }
 
-// execLockRelease is release.lua.
+// execLockRelease runs release.lua: L4 when it deletes the lock or leaves
+// a count.
 func (w *world) execLockRelease(now time.Time, field string, last bool, channel string) lockRes {
-	srv := w.srvNs(now)
-	d := &w.prim.lk
-	d.expire(srv)
-	res := lockRes{epoch: w.epoch, n: -1}
-	if d.field != field {
-		return res
+	before, _ := w.lockField(now)
+	flag := "0"
+	if last {
+		flag = "1"
 	}
-	if !last {
-		// Never deletes (release.lua): the caller's last hold does.
-		d.count = max(d.count-1, 1)
-		w.lockHashWrite(now)
-		res.n = d.count
-		w.lk.serverCount(d.field, d.count)
-		return res
+	r, res := w.runLock(now, "release", field, flag, channel)
+	res.n, _ = r.(int64)
+	after, count := w.lockField(now)
+	switch {
+	case before != "" && after == "":
+		w.lk.deleting(before, last)
+		res.deleted = before
+	case after != "" && res.n > 0:
+		w.lk.serverCount(after, count)
 	}
-	w.lk.deleting(field, last)
-	d.field, d.count = "", 0
-	w.replicate(now, repWrite{kind: wLockDel})
-	w.lockPublish(now, channel, "released "+field)
-	res.n, res.deleted = 0, field
 	return res
 }
 
-// execLockAbandon is abandon.lua.
-func (w *world) execLockAbandon(now time.Time, owners []string, channel string) lockRes {
-	srv := w.srvNs(now)
-	d := &w.prim.lk
-	d.expire(srv)
-	res := lockRes{epoch: w.epoch}
-	for _, o := range owners {
-		wr := repWrite{kind: wLockGone, val: o}
-		d.apply(wr)
-		w.replicate(now, wr)
+// execLockAbandon runs abandon.lua: L4 when it deletes the lock.
+func (w *world) execLockAbandon(now time.Time, owners []string, channel string, ttl time.Duration) lockRes {
+	before, _ := w.lockField(now)
+	r, res := w.runLock(now, "abandon", append([]string{channel, tombstoneMillis(ttl)}, owners...)...)
+	res.n, _ = r.(int64)
+	if after, _ := w.lockField(now); before != "" && after == "" {
+		w.lk.abandoning(before)
+		res.deleted = before
 	}
-	if d.field == "" || !slices.Contains(owners, ownerOf(d.field)) {
-		return res
-	}
-	field := d.field
-	w.lk.abandoning(field)
-	d.field, d.count = "", 0
-	w.replicate(now, repWrite{kind: wLockDel})
-	w.lockPublish(now, channel, "released "+field)
-	res.n, res.deleted = 1, field
 	return res
 }
 
 // lockNow returns the server's unexpired lock field at fake time now.
 func (w *world) lockNow(now time.Time) string {
-	d := &w.prim.lk
-	if d.field != "" && w.srvNs(now) < d.exp {
-		return d.field
-	}
-	return ""
+	f, _ := w.lockField(now)
+	return f
 }
 
 // lockFault is called by dataLoss and failover.

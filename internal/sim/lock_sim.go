@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader/lock"
 )
 
@@ -72,7 +74,7 @@ func RunLock(seed uint64, o Options) *Result {
 	var apps sync.WaitGroup
 	for _, proc := range lw.procs {
 		for g := range goroutines[proc.idx] {
-			apps.Go(func() { proc.run(g, end, endCtx) })
+			apps.Go(func() { proc.run(g, end, lockRand(endCtx, seed, proc.idx, uint64(g))) })
 		}
 		if r.chance(0.2) {
 			// The process closes its Client while it may hold and wait.
@@ -134,6 +136,7 @@ func RunLock(seed uint64, o Options) *Result {
 	<-w.loopDone
 	w.mu.Lock()
 	w.sealed = true
+	w.closeVM()
 	st := lw.stats
 	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev, Lock: &st}
 	w.mu.Unlock()
@@ -273,7 +276,9 @@ func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx contex
 			}
 		case x < 0.18 && depth < 2:
 			sub := keyed(r.u64(), k)
-			ctx := h.Context()
+			// A goroutine of its own: its own seeded source (a *rand.Rand
+			// has one user).
+			ctx := lockRand(h.Context(), p.w.p.Seed, p.idx, 1<<32|sub.u64())
 			wg.Go(func() {
 				h2, err := p.m.Lock(ctx)
 				if err == nil {
@@ -322,4 +327,13 @@ func sleepOrEnd(d time.Duration, done <-chan struct{}, end <-chan struct{}) bool
 	case <-end:
 		return false
 	}
+}
+
+// lockRand returns ctx carrying a *rand.Rand of its own, seeded by (seed,
+// process, goroutine), through internal/seeded: leader/lock draws its
+// jitter from it, so a lock replay repeats every sleep. Each application
+// goroutine gets one; the lock draws from it only on the calling
+// goroutine.
+func lockRand(ctx context.Context, seed uint64, proc int, g uint64) context.Context {
+	return seeded.With(ctx, rand.New(rand.NewPCG(seed^uint64(opLockCtx)<<56, uint64(proc)<<48^g)))
 }

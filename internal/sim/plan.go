@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -37,6 +38,8 @@ type Plan struct {
 	LongLagP    float64         // probability that one write replicates slowly
 
 	WriteMin, WriteMax time.Duration // a pull job's write interval
+
+	mutate map[string]string // Options.Mutate
 }
 
 // CandPlan is one candidate's part of a Plan.
@@ -79,6 +82,10 @@ type Options struct {
 	// FaultTTLs is the fault phase's length range, in TTLs (default 6–12;
 	// the calm phase adds 2–3 TTLs).
 	MinFaultTTLs, MaxFaultTTLs int
+	// Mutate replaces shipped scripts, by name ("leader/release.lua"),
+	// with other source: the server runs it whenever a client sends the
+	// shipped one. For tests that the simulator catches a broken script.
+	Mutate map[string]string
 }
 
 func (o Options) withDefaults() Options {
@@ -95,7 +102,7 @@ func (o Options) withDefaults() Options {
 func NewPlan(seed uint64, o Options) Plan {
 	o = o.withDefaults()
 	r := keyed(seed, uint64(opPlan))
-	p := Plan{Seed: seed}
+	p := Plan{Seed: seed, mutate: o.Mutate}
 
 	// Timing: legal per leader.Config.Validate, TTL in whole milliseconds
 	// (Redis's PX resolution, so the server keeps exactly the TTL asked).
@@ -119,7 +126,7 @@ func NewPlan(seed uint64, o Options) Plan {
 	if r.chance(0.5) {
 		cfg.ResignCooldown = r.dur(ttl/10, ttl)
 	}
-	if r.chance(0.3) {
+	if r.chance(0.45) {
 		cfg.MinReplicas = 1
 		rt := min(interval/2, 500*time.Millisecond)
 		if room := deadline - interval; rt >= room {
@@ -165,6 +172,41 @@ func NewPlan(seed uint64, o Options) Plan {
 	if r.chance(0.2) {
 		a := at()
 		p.ReplicaDown = append(p.ReplicaDown, Window{a, min(a+r.logDur(ttl/20, 3*ttl), faultLen)})
+	}
+	// Weighting (its own stream, so the draws above stay as they were):
+	// 80% of the schedules under min_replicas get at least one failover,
+	// each preceded by a replica that stops applying writes a tenth to
+	// one and a half TTLs before it, so that failovers lose unreplicated
+	// writes, checkpoints among them, in a good share of schedules
+	// (Stats.Exercised). Without it a checkpoint that skipped its WAIT
+	// showed in 1–3 of 5,000 schedules.
+	rw := keyed(seed, uint64(opPlan), 2)
+	if cfg.MinReplicas > 0 && rw.chance(0.8) {
+		if len(p.Failovers) == 0 {
+			p.Failovers = append(p.Failovers, rw.dur(0, faultLen))
+		}
+		for i, f := range p.Failovers {
+			if rw.chance(0.8) {
+				// Just before a whole second of the server clock (where
+				// most cron ticks fall, so a checkpoint is written in
+				// the window), with the failover a half to one and a
+				// half TTLs later: the lease the replica has may expire
+				// meanwhile, and the next term's run-once catch-up may
+				// offer the tick whose checkpoint the failover lost.
+				// Both inside the fault phase: the calm phase's bound
+				// (invariant 6) assumes no failover after it.
+				tick, ok := p.serverSecond(rw.dur(0, faultLen))
+				if fa := tick + rw.dur(ttl/2, 3*ttl/2); ok && fa+time.Millisecond < faultLen {
+					from := max(tick-rw.dur(0, min(50*time.Millisecond, ttl/10)), 0)
+					p.Failovers[i] = fa
+					p.ReplicaDown = append(p.ReplicaDown, Window{from, fa + time.Millisecond})
+					continue
+				}
+			}
+			d := rw.logDur(ttl/10, 3*ttl/2)
+			p.ReplicaDown = append(p.ReplicaDown, Window{max(f-d, 0), min(f+time.Millisecond, faultLen)})
+		}
+		sort.Slice(p.Failovers, func(i, j int) bool { return p.Failovers[i] < p.Failovers[j] })
 	}
 
 	n := r.between(2, 5)
@@ -229,6 +271,23 @@ func NewPlan(seed uint64, o Options) Plan {
 		p.Crons = append(p.Crons, CronPlan{Name: fmt.Sprintf("cron%d", i), Spec: spec, Misfire: m, Delivery: d})
 	}
 	return p
+}
+
+// serverSecond returns the first fake time from the schedule's start at or
+// after `after` at which the server clock shows a whole second, assuming
+// the schedule starts on a whole second (synctest bubbles start at
+// midnight).
+func (p Plan) serverSecond(after time.Duration) (time.Duration, bool) {
+	if p.Rate <= 0 {
+		return 0, false
+	}
+	// Server time at fake elapsed el: Offset + el×Rate (mod 1s).
+	srv := p.Offset + time.Duration(float64(after)*p.Rate)
+	next := (srv/time.Second + 1) * time.Second
+	if srv < 0 {
+		next = srv / time.Second * time.Second
+	}
+	return time.Duration(float64(next-p.Offset) / p.Rate), true
 }
 
 // String describes the plan in a few lines.

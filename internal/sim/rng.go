@@ -29,6 +29,8 @@ const (
 	opElector // the seed of an elector's own math/rand source
 	opCancel  // what a job does when cancelled
 	opCronRun // whether an at-least-once cron run fails
+	opOther   // a command the election's client is not expected to send
+	opLockCtx // the seed of a lock goroutine's own math/rand source
 	numOps
 )
 
@@ -36,7 +38,7 @@ var opNames = [...]string{
 	opAcquire: "acquire", opRenew: "renew", opRelease: "release", opInspect: "inspect",
 	opWatch: "watch", opResignReq: "resign-req", opCheckpoint: "checkpoint", opLoad: "load-cp",
 	opNotice: "notice", opPlan: "plan", opRepl: "repl", opJob: "job", opElector: "elector",
-	opCancel: "cancel", opCronRun: "cron-run",
+	opCancel: "cancel", opCronRun: "cron-run", opOther: "other", opLockCtx: "lock-rand",
 }
 
 func (o op) String() string {

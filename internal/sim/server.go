@@ -1,7 +1,8 @@
 package sim
 
 import (
-	"maps"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -9,75 +10,41 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
-// state is the data of one Redis node: the election's lease key (value and
-// absolute expiry in server time), its term key and its checkpoint keys.
+// state is the data of one Redis node: its keyspace, and the SHA1s of the
+// scripts it has cached (EVAL caches a script; a restart or a promoted
+// replica starts with none, so the clients' EVALSHA meets NOSCRIPT).
 type state struct {
-	val  string // "TERM ID"; "" when absent
-	exp  int64  // server time in ns at which the lease expires
-	ttl  int64  // the info hash's ttl_ms (acquire.lua), which lives and dies with val
-	term uint64 // the term key; 0 when absent
-	cps  map[string]int64
-	lk   lockData // the lock schedules' lock (lock_server.go)
+	ks      keyspace
+	scripts map[string]bool
 }
 
+// clone copies the keyspace; a promoted replica's script cache is empty.
 func (s *state) clone() state {
-	c := *s
-	c.cps = make(map[string]int64, len(s.cps))
-	for k, v := range s.cps {
-		c.cps[k] = v
-	}
-	c.lk.gone = maps.Clone(s.lk.gone)
-	return c
+	return state{ks: s.ks.clone()}
 }
 
-// expire drops the lease once its expiry passed in server time, as Redis
-// does lazily on access.
-func (s *state) expire(srv int64) {
-	if s.val != "" && srv >= s.exp {
-		s.val = ""
-	}
+// keySnap is one key's value after a write (nil: deleted).
+type keySnap struct {
+	key string
+	e   *entry
 }
 
-// writeKind is what one replicated write does.
-type writeKind uint8
-
-const (
-	wSetLease writeKind = iota + 1 // SET lease val PXAT exp (PEXPIRE replicates as PEXPIREAT)
-	wDelLease
-	wSetTerm
-	wSetCP
-)
-
-// repWrite is one write in the replication stream, applied to the replica
-// at `at` (fake time); the stream is ordered, so `at` never decreases.
+// repWrite is one replicated unit (a script's or a command's effects, as
+// Redis wraps a script's in MULTI/EXEC), applied to the replica at `at`
+// (fake time); the stream is ordered, so `at` never decreases. Expiries
+// are absolute (PEXPIRE replicates as PEXPIREAT).
 type repWrite struct {
 	at   time.Time
-	kind writeKind
-	val  string
-	exp  int64
-	ttl  int64 // wSetLease from an acquire: the info hash's ttl_ms; 0 leaves it
-	n    int64
-	key  string
+	keys []keySnap
 }
 
 func (s *state) apply(w repWrite) {
-	switch w.kind {
-	case wSetLease:
-		s.val, s.exp = w.val, w.exp
-		if w.ttl != 0 {
-			s.ttl = w.ttl
+	for _, k := range w.keys {
+		var e *entry
+		if k.e != nil {
+			e = k.e.clone()
 		}
-	case wDelLease:
-		s.val = ""
-	case wSetTerm:
-		s.term = uint64(w.n)
-	case wSetCP:
-		if s.cps == nil {
-			s.cps = map[string]int64{}
-		}
-		s.cps[w.key] = w.n
-	default:
-		s.lk.apply(w)
+		s.ks.set(k.key, e)
 	}
 }
 
@@ -126,158 +93,195 @@ func (w *world) catchUpReplica(now time.Time) {
 	}
 }
 
-// execResult is what the server computed for one request.
+// execResult is what the server computed for one request (one command or
+// a pipeline).
 type execResult struct {
-	outcome leader.Outcome
-	rec     leader.Record
-	code    int64         // script return code where there is one
-	n       int64         // checkpoint value
-	ok      bool          // checkpoint present
+	replies []any         // one per command: a reply or an error
 	acked   int64         // replicas that acknowledged (WAIT)
 	wait    time.Duration // time spent in WAIT
 	epoch   uint64        // the server's epoch at execution
-	err     error
+	applyAt time.Time     // when the replica applies the request's last write; zero if none
 }
 
-// waitFor accounts for a WAIT after a write applied by the replica at `at`.
-func (w *world) waitFor(o op, now, at time.Time, res *execResult) {
-	if w.p.Cfg.MinReplicas <= 0 || !w.waitOps[o] {
-		return
-	}
-	rt := w.p.Cfg.ReplicaTimeout
-	lag := at.Sub(now)
-	if lag <= rt {
-		res.acked, res.wait = 1, lag
-	} else {
-		res.wait = rt
-	}
-}
-
-// The scripts, executed at fake time now under w.mu, with the semantics of
-// leader/*.lua. Of the info hash only ttl_ms is modelled (it lives and dies
-// with the lease); the proclaimed value and the candidates set are not
-// (the client implements neither Proclaimer nor Withdrawer): they bear on
-// what readers see, never on who may lead.
-
-func (w *world) execAcquire(now time.Time, id string, ttl time.Duration) execResult {
-	srv := w.srvNs(now)
-	st := &w.prim
-	st.expire(srv)
-	ms := pxMillis(ttl)
-	res := execResult{epoch: w.epoch}
-	if st.val != "" {
-		l, _ := parseLease(st.val)
-		if l.ID == id {
-			st.exp, st.ttl = srv+ms*int64(time.Millisecond), ms
-			at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp, ttl: ms})
-			w.waitFor(opAcquire, now, at, &res)
-			res.outcome, res.rec = leader.Adopted, leader.Record{Lease: l, TTL: time.Duration(ms) * time.Millisecond}
-			return res
+// exec runs one command of a client at fake time now, under w.mu: the
+// scripts (EVAL, EVALSHA), GET and PUBLISH. It returns the reply, or the
+// error reply. A script that fails (a wrong type, an unknown command, a
+// runtime error) is also a violation: shipped scripts never fail.
+func (w *world) exec(now time.Time, cand int, args []string, res *execResult) any {
+	name := strings.ToUpper(args[0])
+	switch name {
+	case "EVAL", "EVALSHA":
+		if len(args) < 3 {
+			return errArgs(name)
 		}
-		pttl := (st.exp - srv) / int64(time.Millisecond)
-		res.outcome, res.rec = leader.Held, leader.Record{Lease: l, TTL: time.Duration(pttl) * time.Millisecond}
-		return res
+		nk, err := strconv.Atoi(args[2])
+		if err != nil || nk < 0 || 3+nk > len(args) {
+			return redisError("ERR Number of keys can't be greater than number of args")
+		}
+		var sc *script
+		if name == "EVAL" {
+			sc = scripts().bySHA[sha1Hex(args[1])]
+			if sc == nil {
+				var cerr error
+				if sc, cerr = compileScript("(eval)", args[1]); cerr != nil {
+					w.violate(InvScript, fmt.Sprintf("c%d sent a script that does not compile: %v", cand, cerr))
+					return redisError("ERR Error compiling script: " + cerr.Error())
+				}
+			}
+			if w.prim.scripts == nil {
+				w.prim.scripts = map[string]bool{}
+			}
+			w.prim.scripts[sc.sha] = true
+		} else {
+			sha := strings.ToLower(args[1])
+			if !w.prim.scripts[sha] {
+				return redisError("NOSCRIPT No matching script. Please use EVAL.")
+			}
+			sc = scripts().bySHA[sha]
+		}
+		r, err := w.eval(now, sc, args[3:3+nk], args[3+nk:], res)
+		if err != nil {
+			return err
+		}
+		w.postElection(now, sc, args[3+nk:], r)
+		return r
+	case "GET", "PUBLISH":
+		c := &cmdCtx{ks: &w.prim.ks, srv: w.srvNs(now)}
+		r, err := c.do(args)
+		if err != nil {
+			return err
+		}
+		if name == "PUBLISH" {
+			return w.routePublish(now, c.pub[0])
+		}
+		return r
 	}
-	floor := uint64(srv / int64(time.Microsecond))
-	term := st.term + 1
-	if floor > term {
-		term = floor
-	}
-	l := leader.Lease{Term: term, ID: id}
-	st.term = term
-	st.val, st.exp, st.ttl = l.String(), srv+ms*int64(time.Millisecond), ms
-	w.replicate(now, repWrite{kind: wSetTerm, n: int64(term)})
-	at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp, ttl: ms})
-	w.waitFor(opAcquire, now, at, &res)
-	res.outcome, res.rec = leader.Acquired, leader.Record{Lease: l, TTL: time.Duration(ms) * time.Millisecond}
-	w.minted(l)
-	return res
+	w.violate(InvScript, fmt.Sprintf("c%d sent %s, which the simulated server does not implement", cand, name))
+	return redisError("ERR unknown command '" + args[0] + "'")
 }
 
-func (w *world) execRenew(now time.Time, l leader.Lease, ttl time.Duration) execResult {
-	srv := w.srvNs(now)
-	st := &w.prim
-	st.expire(srv)
-	res := execResult{epoch: w.epoch}
-	if st.val != l.String() {
-		return res
+// eval runs script sc on the primary at fake time now, replicates its
+// effects as one write, and delivers what it published. A script error is
+// a violation, and an error reply to the caller.
+func (w *world) eval(now time.Time, sc *script, keys, argv []string, res *execResult) (any, error) {
+	if w.vm == nil {
+		w.vm = newLuaVM()
 	}
-	st.exp = srv + pxMillis(ttl)*int64(time.Millisecond)
-	at := w.replicate(now, repWrite{kind: wSetLease, val: st.val, exp: st.exp})
-	w.waitFor(opRenew, now, at, &res)
-	res.code = 1
-	return res
+	w.preScript(now, sc, keys, argv)
+	w.before = w.leaseNow(now)
+	c := &cmdCtx{ks: &w.prim.ks, srv: w.srvNs(now)}
+	r, err := w.vm.run(c, w.resolve(sc), keys, argv)
+	if len(c.dirty) > 0 {
+		wr := repWrite{keys: make([]keySnap, len(c.dirty))}
+		for i, k := range c.dirty {
+			wr.keys[i] = keySnap{key: k}
+			if e := c.ks.m[k]; e != nil {
+				wr.keys[i].e = e.clone()
+			}
+		}
+		at := w.replicate(now, wr)
+		if res != nil {
+			res.applyAt = at
+		}
+	}
+	for _, p := range c.pub {
+		w.routePublish(now, p)
+	}
+	if errors.Is(err, errScript) {
+		w.violate(InvScript, fmt.Sprintf("%v (KEYS %q ARGV %q)", err, keys, argv))
+		return nil, redisError("ERR " + err.Error())
+	}
+	return r, err
 }
 
-func (w *world) execRelease(now time.Time, l leader.Lease) execResult {
-	srv := w.srvNs(now)
-	st := &w.prim
-	st.expire(srv)
-	res := execResult{epoch: w.epoch}
-	if st.val != l.String() {
-		return res
+// routePublish delivers a PUBLISH: the election's channel to its watches,
+// any other to the lock's subscribers. It returns the receivers' count.
+func (w *world) routePublish(now time.Time, p pubMsg) int64 {
+	if p.channel == w.p.Cfg.EventsChannel() {
+		ev, ok := parseEvent(p.msg)
+		if !ok {
+			w.violate(InvScript, fmt.Sprintf("malformed notice %q on %s", p.msg, p.channel))
+			return 0
+		}
+		n := int64(len(w.watches))
+		w.publish(now, ev)
+		return n
 	}
-	st.val = ""
-	at := w.replicate(now, repWrite{kind: wDelLease})
-	w.waitFor(opRelease, now, at, &res)
-	w.publish(now, leader.Event{Kind: leader.EventReleased, Lease: l})
-	res.code = 1
-	return res
+	w.lockPublish(now, p.channel, p.msg)
+	return 0
 }
 
-func (w *world) execInspect(now time.Time) execResult {
-	srv := w.srvNs(now)
-	st := &w.prim
-	st.expire(srv)
-	res := execResult{epoch: w.epoch}
-	if st.val == "" {
-		res.err = leader.ErrNoLeader
-		return res
+// parseEvent decodes an election notice ("released TERM ID", "elected
+// TERM ID", "resign TERM"), as leader's watch does.
+func parseEvent(s string) (leader.Event, bool) {
+	kind, rest, _ := strings.Cut(s, " ")
+	switch kind {
+	case "released", "elected":
+		l, ok := parseLease(rest)
+		k := leader.EventReleased
+		if kind == "elected" {
+			k = leader.EventElected
+		}
+		return leader.Event{Kind: k, Lease: l}, ok
+	case "resign":
+		t, err := strconv.ParseUint(rest, 10, 64)
+		return leader.Event{Kind: leader.EventResign, Lease: leader.Lease{Term: t}}, err == nil
 	}
-	l, _ := parseLease(st.val)
-	res.rec = leader.Record{Lease: l, TTL: time.Duration((st.exp-srv)/int64(time.Millisecond)) * time.Millisecond,
-		Info: leader.LeaseInfo{TTL: time.Duration(st.ttl) * time.Millisecond}}
-	return res
+	return leader.Event{}, false
 }
 
-func (w *world) execCheckpoint(now time.Time, l leader.Lease, key string, n int64) execResult {
-	srv := w.srvNs(now)
-	st := &w.prim
-	st.expire(srv)
-	res := execResult{epoch: w.epoch}
-	if st.val != l.String() {
-		res.code = -1
-		return res
+// waitFor is WAIT 1 timeout after a request whose last write the replica
+// applies at `at` (zero: no write; WAIT then waits for nothing).
+func (w *world) waitFor(now, at time.Time, timeout time.Duration, res *execResult) int64 {
+	lag := at.Sub(now)
+	if at.IsZero() || lag <= 0 {
+		return 1
 	}
-	if cur, ok := st.cps[key]; ok && cur >= n {
-		res.code = 0
-		return res
+	if timeout == 0 || lag <= timeout {
+		res.wait += lag
+		return 1
 	}
-	if st.cps == nil {
-		st.cps = map[string]int64{}
-	}
-	st.cps[key] = n
-	at := w.replicate(now, repWrite{kind: wSetCP, key: key, n: n})
-	w.waitFor(opCheckpoint, now, at, &res)
-	res.code = 1
-	return res
+	res.wait += timeout
+	return 0
 }
 
-func (w *world) execLoad(now time.Time, key string) execResult {
-	res := execResult{epoch: w.epoch}
-	res.n, res.ok = w.prim.cps[key]
-	return res
+// The election's keys on the primary, read by the checker.
+
+// leaseNow returns the server's unexpired lease value at fake time now.
+func (w *world) leaseNow(now time.Time) string {
+	return w.readString(now, w.p.Cfg.LeaseKey())
+}
+
+// checkpointNow returns the checkpoint recorded under key (as worker
+// names it), if any.
+func (w *world) checkpointNow(now time.Time, key string) (int64, bool) {
+	v := w.readString(now, w.p.Cfg.Key("")+"cp:"+key)
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// readString reads a string key on the primary without touching it.
+func (w *world) readString(now time.Time, key string) string {
+	e := w.prim.ks.m[key]
+	if e == nil || e.kind != kString || (e.exp != 0 && w.srvNs(now) >= e.exp) {
+		return ""
+	}
+	return e.str
 }
 
 // dataLoss empties the server as a restart without persistence does; the
 // replica resynchronises from the empty primary.
 func (w *world) dataLoss(now time.Time) {
+	w.preFault(now, nil)
 	w.prim, w.rep = state{}, state{}
 	w.repQ = w.repQ[:0]
 	w.lastApply = now
 	w.epoch++
 	w.disconnectWatches(now)
-	w.event(-1, evFault, 0, 0, 0, 0, "DATA LOSS: lease, term and checkpoints gone")
+	w.event(-1, evFault, 0, 0, 0, 0, "DATA LOSS: every key gone")
 	w.affectActive("data loss")
 	w.lockFault(now, "data loss")
 }
@@ -286,13 +290,14 @@ func (w *world) dataLoss(now time.Time) {
 // primary's unreplicated writes are lost and connections drop.
 func (w *world) failover(now time.Time) {
 	w.catchUpReplica(now)
+	w.preFault(now, w.repQ)
 	lost := len(w.repQ)
 	w.prim = w.rep.clone()
 	w.repQ = w.repQ[:0]
 	w.lastApply = now
 	w.epoch++
 	w.disconnectWatches(now)
-	w.event(-1, evFault, 0, 0, int64(lost), 0, "FAILOVER to the replica; writes lost: "+strconv.Itoa(lost)+"; lease now "+quoteVal(w.prim.val))
+	w.event(-1, evFault, 0, 0, int64(lost), 0, "FAILOVER to the replica; writes lost: "+strconv.Itoa(lost)+"; lease now "+quoteVal(w.leaseNow(now)))
 	w.failovers = append(w.failovers, now)
 	if w.p.Cfg.MinReplicas == 0 {
 		w.affectActive("failover without min_replicas")
@@ -335,4 +340,32 @@ func parseLease(s string) (leader.Lease, bool) {
 // rounded up (leader/redis.go, leader/lock/store.go).
 func pxMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// postElection records what an election script did, from its reply and
+// the lease before it (world.before): a new term, and true renewals.
+func (w *world) postElection(now time.Time, sc *script, argv []string, r any) {
+	switch sc.name {
+	case "leader/acquire.lua":
+		arr, ok := r.([]any)
+		if !ok || len(arr) < 2 {
+			return
+		}
+		v, _ := arr[1].(string)
+		switch arr[0] {
+		case int64(1):
+			if l, ok := parseLease(v); ok {
+				w.minted(l)
+			}
+			w.renewedTrue(v, now)
+		case int64(2):
+			if v == w.before {
+				w.renewedTrue(v, now)
+			}
+		}
+	case "leader/renew.lua":
+		if r == int64(1) && len(argv) > 0 && argv[0] == w.before {
+			w.renewedTrue(argv[0], now)
+		}
+	}
 }

@@ -132,8 +132,12 @@ wait:
 		time.Sleep(cfg.TTL / 10)
 	}
 	<-w.loopDone
+	for _, c := range w.cands {
+		_ = c.cl.rdb.Close()
+	}
 	w.mu.Lock()
 	w.sealed = true
+	w.closeVM()
 	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev}
 	w.mu.Unlock()
 	return res

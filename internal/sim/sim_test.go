@@ -44,14 +44,17 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// TestSim_CI is the default profile: 5,000 schedules (SOLO_SIM=long:
-// 100,000; SOLO_SIM_SCHEDULES=N overrides), seeds from SOLO_SIM_BASE on
-// (random when unset, printed).
+// TestSim_CI is the default profile: 5,000 schedules, 2,000 under -race
+// (raceOn; SOLO_SIM=long: 100,000; SOLO_SIM_SCHEDULES=N overrides),
+// seeds from SOLO_SIM_BASE on (random when unset, printed).
 func TestSim_CI(t *testing.T) {
 	if os.Getenv("SOLO_SIM_SEED") != "" {
 		t.Skip("replaying one seed (TestSim)")
 	}
 	profile, n := "ci", 5000
+	if raceOn {
+		n = 2000
+	}
 	if os.Getenv("SOLO_SIM") == "long" {
 		profile, n = "long", 100_000
 	}
@@ -133,6 +136,7 @@ type aggregate struct {
 	failed        int
 	byInv         map[string]*invStat
 	first         []*sim.Result
+	exercised     map[string]int // schedules that met each rare precondition
 }
 
 type invStat struct {
@@ -143,7 +147,7 @@ type invStat struct {
 }
 
 func newAggregate(profile string, base uint64) *aggregate {
-	return &aggregate{profile: profile, base: base, oom: map[string]int{}, byInv: map[string]*invStat{}, maxCalm: -1}
+	return &aggregate{profile: profile, base: base, oom: map[string]int{}, byInv: map[string]*invStat{}, maxCalm: -1, exercised: map[string]int{}}
 }
 
 func (a *aggregate) add(k int64, r *sim.Result) {
@@ -154,6 +158,11 @@ func (a *aggregate) add(k int64, r *sim.Result) {
 		a.oom[why] += c
 	}
 	a.staleRefused += r.Stats.StaleRefused
+	for what, c := range r.Stats.Exercised {
+		if c > 0 {
+			a.exercised[what]++
+		}
+	}
 	a.staleAccepted += r.Stats.StaleAccepted
 	if r.Stats.CalmFailover >= 0 {
 		a.calmN++
@@ -201,9 +210,14 @@ func (a *aggregate) summary(n int, wall time.Duration) string {
 		total += c
 	}
 	sort.Strings(oom)
-	return fmt.Sprintf("sim %s: %d schedules (seeds %d..%d), %s fake time in %s wall (%.0f schedules/s), %d failed; out-of-model events %d {%s}; stale writes refused %d, accepted %d; calm failover measured %d times, max %s",
+	var ex []string
+	for what, c := range a.exercised {
+		ex = append(ex, fmt.Sprintf("\n  could have been violated in %d schedules (%.1f%%): %s", c, 100*float64(c)/float64(n), what))
+	}
+	sort.Strings(ex)
+	return fmt.Sprintf("sim %s: %d schedules (seeds %d..%d), %s fake time in %s wall (%.0f schedules/s), %d failed; out-of-model events %d {%s}; stale writes refused %d, accepted %d; calm failover measured %d times, max %s%s",
 		a.profile, n, a.base, a.base+uint64(n)-1, a.fake.Round(time.Second), wall.Round(time.Millisecond), float64(n)/wall.Seconds(),
-		a.failed, total, strings.Join(oom, "; "), a.staleRefused, a.staleAccepted, a.calmN, a.maxCalm)
+		a.failed, total, strings.Join(oom, "; "), a.staleRefused, a.staleAccepted, a.calmN, a.maxCalm, strings.Join(ex, ""))
 }
 
 func (a *aggregate) failures() string {

@@ -26,6 +26,7 @@ const (
 	InvFirstAcq  = "8 first acquire at once"
 	InvSpin      = "9 no spin"
 	InvFence     = "10 fenced store refuses stale writes"
+	InvScript    = "S scripts run without error"
 	spinLimit    = 500 // events at one fake instant that count as a spin (a busy instant has < 100)
 	firstAcqSlop = 5 * time.Millisecond
 )
@@ -57,6 +58,7 @@ type Stats struct {
 	StaleRefused  int            // writes with a term below the highest claimed, refused
 	StaleAccepted int            // writes accepted although another leader claimed since
 	OutOfModel    map[string]int // events the model does not cover, by reason
+	Exercised     map[string]int // rare preconditions met (exercise.go), by name
 	CronRefused   int            // cron specs registration refused
 	// CalmFailover is the time from the calm phase's start (faults stopped
 	// and their effects settled) to a leader running its function; -1 if
@@ -126,12 +128,16 @@ type world struct {
 	lastApply time.Time
 	writes    uint64
 	epoch     uint64
-	waitOps   [numOps]bool
+	vm        *luaVM             // the server's script interpreter, made at its first script
+	mutated   map[string]*script // Options.Mutate's scripts, compiled
 	watches   map[*watch]struct{}
 	failovers []time.Time
 	losses    []time.Time
 	lossWhy   []string
 	mintedAt  map[uint64]time.Time // fake time each term's lease was created
+	maxMinted uint64               // the highest term acquire.lua minted
+	trueAt    map[string]time.Time // last true renewal of each lease or lock field (deadline.go)
+	before    string               // the lease before the running script (server.go)
 
 	cands []*candidate
 	lk    *lockWorld // lock schedules only (lock_run.go)
@@ -181,12 +187,6 @@ func newWorld(p Plan, start time.Time) *world {
 	w.lastApply = start
 	w.stats.OutOfModel = map[string]int{}
 	w.stats.CalmFailover = -1
-	// Mirror RedisLock: acquire, renew and checkpoint are followed by WAIT
-	// under MinReplicas; release is not. (Before checkpoints waited, the
-	// simulator found cron ticks fired twice after a failover.)
-	w.waitOps[opAcquire] = true
-	w.waitOps[opRenew] = true
-	w.waitOps[opCheckpoint] = true
 	parser := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	for _, c := range p.Crons {
 		if s, err := parser.Parse(c.Spec); err == nil {
@@ -326,15 +326,7 @@ func (w *world) minted(l leader.Lease) {
 		w.mintedAt = map[uint64]time.Time{}
 	}
 	w.mintedAt[l.Term] = time.Now()
-}
-
-// leaseOf returns the server's current lease value (unexpired, server time).
-func (w *world) leaseNow(now time.Time) string {
-	st := &w.prim
-	if st.val != "" && w.srvNs(now) < st.exp {
-		return st.val
-	}
-	return ""
+	w.maxMinted = max(w.maxMinted, l.Term)
 }
 
 // checkLease is invariant 1 for function k at a checkpoint `where`.
@@ -347,6 +339,9 @@ func (w *world) checkLease(k fnKey, f *fnState, where string) {
 	}
 	if r := w.oom(f, now); r != "" {
 		w.noteOOM(f, r)
+		if f.affected != "" {
+			w.checkOwnDeadline(k, f, where, now)
+		}
 		return
 	}
 	w.violate(InvLease, fmt.Sprintf("c%d's leader function of term %d runs (%s) but the server holds %s", k.cand, k.term, where, quoteVal(got)), f.tags...)
@@ -381,6 +376,9 @@ func (w *world) elected(c int, term uint64) {
 		}
 		if r := w.oom(o, now); r != "" {
 			w.noteOOM(o, r)
+			if o.affected != "" {
+				w.checkOwnDeadline(ok2, o, fmt.Sprintf("as c%d starts term %d", c, term), now)
+			}
 			continue
 		}
 		tags := append([]string(nil), f.tags...)
@@ -509,7 +507,7 @@ func (w *world) fired(c int, term uint64, job string, tick time.Time) {
 	if w.atLeastOnce(job) {
 		// Running a tick again is the point of at-least-once, as long as
 		// its completion was never recorded.
-		if done, ok := w.prim.cps["cron-done:"+job]; !ok || done < k.ms {
+		if done, ok := w.checkpointNow(now, "cron-done:"+job); !ok || done < k.ms {
 			return
 		}
 	}

@@ -1,0 +1,203 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// A candidate's leader.RedisLock is the real one, on a go-redis client
+// whose hooks never reach a network: every command, or pipeline, is one
+// round trip of the simulated network (client.roundTripKey) executed by
+// the simulated server (world.exec). So the simulator runs the shipped
+// scripts with the KEYS and ARGV RedisLock sends, the WAIT it pipelines
+// after them, its EVALSHA-then-EVAL fallback, and its reading of the
+// replies.
+
+// newRDB returns cl's go-redis client.
+func newRDB(cl *client) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: "sim:6379", Protocol: 2, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	rdb.AddHook(rdbHook{cl})
+	return rdb
+}
+
+type rdbHook struct{ cl *client }
+
+func (h rdbHook) DialHook(redis.DialHook) redis.DialHook {
+	return func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("sim: the election's client never dials")
+	}
+}
+
+func (h rdbHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h.cl.do(ctx, []redis.Cmder{cmd}) }
+}
+
+func (h rdbHook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { return h.cl.do(ctx, cmds) }
+}
+
+// do sends cmds in one round trip and sets their replies.
+func (cl *client) do(ctx context.Context, cmds []redis.Cmder) error {
+	w := cl.w
+	args := make([][]string, len(cmds))
+	for i, c := range cmds {
+		args[i] = strArgs(c.Args())
+	}
+	o, key := cl.classify(args)
+	res, err := cl.roundTripKey(ctx, o, key, func(now time.Time) execResult {
+		r := execResult{epoch: w.epoch}
+		for _, a := range args {
+			if strings.EqualFold(a[0], "WAIT") && len(a) == 3 {
+				ms, _ := strconv.ParseInt(a[2], 10, 64)
+				at := r.applyAt
+				if at.IsZero() && cl.lastEpoch == w.epoch {
+					at = cl.lastApply // WAIT counts the connection's earlier writes too
+				}
+				r.acked = w.waitFor(now, at, time.Duration(ms)*time.Millisecond, &r)
+				r.replies = append(r.replies, r.acked)
+				continue
+			}
+			r.replies = append(r.replies, w.exec(now, cl.idx, a, &r))
+		}
+		if !r.applyAt.IsZero() {
+			cl.lastApply, cl.lastEpoch = r.applyAt, w.epoch
+		}
+		return r
+	})
+	if err != nil {
+		for _, c := range cmds {
+			c.SetErr(err)
+		}
+		return err
+	}
+	var first error
+	for i, c := range cmds {
+		if e := setReply(c, res.replies[i]); e != nil && first == nil {
+			first = e
+		}
+	}
+	return first
+}
+
+// classify names the op of a request, for its fault stream: the script's,
+// or the checkpoint load's (with the checkpoint key), or a resign notice.
+func (cl *client) classify(args [][]string) (op, string) {
+	a := args[0]
+	cpPrefix := cl.w.p.Cfg.Key("") + "cp:"
+	switch strings.ToUpper(a[0]) {
+	case "EVAL", "EVALSHA":
+		sha := a[1]
+		if strings.ToUpper(a[0]) == "EVAL" {
+			sha = sha1Hex(a[1])
+		}
+		if sc := scripts().bySHA[strings.ToLower(sha)]; sc != nil {
+			switch sc.name {
+			case "leader/acquire.lua":
+				return opAcquire, ""
+			case "leader/renew.lua":
+				return opRenew, ""
+			case "leader/release.lua":
+				return opRelease, ""
+			case "leader/inspect.lua":
+				return opInspect, ""
+			case "leader/checkpoint.lua":
+				if len(a) > 4 {
+					return opCheckpoint, strings.TrimPrefix(a[4], cpPrefix)
+				}
+			}
+		}
+	case "GET":
+		if len(a) > 1 {
+			return opLoad, strings.TrimPrefix(a[1], cpPrefix)
+		}
+	case "PUBLISH":
+		return opResignReq, ""
+	}
+	return opOther, ""
+}
+
+// strArgs formats a command's arguments as go-redis writes them.
+func strArgs(in []any) []string {
+	out := make([]string, len(in))
+	for i, v := range in {
+		switch x := v.(type) {
+		case string:
+			out[i] = x
+		case []byte:
+			out[i] = string(x)
+		case int:
+			out[i] = strconv.Itoa(x)
+		case int64:
+			out[i] = strconv.FormatInt(x, 10)
+		case uint64:
+			out[i] = strconv.FormatUint(x, 10)
+		case float64:
+			out[i] = strconv.FormatFloat(x, 'f', -1, 64)
+		case bool:
+			out[i] = "0"
+			if x {
+				out[i] = "1"
+			}
+		default:
+			out[i] = fmt.Sprint(x)
+		}
+	}
+	return out
+}
+
+// setReply sets a command's reply as go-redis reads it over RESP2: a nil
+// bulk is redis.Nil, a status a string.
+func setReply(c redis.Cmder, r any) error {
+	if e, ok := r.(error); ok {
+		c.SetErr(e)
+		return e
+	}
+	if r == nil {
+		c.SetErr(redis.Nil)
+		return redis.Nil
+	}
+	switch cmd := c.(type) {
+	case *redis.Cmd:
+		cmd.SetVal(toGoRedis(r))
+	case *redis.IntCmd:
+		n, ok := r.(int64)
+		if !ok {
+			err := fmt.Errorf("sim: %v: reply %v is not an integer", c.Args()[0], r)
+			c.SetErr(err)
+			return err
+		}
+		cmd.SetVal(n)
+	case *redis.StringCmd:
+		cmd.SetVal(fmt.Sprint(toGoRedis(r)))
+	default:
+		err := fmt.Errorf("sim: %v: reply type %T not simulated", c.Args()[0], c)
+		c.SetErr(err)
+		return err
+	}
+	return nil
+}
+
+func toGoRedis(r any) any {
+	switch v := r.(type) {
+	case status:
+		return string(v)
+	case redisError:
+		return v
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = toGoRedis(x)
+		}
+		return out
+	}
+	return r
+}
