@@ -78,7 +78,7 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 		p.SC = worker.SpreadConfig{Heartbeat: hb, MemberTTL: r.dur(2*hb, max(2*hb, 3*ttl/2)), MinHold: r.dur(ttl/4, 2*ttl)}
 	}
 	sc := p.sc()
-	p.Shed, p.Switch, p.Mixed = r.chance(0.5), r.chance(0.35), r.chance(0.45)
+	p.Shed, p.Switch, p.Mixed = r.chance(0.55), r.chance(0.35), r.chance(0.45)
 
 	members := r.between(2, 4)
 	nJobs := r.between(2, 5)
@@ -99,7 +99,7 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 	}
 	for _, j := range p.Jobs {
 		if r.chance(slowP) {
-			p.Drain[j] = 2*cfg.ShutdownTimeout + 3*ttl + r.dur(0, 2*ttl)
+			p.Drain[j] = 2*cfg.ShutdownTimeout + 4*ttl + r.dur(0, 4*ttl)
 		}
 	}
 
@@ -112,6 +112,11 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 		for i := range r.between(1, 2) {
 			p.Procs = append(p.Procs, SpreadProc{Elect: true, Jobs: p.Jobs, Stop: at0 + r.dur(2*ttl, 4*ttl) + time.Duration(i)*r.dur(0, 2*ttl)})
 		}
+	}
+	if p.Shed {
+		// Milder network faults: a member that loses its leases to them
+		// has nothing left to shed.
+		p.Intensity /= 2
 	}
 	empty := -1
 	if p.Mixed {
@@ -151,7 +156,7 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 	}
 	for i := first; i < len(p.Procs); i++ {
 		sp := &p.Procs[i]
-		if i-first == empty || r.chance(0.75) {
+		if i-first == empty || (p.Shed && i == first) || r.chance(0.75) {
 			continue
 		}
 		sp.Stop = sp.Start + r.dur(ttl/2, max(faultEnd-sp.Start, ttl))
@@ -161,7 +166,7 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 	}
 	if r.chance(0.2) {
 		i := first + r.intn(members)
-		if i-first != empty {
+		if i-first != empty && !(p.Shed && i == first) {
 			sp := &p.Procs[i]
 			sp.Die = sp.Start + r.dur(0, max(faultEnd-sp.Start, ttl))
 		}
@@ -182,7 +187,9 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 			// clients.
 			c.ReadTimeout = r.logDur(50*time.Millisecond, 5*time.Second)
 		}
-		if r.chance(0.2) {
+		// The member that sheds is not frozen: a frozen one loses its
+		// leases before it could shed them.
+		if r.chance(0.2) && !(p.Shed && i == first) {
 			a := r.dur(0, p.FaultEnd)
 			budget := ttl - cfg.RenewDeadline
 			l := r.dur(budget/10, budget*8/10)

@@ -48,7 +48,7 @@ type SpreadStats struct {
 // Preconditions counted in SpreadStats.Met.
 const (
 	MetShedDrain = "a shed job drained past shutdown_timeout + ttl"
-	MetSwitch    = "elect-mode and spread instances up on one name"
+	MetSwitch    = "a spread member started while an elect-mode instance of its name ran"
 	MetMixed     = "calm phase with members of different job sets"
 )
 
@@ -61,13 +61,14 @@ type spreadRun struct {
 	group string
 
 	// Under w.mu.
-	active map[string][]*jobRun // job → runs not ended
-	runs   map[string][]*jobRun // job → every run
-	lost   map[lostKey]bool
-	met    map[string]bool
-	tags   map[string]map[string]bool
-	nRuns  int
-	jobs   sync.WaitGroup // job goroutines, which may outlive Run
+	active  map[string][]*jobRun // job → runs not ended
+	runs    map[string][]*jobRun // job → every run
+	lost    map[lostKey]bool
+	met     map[string]bool
+	tags    map[string]map[string]bool
+	nRuns   int
+	electUp int            // elect-mode processes whose Run runs
+	jobs    sync.WaitGroup // job goroutines, which may outlive Run
 }
 
 type lostKey struct {
@@ -118,9 +119,6 @@ func RunSpread(seed uint64, o Options) *Result {
 			panic(fmt.Sprintf("sim: spread seed %d: p%d: %v", seed, i, err))
 		}
 		r.procs = append(r.procs, pr)
-	}
-	if p.Switch {
-		r.met[MetSwitch] = true
 	}
 	go w.loop()
 	end := make(chan struct{})
@@ -212,11 +210,18 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		return
 	}
 	for run := 1; ; run++ {
-		rnd := rand.New(rand.NewPCG(w.p.Seed, uint64(opSRand)<<40|uint64(pr.idx)<<20|uint64(run)))
+		// One source for every elector of the process (a Spread runs
+		// them all under Run's context), so it takes a lock.
+		rnd := rand.New(&lockedSource{src: rand.NewPCG(w.p.Seed, uint64(opSRand)<<40|uint64(pr.idx)<<20|uint64(run))})
 		ctx, cancel := context.WithCancel(seeded.With(context.Background(), rnd))
 		done := make(chan error, 1)
 		w.mu.Lock()
 		w.event(pr.idx, evRun, 0, 0, int64(run), 0, "")
+		if pr.wk != nil {
+			pr.r.electUp++
+		} else if pr.r.electUp > 0 {
+			pr.r.met[MetSwitch] = true
+		}
 		w.mu.Unlock()
 		go func() {
 			if pr.sp != nil {
@@ -255,6 +260,9 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		cancel()
 		w.mu.Lock()
 		w.event(pr.idx, evRunEnd, 0, 0, int64(run), 0, fmt.Sprint(err))
+		if pr.wk != nil {
+			pr.r.electUp--
+		}
 		w.mu.Unlock()
 		if run > 1 || sp.Restart == 0 || !pr.waitUntil(sp.Restart, end) {
 			return
@@ -610,4 +618,19 @@ func (r *spreadRun) tagged(inv string, tags []string) {
 	for _, t := range tags {
 		m[t] = true
 	}
+}
+
+// lockedSource is a rand.Source safe for concurrent use: the electors of
+// one Spread draw their jitter from it at once. Their draws' order at one
+// fake instant follows the goroutines' order, so a replay of a spread
+// schedule may diverge from there.
+type lockedSource struct {
+	mu  sync.Mutex
+	src rand.Source
+}
+
+func (s *lockedSource) Uint64() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.src.Uint64()
 }

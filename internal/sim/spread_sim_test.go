@@ -36,7 +36,7 @@ func TestSim_Spread(t *testing.T) {
 			max = 0
 		}
 		if res.Failed() {
-			t.Errorf("%s", res.Report(max))
+			t.Errorf("%s\nfindings: %v", res.Report(max), spreadFindings(res))
 			return
 		}
 		t.Logf("seed %d: no violation; %s fake time, %d runs, met %v\n%s", seed, res.Stats.FakeTime, res.Spread.Runs, res.Spread.Met, res.Spread.Plan)
