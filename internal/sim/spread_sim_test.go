@@ -20,7 +20,7 @@ import (
 // TestSim_Spread runs spread schedules (sim.RunSpread): real
 // worker.Spread members, and for a mode switch real elect-mode
 // worker.Workers, over the simulated Redis running the shipped scripts.
-// CI profile: 120 schedules, 40 under -race (SOLO_SIM=long: 5,000;
+// CI profile: 120 schedules, 30 under -race (SOLO_SIM=long: 5,000;
 // SOLO_SIM_SPREAD_SCHEDULES=N overrides), seeds from SOLO_SIM_BASE on
 // (random when unset, printed). SOLO_SIM_SEED=N replays one schedule.
 func TestSim_Spread(t *testing.T) {
@@ -45,7 +45,7 @@ func TestSim_Spread(t *testing.T) {
 		}
 		return
 	}
-	n := 160 / raceScale
+	n := 120 / raceScale
 	if os.Getenv("SOLO_SIM") == "long" {
 		n = 5000
 	}
