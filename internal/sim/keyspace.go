@@ -411,7 +411,8 @@ func (c *cmdCtx) do(args []string) (any, error) {
 		case e.exp == 0:
 			return int64(-1), nil
 		}
-		// Redis rounds the time left to the nearest millisecond.
+		// In whole milliseconds, rounded (Redis counts whole
+		// milliseconds of its clock, so it may differ by one).
 		return (e.exp - c.srv + int64(time.Millisecond)/2) / int64(time.Millisecond), nil
 
 	case "PUBLISH":

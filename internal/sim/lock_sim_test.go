@@ -15,7 +15,7 @@ import (
 )
 
 // TestSim_Lock runs the lock schedules (sim.RunLock): 1,000 by default,
-// 250 under -race (raceScale; SOLO_SIM=long: 30,000;
+// 600 under -race (raceOn; SOLO_SIM=long: 30,000;
 // SOLO_SIM_LOCK_SCHEDULES=N overrides), seeds from
 // SOLO_SIM_BASE on (random when unset, printed). With SOLO_SIM_SEED it
 // replays that one lock schedule (SOLO_SIM_LOG=all prints every event).
@@ -41,7 +41,10 @@ func TestSim_Lock(t *testing.T) {
 		}
 		return
 	}
-	profile, n := "lock-ci", 1000/raceScale
+	profile, n := "lock-ci", 1000
+	if raceOn {
+		n = 600
+	}
 	if os.Getenv("SOLO_SIM") == "long" {
 		profile, n = "lock-long", 30_000
 	}

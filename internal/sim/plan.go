@@ -193,16 +193,18 @@ func NewPlan(seed uint64, o Options) Plan {
 				// half TTLs later: the lease the replica has may expire
 				// meanwhile, and the next term's run-once catch-up may
 				// offer the tick whose checkpoint the failover lost.
-				if tick, ok := p.serverSecond(rw.dur(0, faultLen)); ok {
+				// Both inside the fault phase: the calm phase's bound
+				// (invariant 6) assumes no failover after it.
+				tick, ok := p.serverSecond(rw.dur(0, faultLen))
+				if fa := tick + rw.dur(ttl/2, 3*ttl/2); ok && fa+time.Millisecond < faultLen {
 					from := max(tick-rw.dur(0, min(50*time.Millisecond, ttl/10)), 0)
-					f = tick + rw.dur(ttl/2, 3*ttl/2)
-					p.Failovers[i] = f
-					p.ReplicaDown = append(p.ReplicaDown, Window{from, f + time.Millisecond})
+					p.Failovers[i] = fa
+					p.ReplicaDown = append(p.ReplicaDown, Window{from, fa + time.Millisecond})
 					continue
 				}
 			}
 			d := rw.logDur(ttl/10, 3*ttl/2)
-			p.ReplicaDown = append(p.ReplicaDown, Window{max(f-d, 0), f + time.Millisecond})
+			p.ReplicaDown = append(p.ReplicaDown, Window{max(f-d, 0), min(f+time.Millisecond, faultLen)})
 		}
 		sort.Slice(p.Failovers, func(i, j int) bool { return p.Failovers[i] < p.Failovers[j] })
 	}

@@ -2,5 +2,5 @@
 
 package sim_test
 
-// raceScale: see race_on_test.go.
-const raceScale = 1
+// raceOn: see race_on_test.go.
+const raceOn = false

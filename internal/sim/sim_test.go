@@ -44,14 +44,17 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// TestSim_CI is the default profile: 5,000 schedules, 1,250 under -race
-// (raceScale; SOLO_SIM=long: 100,000; SOLO_SIM_SCHEDULES=N overrides),
+// TestSim_CI is the default profile: 5,000 schedules, 2,000 under -race
+// (raceOn; SOLO_SIM=long: 100,000; SOLO_SIM_SCHEDULES=N overrides),
 // seeds from SOLO_SIM_BASE on (random when unset, printed).
 func TestSim_CI(t *testing.T) {
 	if os.Getenv("SOLO_SIM_SEED") != "" {
 		t.Skip("replaying one seed (TestSim)")
 	}
-	profile, n := "ci", 5000/raceScale
+	profile, n := "ci", 5000
+	if raceOn {
+		n = 2000
+	}
 	if os.Getenv("SOLO_SIM") == "long" {
 		profile, n = "long", 100_000
 	}

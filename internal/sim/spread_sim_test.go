@@ -45,7 +45,10 @@ func TestSim_Spread(t *testing.T) {
 		}
 		return
 	}
-	n := 120 / raceScale
+	n := 120
+	if raceOn {
+		n = 30
+	}
 	if os.Getenv("SOLO_SIM") == "long" {
 		n = 5000
 	}
