@@ -32,11 +32,18 @@ type SpreadPlan struct {
 	// rolling switch from mode elect to spread on the group's name; a
 	// member that registers none of the jobs.
 	Shed, Switch, Mixed bool
+	// Cron adds a cron job firing every second, registered by every
+	// process that registers jobs (mode switch schedules only): in both
+	// modes at once a tick fires twice.
+	Cron bool
 	// CalmFrom is when the calm phase begins: every planned event and its
 	// effects are over. CalmBound is the longest a job may run nowhere in
 	// it while a member that registered it is up.
 	CalmFrom, CalmBound, End time.Duration
 }
+
+// spreadCron is the name of the cron job of SpreadPlan.Cron.
+const spreadCron = "cron"
 
 // SpreadProc is one process of a spread schedule.
 type SpreadProc struct {
@@ -204,6 +211,16 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 		}
 		p.Cands = append(p.Cands, c)
 	}
+	// Drawn from a stream of its own, so the draws above stay as they were.
+	if rc := keyed(seed, uint64(opSPlan), 2); p.Switch && !p.Mixed && rc.chance(0.7) {
+		p.Cron = true
+		p.Jobs = append(p.Jobs[:len(p.Jobs):len(p.Jobs)], spreadCron)
+		for i := range p.Procs {
+			if js := p.Procs[i].Jobs; len(js) > 0 {
+				p.Procs[i].Jobs = append(js[:len(js):len(js)], spreadCron)
+			}
+		}
+	}
 	var drain time.Duration
 	for _, d := range p.Drain {
 		drain = max(drain, d)
@@ -227,8 +244,8 @@ func (p SpreadPlan) String() string {
 	sc := p.sc()
 	fmt.Fprintf(&b, "spread seed %d: ttl %s renew_interval %s renew_deadline %s retry %s resign_cooldown %s shutdown %s drift %g\n",
 		p.Seed, c.TTL, c.RenewInterval, c.RenewDeadline, c.RetryInterval, c.ResignCooldown, c.ShutdownTimeout, c.Drift)
-	fmt.Fprintf(&b, "  heartbeat %s member_ttl %s min_hold %s; jobs %v drain %v; shed %v switch %v mixed %v\n",
-		sc.Heartbeat, sc.MemberTTL, sc.MinHold, p.Jobs, p.Drain, p.Shed, p.Switch, p.Mixed)
+	fmt.Fprintf(&b, "  heartbeat %s member_ttl %s min_hold %s; jobs %v drain %v; shed %v switch %v mixed %v cron %v\n",
+		sc.Heartbeat, sc.MemberTTL, sc.MinHold, p.Jobs, p.Drain, p.Shed, p.Switch, p.Mixed, p.Cron)
 	fmt.Fprintf(&b, "  faults until %s (intensity %.2f), server clock rate %.5f offset %s, stalls %v; calm from %s (bound %s) to %s\n",
 		p.FaultEnd, p.Intensity, p.Rate, p.Offset, p.Stalls, p.CalmFrom, p.CalmBound, p.End)
 	for i, sp := range p.Procs {

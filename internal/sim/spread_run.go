@@ -22,6 +22,7 @@ import (
 const (
 	InvSpreadOne   = "P1 one runner per job at any instant"
 	InvSpreadCover = "P2 every job runs within its bound while a member that registered it is up"
+	InvSpreadTick  = "P3 a cron tick fires at most once"
 )
 
 // Tags of spread violations, naming the precondition they met.
@@ -66,6 +67,7 @@ type spreadRun struct {
 	lost    map[lostKey]bool
 	met     map[string]bool
 	tags    map[string]map[string]bool
+	ticks   map[int64]*jobRun // cron tick (Unix ms) → its first run
 	nRuns   int
 	electUp int            // elect-mode processes whose Run runs
 	jobs    sync.WaitGroup // job goroutines, which may outlive Run
@@ -112,7 +114,7 @@ func RunSpread(seed uint64, o Options) *Result {
 	p := NewSpreadPlan(seed, o)
 	w := newWorld(p.Plan, time.Now())
 	r := &spreadRun{w: w, p: p, group: p.Cfg.Name, active: map[string][]*jobRun{}, runs: map[string][]*jobRun{},
-		lost: map[lostKey]bool{}, met: map[string]bool{}, tags: map[string]map[string]bool{}}
+		lost: map[lostKey]bool{}, met: map[string]bool{}, tags: map[string]map[string]bool{}, ticks: map[int64]*jobRun{}}
 	for i, sp := range p.Procs {
 		pr, err := r.newProc(i, sp)
 		if err != nil {
@@ -178,7 +180,7 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 			return nil, err
 		}
 		for _, j := range sp.Jobs {
-			if err := wk.Pull(j, pr.job(j)); err != nil {
+			if err := pr.register(wk, j); err != nil {
 				return nil, err
 			}
 		}
@@ -190,12 +192,74 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 		return nil, err
 	}
 	for _, j := range sp.Jobs {
-		if err := s.Pull(j, pr.job(j)); err != nil {
+		if err := pr.register(s, j); err != nil {
 			return nil, err
 		}
 	}
 	pr.sp = s
 	return pr, nil
+}
+
+// register adds job j to a Worker or a Spread: the plan's cron job, or a
+// pull job.
+func (pr *sproc) register(to interface {
+	Pull(string, func(context.Context) error, ...worker.JobOption) error
+	Cron(string, string, func(context.Context) error, ...worker.JobOption) error
+}, j string) error {
+	if j == spreadCron {
+		return to.Cron(j, "* * * * * *", pr.cronJob())
+	}
+	return to.Pull(j, pr.job(j))
+}
+
+// cronJob is the cron job's function: a run of a millisecond, checked by
+// P1 like any run, and its tick by P3.
+func (pr *sproc) cronJob() func(ctx context.Context) error {
+	r := pr.r
+	return func(ctx context.Context) error {
+		term, _ := leader.TermFrom(ctx)
+		tick, _ := worker.TickFrom(ctx)
+		election := r.group
+		if e, ok := worker.ElectorFrom(ctx); ok {
+			election = e.Config().Name
+		}
+		jr := r.begin(pr, spreadCron, election, term)
+		if jr == nil {
+			return nil
+		}
+		r.fired(jr, tick)
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-pr.dead:
+		}
+		t.Stop()
+		r.end(jr)
+		return nil
+	}
+}
+
+// fired is invariant P3: a tick fires at most once (at-most-once is the
+// default delivery, and no data is ever lost in a spread schedule).
+func (r *spreadRun) fired(jr *jobRun, tick time.Time) {
+	w := r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ms := tick.UnixMilli()
+	w.event(jr.proc.idx, evTick, 0, 0, int64(jr.term), ms, spreadCron)
+	p := r.ticks[ms]
+	if p == nil {
+		r.ticks[ms] = jr
+		return
+	}
+	var tags []string
+	if (p.proc.wk != nil) != (jr.proc.wk != nil) {
+		tags = append(tags, TagModeSwitch)
+	}
+	r.tagged(InvSpreadTick, tags)
+	w.violate(InvSpreadTick, fmt.Sprintf("cron tick %s fired twice: by p%d (%s term %d) at %s and by p%d (%s term %d)",
+		tick.UTC().Format("15:04:05.000"), p.proc.idx, p.election, p.term, fmtDur(p.begin.Sub(w.start)), jr.proc.idx, jr.election, jr.term), tags...)
 }
 
 // drive runs the process's plan: start, stop, restart, death.
@@ -489,7 +553,7 @@ func (r *spreadRun) finish(end time.Time) {
 	jobs := append([]string(nil), r.p.Jobs...)
 	sort.Strings(jobs)
 	for _, j := range jobs {
-		if len(upFor[j]) == 0 {
+		if len(upFor[j]) == 0 || j == spreadCron { // a cron job runs a moment each tick
 			continue
 		}
 		type iv struct{ a, b time.Time }

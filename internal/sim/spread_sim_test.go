@@ -133,7 +133,7 @@ func spreadFindings(res *sim.Result) []string {
 		for tag := range tags {
 			f := "other: " + inv + " [" + tag + "]"
 			switch {
-			case inv == sim.InvSpreadOne && tag == sim.TagModeSwitch:
+			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagModeSwitch:
 				f = "finding 12 (mode switch: job twice)"
 			case inv == sim.InvSpreadOne && tag == sim.TagShedDrain:
 				f = "finding 11 (shed slow drain: job twice)"
@@ -151,7 +151,7 @@ func spreadFindings(res *sim.Result) []string {
 		}
 	}
 	for _, v := range res.Violations {
-		if v.Invariant != sim.InvSpreadOne && v.Invariant != sim.InvSpreadCover {
+		if v.Invariant != sim.InvSpreadOne && v.Invariant != sim.InvSpreadCover && v.Invariant != sim.InvSpreadTick {
 			out = append(out, "other: "+v.Invariant)
 		}
 	}
