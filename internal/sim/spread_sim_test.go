@@ -20,7 +20,7 @@ import (
 // TestSim_Spread runs spread schedules (sim.RunSpread): real
 // worker.Spread members, and for a mode switch real elect-mode
 // worker.Workers, over the simulated Redis running the shipped scripts.
-// CI profile: 120 schedules, 30 under -race (SOLO_SIM=long: 5,000;
+// CI profile: 120 schedules, 40 under -race (SOLO_SIM=long: 5,000;
 // SOLO_SIM_SPREAD_SCHEDULES=N overrides), seeds from SOLO_SIM_BASE on
 // (random when unset, printed). SOLO_SIM_SEED=N replays one schedule.
 func TestSim_Spread(t *testing.T) {
@@ -47,7 +47,7 @@ func TestSim_Spread(t *testing.T) {
 	}
 	n := 120
 	if raceOn {
-		n = 30
+		n = 40
 	}
 	if os.Getenv("SOLO_SIM") == "long" {
 		n = 5000
