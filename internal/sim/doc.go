@@ -120,10 +120,12 @@
 // pub/sub dial is refused: members rebalance on heartbeats). Members join,
 // leave and rejoin, freeze and die, register different job sets; jobs
 // drain slower than any timeout; elect-mode instances of the name are
-// replaced by spread members one by one. Invariants (spread_run.go): P1
-// one runner per job at any instant; P2 in the calm phase no job runs
-// nowhere for longer than SpreadPlan.CalmBound while a member that
-// registered it is up. See spread_plan.go for the weighting.
+// replaced by spread members one by one (with a cron job firing every
+// second in most of those schedules). Invariants (spread_run.go): P1 one
+// runner per job at any instant; P2 in the calm phase no job runs nowhere
+// for longer than SpreadPlan.CalmBound while a member that registered it
+// is up; P3 a cron tick fires at most once. See spread_plan.go for the
+// weighting.
 //
 // # Lock schedules
 //
