@@ -376,6 +376,9 @@ func (w *world) elected(c int, term uint64) {
 		}
 		if r := w.oom(o, now); r != "" {
 			w.noteOOM(o, r)
+			if o.affected != "" {
+				w.checkOwnDeadline(ok2, o, fmt.Sprintf("as c%d starts term %d", c, term), now)
+			}
 			continue
 		}
 		tags := append([]string(nil), f.tags...)
