@@ -110,6 +110,23 @@
 // timer and a renew reply at the same instant), which random nanosecond
 // delays make rare, and IDs with a random part if the elector adds one.
 //
+// # Spread schedules
+//
+// RunSpread (TestSim_Spread) runs spread mode as it ships: each member is
+// a real worker.Spread (its leader.Hub, one Elector per job, the
+// heartbeat script), and for a mode switch each old instance a real
+// elect-mode worker.Worker on an Elector of the group's name, on clients
+// routed through the simulated network as the candidates' are (the Hub's
+// pub/sub dial is refused: members rebalance on heartbeats). Members join,
+// leave and rejoin, freeze and die, register different job sets; jobs
+// drain slower than any timeout; elect-mode instances of the name are
+// replaced by spread members one by one (with a cron job firing every
+// second in most of those schedules). Invariants (spread_run.go): P1 one
+// runner per job at any instant; P2 in the calm phase no job runs nowhere
+// for longer than SpreadPlan.CalmBound while a member that registered it
+// is up; P3 a cron tick fires at most once. See spread_plan.go for the
+// weighting.
+//
 // # Lock schedules
 //
 // RunLock (TestSim_Lock) runs the real leader/lock Client, Mutex and Hold

@@ -531,7 +531,22 @@ func (c *cmdCtx) do(args []string) (any, error) {
 		return out, nil
 
 	case "ZADD":
-		if len(a) < 3 || len(a)%2 != 1 {
+		// Flags NX (only add) and XX (only update), as the spread scripts
+		// send them.
+		nx, xx := false, false
+		for len(a) > 1 {
+			switch strings.ToUpper(a[1]) {
+			case "NX":
+				nx = true
+			case "XX":
+				xx = true
+			default:
+				goto zaddArgs
+			}
+			a = append([]string{a[0]}, a[2:]...)
+		}
+	zaddArgs:
+		if len(a) < 3 || len(a)%2 != 1 || (nx && xx) {
 			return nil, errArgs(name)
 		}
 		scores := make([]float64, 0, len(a)/2)
@@ -548,12 +563,16 @@ func (c *cmdCtx) do(args []string) (any, error) {
 		}
 		var n int64
 		for i := 2; i < len(a); i += 2 {
-			if _, ok := e.zset[a[i]]; !ok {
+			_, ok := e.zset[a[i]]
+			if (ok && nx) || (!ok && xx) {
+				continue
+			}
+			if !ok {
 				n++
 			}
 			e.zset[a[i]] = scores[i/2-1]
 		}
-		c.wrote(a[0], e)
+		c.wrote(a[0], e) // XX on a new key leaves it empty: deleted
 		return n, nil
 
 	case "ZREM":
@@ -590,6 +609,10 @@ func (c *cmdCtx) do(args []string) (any, error) {
 		return nil, nil
 
 	case "ZRANGE":
+		withScores := len(a) == 4 && strings.ToUpper(a[3]) == "WITHSCORES"
+		if withScores {
+			a = a[:3]
+		}
 		if err := need(3, true); err != nil {
 			return nil, err
 		}
@@ -613,6 +636,9 @@ func (c *cmdCtx) do(args []string) (any, error) {
 		if lo, hi, ok := rankRange(start, stop, int64(len(all))); ok {
 			for _, z := range all[lo : hi+1] {
 				out = append(out, z.m)
+				if withScores {
+					out = append(out, formatScore(z.s))
+				}
 			}
 		}
 		return out, nil
@@ -622,6 +648,10 @@ func (c *cmdCtx) do(args []string) (any, error) {
 			return nil, err
 		}
 		off, count := int64(0), int64(-1)
+		withScores := len(a) > 3 && strings.ToUpper(a[3]) == "WITHSCORES"
+		if withScores {
+			a = append(a[:3:3], a[4:]...)
+		}
 		if len(a) > 3 {
 			if len(a) != 6 || strings.ToUpper(a[3]) != "LIMIT" {
 				return nil, errSyntax
@@ -648,6 +678,9 @@ func (c *cmdCtx) do(args []string) (any, error) {
 		}
 		for i := off; i < int64(len(zs)) && (count < 0 || i < off+count); i++ {
 			out = append(out, zs[i].m)
+			if withScores {
+				out = append(out, formatScore(zs[i].s))
+			}
 		}
 		return out, nil
 

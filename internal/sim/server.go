@@ -155,6 +155,8 @@ func (w *world) exec(now time.Time, cand int, args []string, res *execResult) an
 			return w.routePublish(now, c.pub[0])
 		}
 		return r
+	case "ZREM": // Withdraw: an elector leaves the candidates (spread_server.go)
+		return w.execWrite(now, args, res)
 	}
 	w.violate(InvScript, fmt.Sprintf("c%d sent %s, which the simulated server does not implement", cand, name))
 	return redisError("ERR unknown command '" + args[0] + "'")

@@ -14,7 +14,8 @@ type Result struct {
 	Plan       Plan
 	Violations []Violation
 	Stats      Stats
-	Lock       *LockStats // lock schedules (RunLock) only
+	Lock       *LockStats   // lock schedules (RunLock) only
+	Spread     *SpreadStats // spread schedules (RunSpread) only
 	log        []event
 }
 
@@ -33,11 +34,18 @@ func (r *Result) Report(max int) string {
 	if r.Lock != nil {
 		test = "'TestSim_Lock$'"
 	}
+	if r.Spread != nil {
+		test = "'TestSim_Spread$'"
+	}
 	fmt.Fprintf(&b, "seed %d: %d violation(s); replay: SOLO_SIM_SEED=%d go test ./internal/sim -run %s\n", r.Seed, len(r.Violations), r.Seed, test)
 	for _, v := range r.Violations {
 		b.WriteString("  " + v.String() + "\n")
 	}
-	b.WriteString(r.Plan.String())
+	if r.Spread != nil {
+		b.WriteString(r.Spread.Plan.String())
+	} else {
+		b.WriteString(r.Plan.String())
+	}
 	b.WriteString(r.Log(max))
 	return b.String()
 }

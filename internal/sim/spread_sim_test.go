@@ -1,0 +1,160 @@
+package sim_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/solo-run/solo/internal/sim"
+)
+
+// TestSim_Spread runs spread schedules (sim.RunSpread): real
+// worker.Spread members, and for a mode switch real elect-mode
+// worker.Workers, over the simulated Redis running the shipped scripts.
+// CI profile: 120 schedules, 40 under -race (SOLO_SIM=long: 5,000;
+// SOLO_SIM_SPREAD_SCHEDULES=N overrides), seeds from SOLO_SIM_BASE on
+// (random when unset, printed). SOLO_SIM_SEED=N replays one schedule.
+func TestSim_Spread(t *testing.T) {
+	if s := os.Getenv("SOLO_SIM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SOLO_SIM_SEED=%q: %v", s, err)
+		}
+		var res *sim.Result
+		synctest.Test(t, func(t *testing.T) { res = sim.RunSpread(seed, sim.Options{}) })
+		max := 400
+		if os.Getenv("SOLO_SIM_LOG") == "all" {
+			max = 0
+		}
+		if res.Failed() {
+			t.Errorf("%s\nfindings: %v", res.Report(max), spreadFindings(res))
+			return
+		}
+		t.Logf("seed %d: no violation; %s fake time, %d runs, met %v\n%s", seed, res.Stats.FakeTime, res.Spread.Runs, res.Spread.Met, res.Spread.Plan)
+		if os.Getenv("SOLO_SIM_LOG") == "all" {
+			t.Log(res.Log(0))
+		}
+		return
+	}
+	n := 120
+	if raceOn {
+		n = 40
+	}
+	if os.Getenv("SOLO_SIM") == "long" {
+		n = 5000
+	}
+	n = schedulesFromEnv(t, "SOLO_SIM_SPREAD_SCHEDULES", n)
+	base := baseSeed(t)
+	start := time.Now()
+	var (
+		mu       sync.Mutex
+		next     atomic.Int64
+		failed   []*sim.Result
+		met      = map[string]int{}
+		findings = map[string][]uint64{}
+		fake     time.Duration
+		oom      = map[string]int{}
+	)
+	t.Run("schedules", func(t *testing.T) {
+		for i := range runtime.GOMAXPROCS(0) {
+			t.Run(fmt.Sprintf("w%d", i), func(t *testing.T) {
+				t.Parallel()
+				for {
+					k := next.Add(1) - 1
+					if k >= int64(n) {
+						return
+					}
+					seed := base + uint64(k)
+					var res *sim.Result
+					synctest.Test(t, func(t *testing.T) { res = sim.RunSpread(seed, sim.Options{}) })
+					mu.Lock()
+					fake += res.Stats.FakeTime
+					for m, ok := range res.Spread.Met {
+						if ok {
+							met[m]++
+						}
+					}
+					for r, c := range res.Stats.OutOfModel {
+						oom[r] += c
+					}
+					if res.Failed() {
+						failed = append(failed, res)
+						for _, f := range spreadFindings(res) {
+							findings[f] = append(findings[f], seed)
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "spread profile: %d schedules from seed %d in %s (%s fake time); %d failed\n", n, base, time.Since(start).Round(time.Millisecond), fake.Round(time.Second), len(failed))
+	for _, m := range []string{sim.MetShedDrain, sim.MetSwitch, sim.MetMixed} {
+		fmt.Fprintf(&b, "  precondition met in %d schedules: %s\n", met[m], m)
+	}
+	keys := make([]string, 0, len(findings))
+	for f := range findings {
+		keys = append(keys, f)
+	}
+	sort.Strings(keys)
+	for _, f := range keys {
+		s := findings[f]
+		slices.Sort(s)
+		fmt.Fprintf(&b, "  %s: %d schedules, first seed %d\n", f, len(s), s[0])
+	}
+	for r, c := range oom {
+		fmt.Fprintf(&b, "  out of model: %s: %d\n", r, c)
+	}
+	t.Log(b.String())
+	if len(failed) > 0 {
+		sort.Slice(failed, func(i, j int) bool { return failed[i].Seed < failed[j].Seed })
+		t.Errorf("%d of %d spread schedules failed; the first:\n%s", len(failed), n, failed[0].Report(300))
+	}
+}
+
+// spreadFindings names what a failed spread schedule found, by its
+// violations' invariants and tags: the review's findings 11 (a shed job
+// that drains slowly runs twice), 12 (elect and spread on one name run
+// every job twice) and 15 (a member that registers none of the jobs
+// counts toward the share), or another violation.
+func spreadFindings(res *sim.Result) []string {
+	var out []string
+	for inv, tags := range res.Spread.Tags {
+		for tag := range tags {
+			f := "other: " + inv + " [" + tag + "]"
+			switch {
+			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagModeSwitch:
+				f = "finding 12 (mode switch: job twice)"
+			case inv == sim.InvSpreadOne && tag == sim.TagShedDrain:
+				f = "finding 11 (shed slow drain: job twice)"
+			case inv == sim.InvSpreadCover && tag == sim.TagEmpty:
+				f = "finding 15 (member with no jobs counts: job runs nowhere)"
+			case inv == sim.InvSpreadCover && tag == sim.TagMixedJobs:
+				continue // with TagEmpty or alone: counted below
+			}
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+		if inv == sim.InvSpreadCover && tags[sim.TagMixedJobs] && !tags[sim.TagEmpty] {
+			out = append(out, "other: "+inv+" [mixed job sets]")
+		}
+	}
+	for _, v := range res.Violations {
+		if v.Invariant != sim.InvSpreadOne && v.Invariant != sim.InvSpreadCover && v.Invariant != sim.InvSpreadTick {
+			out = append(out, "other: "+v.Invariant)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
