@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -94,46 +95,72 @@ func TestLua_Election(t *testing.T) {
 
 func TestLua_Lock(t *testing.T) {
 	n := newNode(t)
-	keys := []string{"s:{l}:lock", "s:{l}:lock.term"}
-	r := n.must("leader/lock/acquire.lua", keys, "o1", "1000", "").([]any)
+	keys := []string{"s:{l}:lock", "s:{l}:lock.term", "s:{l}:lock.gone"}
+	gone := []string{keys[0], keys[2]}
+	r := n.must("leader/lock/acquire.lua", keys, "c1.1", "1000", "").([]any)
 	eq(t, "acquire", r, []any{int64(1), int64(1700000000123456)})
-	f := "1700000000123456 o1"
-	eq(t, "held", n.must("leader/lock/acquire.lua", keys, "o2", "1000", ""), []any{int64(0), f, int64(1000)})
-	eq(t, "reenter", n.must("leader/lock/acquire.lua", keys, "o1", "1000", f), []any{int64(3), int64(2)})
-	eq(t, "reenter gone", n.must("leader/lock/acquire.lua", keys, "o1", "1000", "1 o1"), []any{int64(-1)})
-	eq(t, "renew other", n.must("leader/lock/renew.lua", keys[:1], "1 o2", "1000"), int64(0))
+	f := "1700000000123456 c1.1"
+	eq(t, "held", n.must("leader/lock/acquire.lua", keys, "c2.1", "1000", ""), []any{int64(0), f, int64(1000)})
+	// Only the same call's earlier attempts named in ARGV[4..] adopt.
+	eq(t, "adopt", n.must("leader/lock/acquire.lua", keys, "c1.2", "1000", "", "c1.1"), []any{int64(2), f})
+	eq(t, "reenter", n.must("leader/lock/acquire.lua", keys, "", "1000", f), []any{int64(3), int64(2)})
+	eq(t, "reenter gone", n.must("leader/lock/acquire.lua", keys, "", "1000", "1 c1.1"), []any{int64(-1)})
+	eq(t, "renew other", n.must("leader/lock/renew.lua", keys[:1], "1 c2.1", "1000"), int64(0))
 	eq(t, "renew", n.must("leader/lock/renew.lua", keys[:1], f, "1000"), int64(1))
 	eq(t, "release one", n.must("leader/lock/release.lua", keys[:1], f, "0", "ch"), int64(1))
-	eq(t, "abandon other", n.must("leader/lock/abandon.lua", keys[:1], "o2", "ch"), int64(0))
+	eq(t, "abandon other", n.must("leader/lock/abandon.lua", gone, "ch", "60000", "c2.1"), int64(0))
+	// A tombstoned attempt that lands later takes nothing.
 	eq(t, "release last", n.must("leader/lock/release.lua", keys[:1], f, "1", "ch"), int64(0))
+	eq(t, "tombstoned", n.must("leader/lock/acquire.lua", keys, "c2.1", "1000", ""), []any{int64(-2)})
 	eq(t, "gone", n.cmd("HKEYS", keys[0]), []any{})
 	eq(t, "notice", n.pub, []pubMsg{{"ch", "released " + f}})
 	// The stored term at or above the clock is raised by one.
 	n.cmd("SET", keys[1], "1800000000000000")
-	eq(t, "acquire above", n.must("leader/lock/acquire.lua", keys, "o3", "1000", ""), []any{int64(1), int64(1800000000000001)})
-	eq(t, "abandon", n.must("leader/lock/abandon.lua", keys[:1], "o3", "ch"), int64(1))
-	// Fair mode: queue and slot timeouts.
-	fk := []string{keys[0], keys[1], "s:{l}:lock.queue", "s:{l}:lock.timeouts"}
-	eq(t, "fair acquire", n.must("leader/lock/fair_acquire.lua", fk, "a", "1000", "", "1", "5000").([]any)[0], int64(1))
-	eq(t, "fair held", n.must("leader/lock/fair_acquire.lua", fk, "b", "1000", "", "1", "5000").([]any)[0], int64(0))
+	eq(t, "acquire above", n.must("leader/lock/acquire.lua", keys, "c3.1", "1000", ""), []any{int64(1), int64(1800000000000001)})
+	eq(t, "abandon", n.must("leader/lock/abandon.lua", gone, "ch", "60000", "c3.1"), int64(1))
+	// Fair mode: queue and slot timeouts (the queue holds calls).
+	fk := []string{keys[0], keys[1], "s:{l}:lock.queue", "s:{l}:lock.timeouts", keys[2]}
+	eq(t, "fair acquire", n.must("leader/lock/fair_acquire.lua", fk, "a.1", "1000", "", "1", "5000", "a").([]any)[0], int64(1))
+	eq(t, "fair held", n.must("leader/lock/fair_acquire.lua", fk, "b.1", "1000", "", "1", "5000", "b").([]any)[0], int64(0))
 	eq(t, "queue", n.cmd("LINDEX", fk[2], "0"), "b")
-	eq(t, "fair abandon", n.must("leader/lock/fair_abandon.lua", fk, "b", "ch"), int64(0))
+	fa := []string{keys[0], keys[2], fk[2], fk[3]}
+	eq(t, "fair abandon", n.must("leader/lock/fair_abandon.lua", fa, "ch", "60000", "b", "b.1"), int64(0))
 	eq(t, "queue left", n.cmd("LINDEX", fk[2], "0"), nil)
 }
 
-// TestLua_Spread runs worker/spread.lua, for spread members to come.
+// TestLua_Spread runs worker/spread.lua: members join, one is pruned, one
+// leaves; the heartbeat refuses to register while the election of the
+// group's name (mode elect) is held.
 func TestLua_Spread(t *testing.T) {
 	n := newNode(t)
-	keys := []string{"s:{g}:members", "s:{g}:loads"}
-	eq(t, "join a", n.must("worker/spread.lua", keys, "a", "1000", "2", "5000", "ch"), []any{"a", "2"})
+	keys := []string{"s:{g}:members", "s:{g}:loads", "s:{g}:lease", "s:{g}:spread", "s:{g}:state", "s:{g}:jobsets"}
+	hb := func(id, ttl, load, excl string) []any {
+		return n.must("worker/spread.lua", keys, id, ttl, load, "5000", "ch", excl, "d1", "j1 j2", "").([]any)
+	}
+	members := func(r []any) []any {
+		if r[0] != "ok" {
+			t.Fatalf("heartbeat = %v", r)
+		}
+		m, _ := strconv.Atoi(r[1].(string))
+		var ids []any
+		for i := range m {
+			ids = append(ids, r[2+3*i])
+		}
+		return ids
+	}
+	eq(t, "join a", members(hb("a", "1000", "2", "2000")), []any{"a"})
 	n.srv += int64(10 * time.Millisecond)
-	eq(t, "join b", n.must("worker/spread.lua", keys, "b", "1000", "1", "5000", "ch"), []any{"a", "2", "b", "1"})
+	eq(t, "join b", members(hb("b", "1000", "1", "2000")), []any{"a", "b"})
 	// a's expiry passes: b's heartbeat prunes it.
 	n.srv += int64(995 * time.Millisecond)
-	eq(t, "prune", n.must("worker/spread.lua", keys, "b", "1000", "3", "5000", "ch"), []any{"b", "3"})
-	eq(t, "leave", n.must("worker/spread.lua", keys, "b", "0", "0", "5000", "ch"), []any{})
-	eq(t, "notices", n.pub, []pubMsg{{"ch", "elected 0 a"}, {"ch", "elected 0 b"}, {"ch", "released 0 a"}, {"ch", "released 0 b"}})
-	eq(t, "keys gone", len(n.ks.m), 0)
+	eq(t, "prune", members(hb("b", "1000", "3", "2000")), []any{"b"})
+	eq(t, "leave", members(hb("b", "0", "0", "0")), []any(nil))
+	// b's leave is told twice: it left the members, and its exclusion
+	// entry went (an elect-mode candidate waiting for the group retries).
+	eq(t, "notices", n.pub, []pubMsg{{"ch", "elected 0 a"}, {"ch", "elected 0 b"}, {"ch", "released 0 a"}, {"ch", "released 0 b"}, {"ch", "released 0 b"}})
+	// The election of the group's name held in mode elect: refused.
+	n.cmd("SET", keys[2], "1 e")
+	eq(t, "refused", hb("c", "1000", "0", "2000"), []any{"elect", "1 e"})
 }
 
 // TestLua_Errors: a wrong type or an unknown command fails the script.
