@@ -247,3 +247,31 @@ func BenchmarkCycle(b *testing.B) {
 		})
 	}
 }
+
+// TestContend runs one short run of every peer of figure 7.
+func TestContend(t *testing.T) {
+	e := newTestEnv(t, quickProfile())
+	tm, err := timingFor(200 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.retry = contendPollRetry
+	admin := dial(addrsOf(e.nodes[:1]), nil)
+	defer admin.Close()
+	for _, p := range contendPeers() {
+		t.Run(p.name, func(t *testing.T) {
+			cs := dial(addrsOf(e.nodes[:1]), nil)
+			defer cs.Close()
+			r, err := contendOnce(t.Context(), p, cs, admin[0], tm, 30*time.Millisecond, 0, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := r.acquisitions(); n < 2 || len(r.waits) != n || len(r.gaps) != n-1 {
+				t.Errorf("acquisitions %d, waits %d, gaps %d", n, len(r.waits), len(r.gaps))
+			}
+			if a := r.acquiresPerAcquisition(p); a < 1 {
+				t.Errorf("acquire requests per acquisition %.2f < 1: the server did not count them", a)
+			}
+		})
+	}
+}

@@ -117,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "fewer runs and trials (about a minute)")
 	out := fs.String("o", "", "write the Markdown report to this file instead of standard output")
-	only := fs.String("figures", "1,2,3,4,5,6", "comma-separated figures to run")
+	only := fs.String("figures", "1,2,3,4,5,6,7", "comma-separated figures to run")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -206,6 +206,7 @@ func measure(ctx context.Context, prof profile, want []int, bin string, log io.W
 		{4, loadFigure},
 		{5, scaleFigure},
 		{6, handoverFigure},
+		{7, contendFigure},
 	}
 	var figs []figure
 	for _, f := range all {
@@ -244,8 +245,8 @@ func parseFigures(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 6 {
-			return nil, fmt.Errorf("-figures: %q is not a figure (1–6)", f)
+		if err != nil || n < 1 || n > 7 {
+			return nil, fmt.Errorf("-figures: %q is not a figure (1–7)", f)
 		}
 		out = append(out, n)
 	}
