@@ -282,19 +282,28 @@ func contendOnce(ctx context.Context, p contendPeer, cs clients, admin *redis.Cl
 	return out, nil
 }
 
-// cmdCalls returns calls= of cmdstat_NAME in INFO commandstats.
+// cmdCalls returns the calls of cmdstat_NAME in INFO commandstats that did
+// not fail.
 func cmdCalls(info, name string) int64 {
 	for line := range strings.SplitSeq(info, "\n") {
 		v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
 		if !ok {
 			continue
 		}
+		// A failed call (an EVALSHA that met NOSCRIPT and went again as
+		// EVAL) ran nothing.
+		var calls, failed int64
 		for f := range strings.SplitSeq(v, ",") {
-			if n, ok := strings.CutPrefix(f, "calls="); ok {
-				c, _ := strconv.ParseInt(n, 10, 64)
-				return c
+			k, x, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(x, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "failed_calls":
+				failed = n
 			}
 		}
+		return calls - failed
 	}
 	return 0
 }
