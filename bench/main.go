@@ -2,7 +2,7 @@
 // electing a leader through Redis, on redis-servers it starts itself on
 // loopback, and prints the results as Markdown.
 //
-//	cd bench && go run . -o ../docs/bench.md     # full run, under 5 minutes on 2 cores
+//	cd bench && go run . -o ../docs/bench.md     # full run, about 5–6 minutes on 2 cores
 //	cd bench && go run . -quick                  # fewer runs and trials, to stdout
 //	go run -C bench . -o ../docs/bench.md        # the same from the repository root
 //
@@ -51,7 +51,7 @@ type profile struct {
 	scaleWindow time.Duration // one CPU window of figure 5
 }
 
-// fullProfile is the default: under 5 minutes on 2 cores.
+// fullProfile is the default: about 5–6 minutes on 2 cores.
 func fullProfile() profile {
 	return profile{
 		name: "full", runs: 3,

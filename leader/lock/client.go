@@ -101,6 +101,20 @@ type waiter struct {
 	owner  *Client
 }
 
+// live reports whether a notice now reaches w: its subscription is live
+// (Redlock: on any master, as waitReady).
+func (w *waiter) live() bool {
+	if isClosed(w.ready) {
+		return true
+	}
+	for _, x := range w.also {
+		if isClosed(x.ready) {
+			return true
+		}
+	}
+	return false
+}
+
 // NewClient returns a Client over rdb (single node, Sentinel failover or
 // Cluster client: a lock's keys share the hash tag {NAME}). opts set the
 // defaults of its Mutexes. It validates the configuration and returns a

@@ -176,7 +176,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		}
 		// A notice sent after this attempt lands reaches w (when set) if
 		// its subscription is live now.
-		live := w != nil && isClosed(w.ready)
+		live := w != nil && w.live()
 		// The send time is taken before the request: the server sets the
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
