@@ -768,12 +768,14 @@ func (l *lease) end(cause error) {
 	l.ended = true
 	// Under mu, so no hold is missed or made meanwhile. A cancel only
 	// cancels the context's children and starts its AfterFuncs: it never
-	// calls back into the lease.
-	if l.firstMade {
-		l.first.cancel(cause)
-	}
+	// calls back into the lease. The re-entries go first: whoever sees
+	// the first hold end (a caller waiting on its Done) finds every hold
+	// of the term ended already.
 	for h := range l.more {
 		h.cancel(cause)
+	}
+	if l.firstMade {
+		l.first.cancel(cause)
 	}
 }
 
