@@ -779,13 +779,6 @@ func (l *lease) end(cause error) {
 	}
 }
 
-// lost returns the loss cause, or nil while the lease may still be held.
-func (l *lease) lost() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lostCause
-}
-
 // stopWatchdog stops the timers and waits for a renewal in flight, which
 // the lease's cancel (always before stopWatchdog) has cancelled.
 func (l *lease) stopWatchdog() {
