@@ -198,7 +198,7 @@ func TestParseFigures(t *testing.T) {
 	if got, err := parseFigures("1, 3,5"); err != nil || fmt.Sprint(got) != "[1 3 5]" {
 		t.Errorf("parseFigures = %v, %v", got, err)
 	}
-	for _, bad := range []string{"0", "7", "x", ""} {
+	for _, bad := range []string{"0", "8", "x", ""} {
 		if _, err := parseFigures(bad); err == nil {
 			t.Errorf("parseFigures(%q): no error", bad)
 		}
@@ -243,6 +243,34 @@ func BenchmarkCycle(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// TestContend runs one short run of every peer of figure 7.
+func TestContend(t *testing.T) {
+	e := newTestEnv(t, quickProfile())
+	tm, err := timingFor(200 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.retry = contendPollRetry
+	admin := dial(addrsOf(e.nodes[:1]), nil)
+	defer admin.Close()
+	for _, p := range contendPeers() {
+		t.Run(p.name, func(t *testing.T) {
+			cs := dial(addrsOf(e.nodes[:1]), nil)
+			defer cs.Close()
+			r, err := contendOnce(t.Context(), p, cs, admin[0], tm, 30*time.Millisecond, 0, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := r.acquisitions(); n < 2 || len(r.waits) != n || len(r.gaps) != n-1 {
+				t.Errorf("acquisitions %d, waits %d, gaps %d", n, len(r.waits), len(r.gaps))
+			}
+			if a := r.acquiresPerAcquisition(p); a < 1 {
+				t.Errorf("acquire requests per acquisition %.2f < 1: the server did not count them", a)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,15 @@ type Client struct {
 // channelState is one notice channel's waiters and subscription.
 type channelState struct {
 	waiters map[*waiter]struct{}
+	// fifo holds the waiters in the order they came. A release wakes only
+	// its head (see deliverLocked); the head that leaves without the lock
+	// wakes the next.
+	fifo []*waiter
+	// recent are the last notices delivered: a release of this process
+	// is delivered twice, at once by the releaser and later by its
+	// notice, and wakes only once.
+	recent [4]string
+	next   int
 	// subscribed: the control goroutine sent SUBSCRIBE on the current
 	// connection (and no UNSUBSCRIBE since). sent and acked count the
 	// SUBSCRIBEs on the current connection and their confirmations; the
@@ -77,10 +87,32 @@ type channelState struct {
 // waiter is one Lock call waiting for a lock name.
 type waiter struct {
 	channel string
-	notify  chan struct{} // size one: a release notice (or a resubscribe after a re-dial) came
-	ready   chan struct{} // the channel's ready when the waiter joined
-	also    []*waiter     // Redlock: the same wait on the other masters' Clients
-	owner   *Client
+	// call is the call's ID ("BASE-SEQ") when a fair release may grant
+	// it the lock ("TERM BASE-SEQ.0"), else "".
+	call  string
+	since time.Time // when the call began: how long it has waited
+	// fair: woken by every notice that is not a grant (those are rare
+	// in fair mode: a release grants the lock to the queue's head).
+	fair   bool
+	notify chan struct{} // size one: a release notice (or a resubscribe after a re-dial) came
+	grant  chan string   // size one: a fair release granted the lock to call: "TERM OWNER"
+	ready  chan struct{} // the channel's ready when the waiter joined
+	also   []*waiter     // Redlock: the same wait on the other masters' Clients
+	owner  *Client
+}
+
+// live reports whether a notice now reaches w: its subscription is live
+// (Redlock: on any master, as waitReady).
+func (w *waiter) live() bool {
+	if isClosed(w.ready) {
+		return true
+	}
+	for _, x := range w.also {
+		if isClosed(x.ready) {
+			return true
+		}
+	}
+	return false
 }
 
 // NewClient returns a Client over rdb (single node, Sentinel failover or
@@ -143,7 +175,9 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	rs.fair = o.fair
 	m.fair = o.fair
 	m.channel = rs.channelName()
+	rs.notice = func(msg string) { c.deliver(m.channel, msg) }
 	m.st = rs
+	m.grants = o.fair && o.newStore == nil
 	if o.newStore != nil {
 		if m.st = o.newStore(m); m.st == nil {
 			// The store refuses the options (Redlock has no fair mode,
@@ -264,21 +298,25 @@ func (c *Client) untrack(l *lease) {
 // once the subscription is live; notify gets a token on every release
 // notice (and when a new connection confirms the channel, as notices may
 // have been missed).
-func (c *Client) subscribe(channel string) (*waiter, error) {
-	w, err := c.subscribeNotify(channel, make(chan struct{}, 1))
+//
+// The waiter joins the tail of the Client's queue for channel; since is
+// when its call began, call and fair as in waiter.
+func (c *Client) subscribe(channel, call string, fair bool, since time.Time) (*waiter, error) {
+	w, err := c.subscribeNotify(channel, &waiter{call: call, fair: fair, since: since,
+		notify: make(chan struct{}, 1), grant: make(chan string, 1)})
 	if err != nil {
 		return nil, err
 	}
 	// Redlock: a notice from any master wakes the waiter.
 	for _, x := range c.notices {
-		if xw, err := x.subscribeNotify(channel, w.notify); err == nil {
+		if xw, err := x.subscribeNotify(channel, &waiter{fair: fair, since: since, notify: w.notify}); err == nil {
 			w.also = append(w.also, xw)
 		}
 	}
 	return w, nil
 }
 
-func (c *Client) subscribeNotify(channel string, notify chan struct{}) (*waiter, error) {
+func (c *Client) subscribeNotify(channel string, w *waiter) (*waiter, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -297,8 +335,9 @@ func (c *Client) subscribeNotify(channel string, notify chan struct{}) (*waiter,
 		st = &channelState{waiters: map[*waiter]struct{}{}, ready: make(chan struct{})}
 		c.channels[channel] = st
 	}
-	w := &waiter{channel: channel, notify: notify, ready: st.ready, owner: c}
+	w.channel, w.ready, w.owner = channel, st.ready, c
 	st.waiters[w] = struct{}{}
+	st.fifo = append(st.fifo, w)
 	if !st.subscribed {
 		c.kickLocked()
 	}
@@ -306,10 +345,12 @@ func (c *Client) subscribeNotify(channel string, notify chan struct{}) (*waiter,
 }
 
 // unsubscribe removes a waiter; the channel is unsubscribed when it was
-// the last.
-func (c *Client) unsubscribe(w *waiter) {
+// the last. passOn: the waiter leaves without the lock, so if it was the
+// queue's head (the one a release wakes) the next waiter is woken in its
+// place: the lock may be free, and the notice that said so was its.
+func (c *Client) unsubscribe(w *waiter, passOn bool) {
 	for _, xw := range w.also {
-		xw.owner.unsubscribe(xw)
+		xw.owner.unsubscribe(xw, passOn)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -318,8 +359,50 @@ func (c *Client) unsubscribe(w *waiter) {
 		return
 	}
 	delete(st.waiters, w)
+	head := len(st.fifo) > 0 && st.fifo[0] == w
+	st.fifo = slices.DeleteFunc(st.fifo, func(x *waiter) bool { return x == w })
 	if len(st.waiters) == 0 {
 		c.kickLocked()
+	} else if head && passOn {
+		st.wakeHeadLocked()
+	}
+}
+
+// join is the start of a Lock call that will wait. It registers a waiter
+// (as subscribe) only when channel's subscription is live already, so
+// that no notice sent after the call's first attempt lands can miss it
+// (nil otherwise, and for Redlock, whose other masters' subscriptions are
+// not checked). starving reports whether the head of the queue is a
+// waiter that has waited longer than bound: the new call then goes behind
+// it instead of trying first (sync.Mutex's starvation mode; never in
+// fair mode, whose order is the server's).
+func (c *Client) join(channel, call string, fair bool, since time.Time, bound time.Duration) (w *waiter, starving bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.channels[channel]
+	if c.closed || st == nil || len(st.fifo) == 0 {
+		return nil, false
+	}
+	h := st.fifo[0]
+	starving = !fair && !h.fair && time.Since(h.since) > bound
+	if !st.subscribed || !isClosed(st.ready) || len(c.notices) > 0 {
+		return nil, starving
+	}
+	w = &waiter{call: call, fair: fair, since: since, notify: make(chan struct{}, 1), grant: make(chan string, 1),
+		channel: channel, ready: st.ready, owner: c}
+	st.waiters[w] = struct{}{}
+	st.fifo = append(st.fifo, w)
+	return w, starving
+}
+
+// deliver routes a notice of channel ("released FIELD", "granted FIELD",
+// "left CALL") to this Client's waiters: from the pub/sub connection, or
+// at once from this process's own release.
+func (c *Client) deliver(channel, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.channels[channel]; st != nil {
+		st.deliverLocked(msg)
 	}
 }
 
@@ -415,7 +498,7 @@ func (c *Client) receive(ps *redis.PubSub) {
 				c.confirmed(m.Channel)
 			}
 		case *redis.Message:
-			c.notify(m.Channel)
+			c.deliver(m.Channel, m.Payload)
 		}
 	}
 }
@@ -482,12 +565,52 @@ func (c *Client) confirmed(channel string) {
 	}
 }
 
-func (c *Client) notify(channel string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.channels[channel]; st != nil {
+// deliverLocked routes msg; the Client's mu is held. A grant goes to its
+// call's waiter only; a release wakes the queue's head only (no herd: the
+// others could not take the lock anyway, and each process wakes one);
+// anything else ("left": a fair waiter gave up) every waiter. A notice
+// delivered already (by its releaser, then by the pub/sub) is dropped.
+func (st *channelState) deliverLocked(msg string) {
+	if slices.Contains(st.recent[:], msg) {
+		return
+	}
+	st.recent[st.next] = msg
+	st.next = (st.next + 1) % len(st.recent)
+	kind, arg, _ := strings.Cut(msg, " ")
+	switch kind {
+	case "granted":
+		call := callOf(ownerOf(arg))
+		for _, w := range st.fifo {
+			if w.call != "" && w.call == call {
+				select {
+				case w.grant <- arg:
+				default:
+				}
+				return
+			}
+		}
+	case "released":
+		st.wakeHeadLocked()
+	default:
 		st.wakeLocked()
 	}
+}
+
+// wakeHeadLocked wakes the queue's head; a fair head wakes every waiter
+// (a fair release grants the lock, so a notice that is not a grant is
+// rare and its waiters' order is the server's, not this queue's).
+func (st *channelState) wakeHeadLocked() {
+	if len(st.fifo) == 0 {
+		return
+	}
+	if h := st.fifo[0]; !h.fair {
+		select {
+		case h.notify <- struct{}{}:
+		default:
+		}
+		return
+	}
+	st.wakeLocked()
 }
 
 // wakeLocked gives every waiter of the channel a token; the Client's mu

@@ -46,10 +46,15 @@
 //     the writes with the term.
 //   - Redis replication is asynchronous: a failover can lose a fresh lock.
 //     The term survives (clock floor); the fence refuses the stale holder.
-//   - Without WithFair, no fairness: every waiter wakes on a notice and
-//     one wins. WithFair grants the lock in the order Lock calls started
-//     waiting (a queue in Redis; a dead waiter's slot lapses after
-//     2×TTL + RetryInterval), at the cost of a longer acquire script.
+//   - Without WithFair, fairness only within a Client: a release wakes
+//     one waiter per Client (the one waiting longest), and a new Lock of
+//     a Client whose longest waiter has waited over 1 ms goes behind it
+//     (sync.Mutex's hand-off), but the waiters of different Clients race
+//     for a release and can pass one another. WithFair grants the lock in
+//     the order Lock calls started waiting (a queue in Redis; the release
+//     hands the lock to the head, whose Lock returns without another
+//     round trip; a dead waiter's slot lapses after 2×TTL +
+//     RetryInterval), at the cost of longer scripts.
 //   - No read-write lock: readers could not be fenced by a term (see
 //     docs/design.md, Locks).
 //

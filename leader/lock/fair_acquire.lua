@@ -11,7 +11,10 @@
 -- ARGV[6] the call (its place in the queue), ARGV[7..] adoptable owners
 -- (as acquire.lua's ARGV[4..])
 -- Returns as acquire.lua; held by nobody but not our turn:
--- {0, "", ms until the head's slot times out}.
+-- {0, "", ms until the head's slot times out}; both "held" replies carry
+-- the last term minted as a fourth element. A call whose entry ends in
+-- "!" takes grants: fair_release.lua may hand it the lock as "CALL.0",
+-- which it adopts (ARGV[7..]).
 if ARGV[3] ~= '' then
   if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
     return {3, redis.call('HINCRBY', KEYS[1], ARGV[3], 1)}
@@ -70,8 +73,11 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[5]))
   redis.call('PEXPIRE', KEYS[4], 2 * tonumber(ARGV[5]))
 end
+-- The last term minted: a grant with a higher term came after this reply
+-- (fair_release.lua), so the waiter may hold it without asking again.
+local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 if h[1] then
-  return {0, h[1], redis.call('PTTL', KEYS[1])}
+  return {0, h[1], redis.call('PTTL', KEYS[1]), last}
 end
 local hto = tonumber(redis.call('ZSCORE', KEYS[4], head)) or now
-return {0, '', math.max(hto - now, 1)}
+return {0, '', math.max(hto - now, 1), last}

@@ -32,10 +32,13 @@ type Mutex struct {
 	// gets one at RenewDeadline.
 	ctxBound bool
 	fair     bool // WithFair
-	key      any  // holdKey, boxed once (a context lookup would box it every time)
-	channel  string
-	st       store
-	log      *zap.Logger
+	// grants: a fair release may grant the lock to the queue's head
+	// (the Redis store; not the simulator's).
+	grants  bool
+	key     any // holdKey, boxed once (a context lookup would box it every time)
+	channel string
+	st      store
+	log     *zap.Logger
 }
 
 // holdKey is the context key of a hold: one per Client and lock (prefix
@@ -112,17 +115,52 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	var (
 		w       *waiter
 		queued  bool // fair: this call has a slot in the queue
+		held    bool // the call returns a hold: its waiter passes no wake-up on
 		lastErr error
 		rng     *rand.Rand
+		// heldSent, heldSeen: the send time of the last attempt that
+		// found the lock held, and the last term minted then (fair).
+		heldSent time.Time
+		heldSeen uint64
 	)
+	since := time.Now()
 	defer func() {
 		if w != nil {
-			m.c.unsubscribe(w)
+			m.c.unsubscribe(w, !held)
 		}
 	}()
 	giveUp := func(err error) (*Hold, error) {
 		m.endCall(ctx, &call, queued)
 		return nil, err
+	}
+	var grantOwn string // fair: the owner a release grants this call the lock under
+	if m.grants && wait {
+		grantOwn = grantOwner(m.c.callID(call.seq))
+	}
+	if wait {
+		// Join the Client's waiters for the lock now when its
+		// subscription is live already (others wait): the first attempt
+		// then needs no second one once subscribed, as no notice can fall
+		// between it and the wait.
+		var starving bool
+		w, starving = m.c.join(m.channel, grantCall(grantOwn), m.fair, since, starveAfter)
+		if starving {
+			// A waiter of this Client has waited longer than starveAfter:
+			// go behind it, as sync.Mutex does in starvation mode, so that
+			// a holder that locks again at once cannot pass it forever.
+			// The release wakes the queue's head; this call waits to be
+			// the head (RetryInterval bounds a wake-up that never comes).
+			if w == nil {
+				var err error
+				if w, err = m.c.subscribe(m.channel, "", false, since); err != nil {
+					return nil, err
+				}
+			}
+			rng = m.rand(ctx)
+			if ok, _ := m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)); !ok {
+				return nil, m.waitErr(ctx)
+			}
+		}
 	}
 	for {
 		// Every attempt has an owner of its own, so that nothing aimed at
@@ -130,10 +168,19 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		// abandon, the attempt itself landing late) can act on another's
 		// hold, or on the lock after this call's Unlock.
 		owner := m.c.owner(call.seq, &call.n)
+		adopt := call.unknown
+		if grantOwn != "" {
+			// A grant to this call is adopted as the hold of an earlier
+			// attempt would be.
+			adopt = append(slices.Clip(adopt), grantOwn)
+		}
+		// A notice sent after this attempt lands reaches w (when set) if
+		// its subscription is live now.
+		live := w != nil && w.live()
 		// The send time is taken before the request: the server sets the
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
-		rep, err := m.acquire(ctx, owner, call.unknown, wait)
+		rep, err := m.acquire(ctx, owner, adopt, wait)
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrNotReplicated):
@@ -164,7 +211,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			if rng == nil {
 				rng = m.rand(ctx)
 			}
-			if !m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)) {
+			if ok, _ := m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)); !ok {
 				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
 			}
 			continue
@@ -177,6 +224,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			}
 			h, err := m.held(ctx, owner, rep, sent)
 			if err == nil {
+				held = true
 				m.endCall(ctx, &call, false)
 				return h, nil
 			}
@@ -195,12 +243,15 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			return giveUp(fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
 		}
 		queued = m.fair
-		if w == nil {
+		heldSent, heldSeen = sent, rep.seen
+		if !live {
 			// First wait: subscribe, and try once more when the
 			// subscription is live, so no release notice can fall between
 			// the attempt and the wait.
-			if w, err = m.c.subscribe(m.channel); err != nil {
-				return giveUp(err)
+			if w == nil {
+				if w, err = m.c.subscribe(m.channel, grantCall(grantOwn), m.fair, since); err != nil {
+					return giveUp(err)
+				}
 			}
 			if !m.waitReady(ctx, w, rep.pttl) {
 				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
@@ -210,10 +261,68 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		if rng == nil {
 			rng = m.rand(ctx)
 		}
-		if !m.sleep(ctx, w, m.heldWait(rep.pttl, rng)) {
+		ok, grant := m.sleep(ctx, w, m.heldWait(rep.pttl, rng))
+		if !ok {
 			return giveUp(errors.Join(m.waitErr(ctx), lastErr))
 		}
+		if grant == "" {
+			continue
+		}
+		if h, err, done := m.granted(ctx, grant, heldSent, heldSeen); done {
+			if err != nil {
+				return giveUp(err)
+			}
+			held = true
+			m.endCall(ctx, &call, false)
+			return h, nil
+		}
+		// Not provably after the last attempt, or that attempt is too
+		// old: the next attempt adopts the grant, its deadline counted
+		// from its own send time.
 	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// starveAfter is how long a waiter may wait before new Lock calls of its
+// Client go behind it instead of trying first (sync.Mutex: 1 ms).
+const starveAfter = time.Millisecond
+
+// grantCall is the call of a grant owner ("CALL.0"), "" for "".
+func grantCall(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return callOf(owner)
+}
+
+// granted turns a fair release's grant to this call (field "TERM CALL.0")
+// into a hold without another round trip, when that is safe: done reports
+// whether it did (or failed with err). The hold's deadline is counted
+// from sent, the send time of the call's last attempt, which found the
+// lock held when the last term minted was seen. A grant with a higher
+// term was minted after that attempt landed, so after sent: its expiry on
+// the server, grant time + TTL, is later than sent + TTL, which is all
+// the timing rule asks (docs/design.md, Timing). A grant whose term is
+// not above seen (a grant that lapsed before that attempt, reported
+// late), or an attempt older than RenewInterval (the hold would have to
+// renew at once), is left to the next attempt, which adopts it.
+func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64) (h *Hold, err error, done bool) {
+	t, _, _ := strings.Cut(field, " ")
+	term, perr := strconv.ParseUint(t, 10, 64)
+	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval {
+		return nil, nil, false
+	}
+	h, err = m.held(ctx, ownerOf(field), acquireReply{code: codeAdopted, term: term, field: field}, sent)
+	return h, err, true
 }
 
 // lockCall is one Lock or TryLock call. Its attempts have owners of their
@@ -244,6 +353,11 @@ func (m *Mutex) endCall(ctx context.Context, call *lockCall, queued bool) {
 	}
 	id, owners := m.c.callID(call.seq), call.unknown
 	call.unknown = nil
+	if queued && m.grants {
+		// A release may have granted the lock to the call just now: the
+		// abandon deletes that grant too (and leaves it a tombstone).
+		owners = append(slices.Clip(owners), grantOwner(id))
+	}
 	ctx = context.WithoutCancel(ctx)
 	if !m.c.spawn(func() { m.abandon(ctx, id, owners) }) {
 		m.abandon(ctx, id, owners) // closed: at once, best effort
@@ -329,24 +443,29 @@ func (m *Mutex) waitReady(ctx context.Context, w *waiter, bound time.Duration) b
 	}
 }
 
-// sleep waits d, or until a release notice when w is set. It returns false
-// when ctx ends or the Client closes.
-func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) bool {
+// sleep waits d, or until a release notice or a grant (its field) when
+// w is set. It returns false when ctx ends or the Client closes.
+func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) (bool, string) {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var notify chan struct{}
+	var (
+		notify chan struct{}
+		grant  chan string
+	)
 	if w != nil {
-		notify = w.notify
+		notify, grant = w.notify, w.grant
 	}
 	select {
 	case <-t.C:
-		return true
+		return true, ""
 	case <-notify:
-		return true
+		return true, ""
+	case g := <-grant:
+		return true, g
 	case <-ctx.Done():
-		return false
+		return false, ""
 	case <-m.c.ctx.Done():
-		return false
+		return false, ""
 	}
 }
 
@@ -649,20 +768,15 @@ func (l *lease) end(cause error) {
 	l.ended = true
 	// Under mu, so no hold is missed or made meanwhile. A cancel only
 	// cancels the context's children and starts its AfterFuncs: it never
-	// calls back into the lease.
-	if l.firstMade {
-		l.first.cancel(cause)
-	}
+	// calls back into the lease. The re-entries go first: whoever sees
+	// the first hold end (a caller waiting on its Done) finds every hold
+	// of the term ended already.
 	for h := range l.more {
 		h.cancel(cause)
 	}
-}
-
-// lost returns the loss cause, or nil while the lease may still be held.
-func (l *lease) lost() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lostCause
+	if l.firstMade {
+		l.first.cancel(cause)
+	}
 }
 
 // stopWatchdog stops the timers and waits for a renewal in flight, which

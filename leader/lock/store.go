@@ -33,6 +33,10 @@ var (
 	fairAcquireLua    string
 	fairAcquireScript = newScript(fairAcquireLua)
 
+	//go:embed fair_release.lua
+	fairReleaseLua    string
+	fairReleaseScript = newScript(fairReleaseLua)
+
 	//go:embed fair_abandon.lua
 	fairAbandonLua    string
 	fairAbandonScript = newScript(fairAbandonLua)
@@ -108,6 +112,10 @@ type acquireReply struct {
 	count  int64         // re-entered: holds of the term now
 	holder string        // held: "TERM OWNER" of the holder
 	pttl   time.Duration // held: the holder's time left
+	// seen is the last term minted when a fair attempt found the lock
+	// held (or not its turn); 0 when unknown. A grant with a higher term
+	// was made after that attempt landed.
+	seen uint64
 	// field names the hold to renew and release by (acquired, adopted),
 	// when it is not "TERM OWNER" of the attempt's own owner: an adopted
 	// hold's (an earlier attempt's owner), Redlock's (every master's own
@@ -169,13 +177,19 @@ type redisStore struct {
 	goneKeys []string
 	goneArg  any // tombstone lifetime, milliseconds, boxed once
 	fair     bool
-	slot     any // fair: a waiter's slot lifetime, milliseconds, as a string
+	// notice, when set, is told of every release that deleted the lock
+	// ("released FIELD", or "granted FIELD" when a fair release handed it
+	// to the queue's head), as soon as the reply comes: the Client wakes
+	// its own waiters without waiting for the pub/sub notice.
+	notice func(msg string)
+	slot   any // fair: a waiter's slot lifetime, milliseconds, as a string
 	// minReplicas > 0: acquires and renewals pipeline a WAIT (unbatched).
 	minReplicas    int
 	replicaTimeout time.Duration
 
 	acquireHead, fairAcquireHead []any
 	renewHead, releaseHead       []any
+	fairReleaseHead              []any
 	abandonHead, fairAbandonHead []any
 }
 
@@ -206,6 +220,7 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 		fairAcquireHead: fairAcquireScript.head(lock, term, queue, timeouts, gone),
 		renewHead:       renewScript.head(lock),
 		releaseHead:     releaseScript.head(lock),
+		fairReleaseHead: fairReleaseScript.head(lock, term, queue, timeouts),
 		abandonHead:     abandonScript.head(lock, gone),
 		fairAbandonHead: fairAbandonScript.head(lock, gone, queue, timeouts),
 	}
@@ -290,7 +305,7 @@ func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, 
 		if wait {
 			q = "1"
 		}
-		a := append(args(s.fairAcquireHead, 6+len(adopt)), owner, s.ttlArg, reenter, q, s.slot, callOf(owner))
+		a := append(args(s.fairAcquireHead, 6+len(adopt)), owner, s.ttlArg, reenter, q, s.slot, queueEntry(callOf(owner)))
 		for _, o := range adopt {
 			a = append(a, o)
 		}
@@ -353,6 +368,10 @@ func parseAcquire(res []any) (acquireReply, error) {
 		r.holder, _ = res[1].(string)
 		p, _ := res[2].(int64)
 		r.pttl = time.Duration(p) * time.Millisecond
+		if len(res) > 3 {
+			t, _ := res[3].(int64)
+			r.seen = uint64(max(t, 0))
+		}
 	case codeGone, codeAbandoned:
 	default:
 		return r, fmt.Errorf("acquire: unexpected reply %v", res)
@@ -378,20 +397,55 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 	if last {
 		flag = "1"
 	}
+	if s.fair {
+		a := append(args(s.fairReleaseHead, 4), field, flag, s.chanArg, s.ttlArg)
+		res, err := s.run(ctx, fairReleaseScript, a).Slice()
+		if err != nil {
+			return 0, fmt.Errorf("release %s: %w", s.key, err)
+		}
+		var n int64
+		ok := len(res) > 0
+		if ok {
+			n, ok = res[0].(int64)
+		}
+		if !ok {
+			return 0, fmt.Errorf("release %s: unexpected reply %v", s.key, res)
+		}
+		if n == 0 && s.notice != nil {
+			if len(res) > 1 {
+				g, _ := res[1].(string)
+				s.notice("granted " + g)
+			} else {
+				s.notice("released " + field)
+			}
+		}
+		return n, nil
+	}
 	a := append(args(s.releaseHead, 3), field, flag, s.chanArg)
 	n, err := s.run(ctx, releaseScript, a).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", s.key, err)
 	}
+	if n == 0 && last && s.notice != nil {
+		s.notice("released " + field)
+	}
 	return n, nil
 }
+
+// queueEntry is a fair call's entry in the queue: the call, marked as one
+// that takes grants (fair_release.lua).
+func queueEntry(call string) string { return call + "!" }
+
+// grantOwner is the owner under which fair_release.lua grants the lock to
+// call: no attempt of a call is numbered 0.
+func grantOwner(call string) string { return call + ".0" }
 
 func (s *redisStore) abandon(ctx context.Context, call string, owners []string) error {
 	var a []any
 	sc := abandonScript
 	if s.fair {
 		sc = fairAbandonScript
-		a = append(args(s.fairAbandonHead, 3+len(owners)), s.chanArg, s.goneArg, call)
+		a = append(args(s.fairAbandonHead, 3+len(owners)), s.chanArg, s.goneArg, queueEntry(call))
 	} else {
 		a = append(args(s.abandonHead, 2+len(owners)), s.chanArg, s.goneArg)
 	}

@@ -304,10 +304,11 @@ func TestClient_PubSubStallCountsReset(t *testing.T) {
 	}
 }
 
-// fairHandover sets up finding 6 of issue 22: holder H (TTL 1s) holds;
-// waiter A queues first (the head), then W; H unlocks while A's calls are
-// held back, so W's attempt finds the lock free but A's turn; then A's
-// attempt goes and takes the lock. It returns A's result and W's pending
+// fairHandover sets up finding 6 of issue 22: holder H (a fixed lease of
+// 1s) holds; waiter A queues first (the head), then W; H dies holding the
+// lock (no release: a release would grant the lock to A) and its lease
+// expires while A's calls are held back, so W's attempt finds the lock
+// free but A's turn; then A's attempt goes and takes the lock. It returns A's result and W's pending
 // Lock. aOpts and wOpts configure A's and W's Mutexes (WithFair is
 // added).
 func fairHandover(t *testing.T, name string, aOpts, wOpts []lock.Option) (lockResult, <-chan lockResult, *redis.Client, *scriptHook) {
@@ -315,7 +316,7 @@ func fairHandover(t *testing.T, name string, aOpts, wOpts []lock.Option) (lockRe
 	srv, rdb := startRedis(t)
 	fair := lock.WithFair()
 	hc := newLockClient(t, rdb, lock.WithConfig(lock.Config{TTL: time.Second}), fair)
-	h, err := mustMutex(t, hc, name).Lock(t.Context())
+	h, err := mustMutex(t, hc, name, lock.WithFixedLease(time.Second)).Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,10 +337,8 @@ func fairHandover(t *testing.T, name string, aOpts, wOpts []lock.Option) (lockRe
 
 	ahook.close()
 	t.Cleanup(ahook.open) // before A's Lock is cancelled and waited for
-	if err := h.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	// The notice wakes W, whose attempt finds the lock free but A's turn
+	_ = h                 // dies holding: its lease expires, nothing is published
+	// W wakes at H's expiry; its attempt finds the lock free but A's turn
 	// (A's attempt is held back).
 	if !waitUntil(10*time.Second, func() bool {
 		rep := whook.lastAcquire()
