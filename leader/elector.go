@@ -44,9 +44,19 @@ type Elector struct {
 	// Only the running Run touches it.
 	lastTerm uint64
 
-	mu       sync.Mutex // guards status and termDone
-	status   Status
-	termDone chan struct{} // closed when the current term has ended; nil between terms
+	mu     sync.Mutex // guards status, termDone and the loop's heartbeat
+	status Status
+	// loopBeat is when the leader's term loop last started a renewal or
+	// handled its answer (or began the term); renewBusy is true while a
+	// renewal it started is in flight. Healthy reads them to tell a wedged
+	// loop from a slow or unreachable Redis.
+	loopBeat  time.Time
+	renewBusy bool
+	// expiredAt is when the renew deadline timer ended the current term,
+	// until the term loop handles it (zero otherwise): a loop that never
+	// does is wedged too.
+	expiredAt time.Time
+	termDone  chan struct{} // closed when the current term has ended; nil between terms
 }
 
 // Status is a snapshot of an elector's view of its election.
@@ -738,6 +748,7 @@ wait:
 			// The deadline timer has already cancelled the context; a local
 			// timer, not the renew call's timeout, so a hung call cannot
 			// delay it. Nothing is released after it.
+			e.expiryHandled()
 			t.end(ErrRenewDeadline, true)
 			startBudget()
 		case res := <-t.renewCh:
@@ -825,7 +836,7 @@ wait:
 func (t *term) deadlinePassed() {
 	t.expired.Store(true)
 	t.cancel(ErrRenewDeadline)
-	t.c.e.endLeading()
+	t.c.e.endLeadingExpired()
 	select {
 	case t.passed <- struct{}{}:
 	default:
@@ -870,6 +881,7 @@ func (t *term) startRenew(ctx context.Context) {
 	now := time.Now()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lastOK.Add(e.cfg.RenewDeadline).Sub(now))
 	t.renewing, t.renewStop = true, cancel
+	e.beat(now, true)
 	ch := t.renewCh
 	go func() {
 		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
@@ -885,6 +897,7 @@ func (t *term) renewed(res renewResult) {
 	cfg := e.cfg
 	t.renewing = false
 	t.renewStop()
+	e.beat(time.Now(), false)
 	if t.lost {
 		return
 	}
@@ -969,7 +982,15 @@ func (e *Elector) beginTerm(l Lease, sent time.Time) {
 	e.status.Since = sent
 	e.status.LastRenew = sent
 	e.status.Leader = l
+	e.loopBeat, e.renewBusy = sent, false
 	e.termDone = make(chan struct{})
+}
+
+// beat records that the term loop started a renewal (busy) or handled one.
+func (e *Elector) beat(now time.Time, busy bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.loopBeat, e.renewBusy = now, busy
 }
 
 func (e *Elector) renewed(sent time.Time) {
@@ -985,11 +1006,29 @@ func (e *Elector) endLeading() {
 	e.status.Term = 0
 }
 
+// endLeadingExpired is endLeading for the deadline timer: it also notes
+// when, for Healthy, until the loop handles it.
+func (e *Elector) endLeadingExpired() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.Leading = false
+	e.status.Term = 0
+	e.expiredAt = time.Now()
+}
+
+// expiryHandled tells Healthy that the loop handled the deadline.
+func (e *Elector) expiryHandled() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expiredAt = time.Time{}
+}
+
 func (e *Elector) endTerm(waiters []*resignRequest) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.status.Leading = false
 	e.status.Term = 0
+	e.expiredAt = time.Time{}
 	if e.termDone != nil {
 		close(e.termDone)
 		e.termDone = nil

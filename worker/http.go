@@ -107,13 +107,14 @@ func (w *Worker) Info(ctx context.Context) LeaderInfo {
 // follower is healthy), /leader (LeaderInfo as JSON) and, when gatherer is
 // not nil, /metrics.
 //
-// /livez fails (503, with the reason) while this instance leads but its
-// last successful renewal is overdue by more than half the renew budget
-// (RenewInterval + (RenewDeadline − RenewInterval)/2): Redis is slow or
-// unreachable, or this process is starved, and the term is at risk — the
-// signal client-go's leader-election healthz adaptor gives a liveness
-// probe. It is healthy again once the renewal succeeds, or once the
-// deadline passed and the instance stepped down.
+// /livez is for a liveness probe: it reflects this process's own health
+// only, never Redis reachability nor leadership. It fails (503, with the
+// reason) while the renewal loop is wedged (leader.Elector.Healthy, with
+// half the renew budget, (RenewDeadline − RenewInterval)/2, as tolerance):
+// the loop has not attempted a renewal in time, or has not handled the
+// renew deadline. A renewal that fails or hangs because Redis is down or
+// frozen keeps /livez at 200: restarting the process would not bring
+// Redis back, and would restart every instance at once.
 func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") }
