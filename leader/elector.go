@@ -78,6 +78,13 @@ type Status struct {
 	// Leader is the holder last observed (this candidate while Leading);
 	// zero before any holder was seen.
 	Leader Lease
+	// RedisErr is the error of this elector's last acquire or renew that
+	// got no answer from Redis (down, frozen, unreachable), nil once one
+	// is answered again. It is ErrNotStarted... never: before the first
+	// call it is nil, and Reached is false.
+	RedisErr error
+	// Reached is true once Redis answered one of this elector's calls.
+	Reached bool
 }
 
 type resignRequest struct{ done chan struct{} }
@@ -347,6 +354,11 @@ func (c *campaign) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if errors.Is(err, ErrSpreadGroupLive) {
+				e.redisAnswered(nil) // an answer, not an outage
+			} else {
+				e.redisAnswered(err)
+			}
 			// The outcome is unknown (the reply may be lost or late): never
 			// lead on it. A retry that finds our ID holding the lease adopts
 			// it, as only this Elector's own attempts carry its ID.
@@ -354,6 +366,7 @@ func (c *campaign) run(ctx context.Context) error {
 			pause = c.jitter(e.cfg.RetryInterval)
 			continue
 		}
+		e.redisAnswered(nil)
 		if c.acquireFailing {
 			c.acquireFailing = false
 			e.log.Info("acquire answered again") // Redis reachable, or the spread group of the name gone
@@ -898,6 +911,11 @@ func (t *term) renewed(res renewResult) {
 	t.renewing = false
 	t.renewStop()
 	e.beat(time.Now(), false)
+	if res.err == nil || errors.Is(res.err, ErrLeaseLost) {
+		e.redisAnswered(nil)
+	} else {
+		e.redisAnswered(res.err)
+	}
 	if t.lost {
 		return
 	}
@@ -984,6 +1002,20 @@ func (e *Elector) beginTerm(l Lease, sent time.Time) {
 	e.status.Leader = l
 	e.loopBeat, e.renewBusy = sent, false
 	e.termDone = make(chan struct{})
+}
+
+// redisAnswered records the outcome of a Redis call: nil when Redis
+// answered, else the error; and tells the metrics if they listen.
+func (e *Elector) redisAnswered(err error) {
+	e.mu.Lock()
+	e.status.RedisErr = err
+	if err == nil {
+		e.status.Reached = true
+	}
+	e.mu.Unlock()
+	if m, ok := e.metrics.(RedisMetrics); ok {
+		m.Redis(err)
+	}
 }
 
 // beat records that the term loop started a renewal (busy) or handled one.
