@@ -130,19 +130,35 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	// /readyz fails (503, with the reason) once the worker gave up after
 	// Policy.MaxFailedTerms failed terms in a row (ErrGaveUp): the process
 	// lives on, campaigning no more, until someone fixes the job and
-	// restarts it.
+	// restarts it. It does not fail while Redis is unreachable (a service
+	// that serves traffic as a follower keeps serving it), but says so in
+	// its body: "ok; redis unreachable: …".
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.GaveUp(); err != nil {
 			writeText(rw, http.StatusServiceUnavailable, err.Error())
 			return
 		}
-		ok(rw, r)
+		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))
 	})
 	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
 		info := w.Info(ctx)
 		return info, info.Error != ""
 	}, gatherer)
 	return mux
+}
+
+// readyBody is /readyz's 200 body: "ok", or what keeps Redis from
+// answering this instance's calls.
+func readyBody(st leader.Status, mode Mode) string {
+	switch {
+	case mode == ModeAlways || mode == ModeStandby: // no acquire, no renew
+		return "ok"
+	case st.RedisErr != nil:
+		return "ok; redis unreachable, campaigning in the background: " + st.RedisErr.Error()
+	case !st.Reached:
+		return "ok; redis not answered yet"
+	}
+	return "ok"
 }
 
 // writeText writes body and a newline as text/plain with status code.
