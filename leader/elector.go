@@ -56,6 +56,7 @@ type Elector struct {
 	// until the term loop handles it (zero otherwise): a loop that never
 	// does is wedged too.
 	expiredAt time.Time
+	openTerm  uint64        // the term between beginTerm and endTerm, else 0
 	termDone  chan struct{} // closed when the current term has ended; nil between terms
 }
 
@@ -849,7 +850,7 @@ wait:
 func (t *term) deadlinePassed() {
 	t.expired.Store(true)
 	t.cancel(ErrRenewDeadline)
-	t.c.e.endLeadingExpired()
+	t.c.e.endLeadingExpired(t.lease.Term)
 	select {
 	case t.passed <- struct{}{}:
 	default:
@@ -1001,6 +1002,7 @@ func (e *Elector) beginTerm(l Lease, sent time.Time) {
 	e.status.LastRenew = sent
 	e.status.Leader = l
 	e.loopBeat, e.renewBusy = sent, false
+	e.openTerm, e.expiredAt = l.Term, time.Time{}
 	e.termDone = make(chan struct{})
 }
 
@@ -1040,12 +1042,14 @@ func (e *Elector) endLeading() {
 
 // endLeadingExpired is endLeading for the deadline timer: it also notes
 // when, for Healthy, until the loop handles it.
-func (e *Elector) endLeadingExpired() {
+func (e *Elector) endLeadingExpired(term uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.status.Leading = false
 	e.status.Term = 0
-	e.expiredAt = time.Now()
+	if e.openTerm == term { // not a timer that fired as its term ended
+		e.expiredAt = time.Now()
+	}
 }
 
 // expiryHandled tells Healthy that the loop handled the deadline.
@@ -1060,7 +1064,7 @@ func (e *Elector) endTerm(waiters []*resignRequest) {
 	defer e.mu.Unlock()
 	e.status.Leading = false
 	e.status.Term = 0
-	e.expiredAt = time.Time{}
+	e.expiredAt, e.openTerm = time.Time{}, 0
 	if e.termDone != nil {
 		close(e.termDone)
 		e.termDone = nil
