@@ -44,9 +44,20 @@ type Elector struct {
 	// Only the running Run touches it.
 	lastTerm uint64
 
-	mu       sync.Mutex // guards status and termDone
-	status   Status
-	termDone chan struct{} // closed when the current term has ended; nil between terms
+	mu     sync.Mutex // guards status, termDone and the loop's heartbeat
+	status Status
+	// loopBeat is when the leader's term loop last started a renewal or
+	// handled its answer (or began the term); renewBusy is true while a
+	// renewal it started is in flight. Healthy reads them to tell a wedged
+	// loop from a slow or unreachable Redis.
+	loopBeat  time.Time
+	renewBusy bool
+	// expiredAt is when the renew deadline timer ended the current term,
+	// until the term loop handles it (zero otherwise): a loop that never
+	// does is wedged too.
+	expiredAt time.Time
+	openTerm  uint64        // the term between beginTerm and endTerm, else 0
+	termDone  chan struct{} // closed when the current term has ended; nil between terms
 }
 
 // Status is a snapshot of an elector's view of its election.
@@ -68,6 +79,13 @@ type Status struct {
 	// Leader is the holder last observed (this candidate while Leading);
 	// zero before any holder was seen.
 	Leader Lease
+	// RedisErr is the error of this elector's last acquire or renew that
+	// got no answer from Redis (down, frozen, unreachable), nil once one
+	// is answered again. It is ErrNotStarted... never: before the first
+	// call it is nil, and Reached is false.
+	RedisErr error
+	// Reached is true once Redis answered one of this elector's calls.
+	Reached bool
 }
 
 type resignRequest struct{ done chan struct{} }
@@ -337,6 +355,11 @@ func (c *campaign) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if errors.Is(err, ErrSpreadGroupLive) {
+				e.redisAnswered(nil) // an answer, not an outage
+			} else {
+				e.redisAnswered(err)
+			}
 			// The outcome is unknown (the reply may be lost or late): never
 			// lead on it. A retry that finds our ID holding the lease adopts
 			// it, as only this Elector's own attempts carry its ID.
@@ -344,6 +367,7 @@ func (c *campaign) run(ctx context.Context) error {
 			pause = c.jitter(e.cfg.RetryInterval)
 			continue
 		}
+		e.redisAnswered(nil)
 		if c.acquireFailing {
 			c.acquireFailing = false
 			e.log.Info("acquire answered again") // Redis reachable, or the spread group of the name gone
@@ -738,6 +762,7 @@ wait:
 			// The deadline timer has already cancelled the context; a local
 			// timer, not the renew call's timeout, so a hung call cannot
 			// delay it. Nothing is released after it.
+			e.expiryHandled()
 			t.end(ErrRenewDeadline, true)
 			startBudget()
 		case res := <-t.renewCh:
@@ -825,7 +850,7 @@ wait:
 func (t *term) deadlinePassed() {
 	t.expired.Store(true)
 	t.cancel(ErrRenewDeadline)
-	t.c.e.endLeading()
+	t.c.e.endLeadingExpired(t.lease.Term)
 	select {
 	case t.passed <- struct{}{}:
 	default:
@@ -870,6 +895,7 @@ func (t *term) startRenew(ctx context.Context) {
 	now := time.Now()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lastOK.Add(e.cfg.RenewDeadline).Sub(now))
 	t.renewing, t.renewStop = true, cancel
+	e.beat(now, true)
 	ch := t.renewCh
 	go func() {
 		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
@@ -885,6 +911,12 @@ func (t *term) renewed(res renewResult) {
 	cfg := e.cfg
 	t.renewing = false
 	t.renewStop()
+	e.beat(time.Now(), false)
+	if res.err == nil || errors.Is(res.err, ErrLeaseLost) {
+		e.redisAnswered(nil)
+	} else {
+		e.redisAnswered(res.err)
+	}
 	if t.lost {
 		return
 	}
@@ -969,7 +1001,30 @@ func (e *Elector) beginTerm(l Lease, sent time.Time) {
 	e.status.Since = sent
 	e.status.LastRenew = sent
 	e.status.Leader = l
+	e.loopBeat, e.renewBusy = sent, false
+	e.openTerm, e.expiredAt = l.Term, time.Time{}
 	e.termDone = make(chan struct{})
+}
+
+// redisAnswered records the outcome of a Redis call: nil when Redis
+// answered, else the error; and tells the metrics if they listen.
+func (e *Elector) redisAnswered(err error) {
+	e.mu.Lock()
+	e.status.RedisErr = err
+	if err == nil {
+		e.status.Reached = true
+	}
+	e.mu.Unlock()
+	if m, ok := e.metrics.(RedisMetrics); ok {
+		m.Redis(err)
+	}
+}
+
+// beat records that the term loop started a renewal (busy) or handled one.
+func (e *Elector) beat(now time.Time, busy bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.loopBeat, e.renewBusy = now, busy
 }
 
 func (e *Elector) renewed(sent time.Time) {
@@ -985,11 +1040,31 @@ func (e *Elector) endLeading() {
 	e.status.Term = 0
 }
 
+// endLeadingExpired is endLeading for the deadline timer: it also notes
+// when, for Healthy, until the loop handles it.
+func (e *Elector) endLeadingExpired(term uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.Leading = false
+	e.status.Term = 0
+	if e.openTerm == term { // not a timer that fired as its term ended
+		e.expiredAt = time.Now()
+	}
+}
+
+// expiryHandled tells Healthy that the loop handled the deadline.
+func (e *Elector) expiryHandled() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expiredAt = time.Time{}
+}
+
 func (e *Elector) endTerm(waiters []*resignRequest) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.status.Leading = false
 	e.status.Term = 0
+	e.expiredAt, e.openTerm = time.Time{}, 0
 	if e.termDone != nil {
 		close(e.termDone)
 		e.termDone = nil

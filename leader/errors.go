@@ -47,6 +47,5 @@ var (
 )
 
 // ErrRenewStuck is returned by Elector.Healthy while this elector leads but
-// no renewal has succeeded for longer than RenewInterval plus the
-// tolerance given.
-var ErrRenewStuck = errors.New("leader: leading, but renewals are stuck")
+// its renewal loop is wedged: it has not attempted a renewal in time.
+var ErrRenewStuck = errors.New("leader: leading, but the renewal loop is wedged")

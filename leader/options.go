@@ -77,6 +77,14 @@ type Metrics interface {
 	Overrun(term uint64)
 }
 
+// RedisMetrics is an optional extension of Metrics: an elector whose
+// Metrics implement it reports the outcome of each acquire and renew, nil
+// when Redis answered (whatever the answer), else the error. Calls must not
+// block.
+type RedisMetrics interface {
+	Redis(err error)
+}
+
 type nopMetrics struct{}
 
 func (nopMetrics) Transition(Transition, uint64) {}

@@ -388,40 +388,89 @@ func TestNew_WarnsWhenClientTimeoutsExceedTheRenewBudget(t *testing.T) {
 	}
 }
 
-func TestElector_HealthyFailsWhileRenewalIsStuck(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		lock := leadertest.New()
-		cfg := fastConfig("a") // renew every 1s, deadline 2s
-		e := newElector(t, lock, cfg)
-		if err := e.Healthy(0); err != nil {
-			t.Fatalf("follower: Healthy() = %v", err)
+// Healthy is a liveness check of this process (issue 23): a renewal that
+// hangs (Redis frozen) or fails (Redis down) keeps it nil up to the renew
+// deadline, where the elector steps down; only a wedged renewal loop fails
+// it.
+func TestElector_HealthyIgnoresRedisFailures(t *testing.T) {
+	for _, mode := range []string{"frozen", "down"} {
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lock := leadertest.New()
+				e := newElector(t, lock, fastConfig("a")) // renew every 1s, deadline 2s
+				if err := e.Healthy(0); err != nil {
+					t.Fatalf("follower: Healthy() = %v", err)
+				}
+				rec := newRecorder()
+				stop := run(t, e, rec.fn("a"))
+				<-rec.started
+				time.Sleep(3500 * time.Millisecond) // renewing fine (last at +3s)
+				if err := e.Healthy(200 * time.Millisecond); err != nil {
+					t.Fatalf("renewing leader: Healthy() = %v", err)
+				}
+				hang := make(chan struct{})
+				lock.SetBefore(func(_ context.Context, op leadertest.Op) error {
+					if op != leadertest.OpRenew {
+						return nil
+					}
+					if mode == "down" {
+						return errors.New("connection refused")
+					}
+					<-hang
+					return nil
+				})
+				// The last renewal succeeded at +3s; the next ones hang or
+				// fail. At +4.8s it is 1.8s old, and the deadline is +5s.
+				time.Sleep(1300 * time.Millisecond)
+				if err := e.Healthy(200 * time.Millisecond); err != nil || !e.IsLeader() {
+					t.Fatalf("leader, Redis %s: Healthy() = %v (leading %v), want nil", mode, err, e.IsLeader())
+				}
+				time.Sleep(500 * time.Millisecond) // past the deadline: stepped down
+				if err := e.Healthy(200 * time.Millisecond); err != nil || e.IsLeader() {
+					t.Fatalf("after stepping down: Healthy() = %v (leading %v)", err, e.IsLeader())
+				}
+				close(hang)
+				lock.SetBefore(nil)
+				_ = stop()
+			})
+		})
+	}
+}
+
+// wedgingLogger returns a logger whose "renewed" entry blocks, once wedge
+// is set, until unwedge is closed: a renewal loop stuck in a blocked log
+// sink.
+func wedgingLogger(wedge *atomic.Bool, unwedge <-chan struct{}) *zap.Logger {
+	core, _ := observer.New(zapcore.DebugLevel)
+	return zap.New(zapcore.RegisterHooks(core, func(ent zapcore.Entry) error {
+		if ent.Message == "renewed" && wedge.Load() {
+			<-unwedge
 		}
+		return nil
+	}))
+}
+
+func TestElector_HealthyFailsWhileRenewalLoopIsWedged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var wedge atomic.Bool
+		unwedge := make(chan struct{})
+		e := newElector(t, leadertest.New(), fastConfig("a"), leader.WithLogger(wedgingLogger(&wedge, unwedge)))
 		rec := newRecorder()
 		stop := run(t, e, rec.fn("a"))
 		<-rec.started
-		time.Sleep(3500 * time.Millisecond) // renewing fine (last at +3s)
+		time.Sleep(3500 * time.Millisecond)
 		if err := e.Healthy(200 * time.Millisecond); err != nil {
 			t.Fatalf("renewing leader: Healthy() = %v", err)
 		}
-		hang := make(chan struct{})
-		lock.SetBefore(func(_ context.Context, op leadertest.Op) error {
-			if op == leadertest.OpRenew {
-				<-hang
-			}
-			return nil
-		})
-		// The last renewal was sent at +3s; the next (+4s) hangs. At +4.8s
-		// it is 1.8s old, above 1s + 200ms, and the deadline is +5s.
-		time.Sleep(1300 * time.Millisecond)
-		if err := e.Healthy(200 * time.Millisecond); !errors.Is(err, leader.ErrRenewStuck) {
-			t.Fatalf("stuck leader: Healthy() = %v, want ErrRenewStuck", err)
+		// The loop blocks handling the renewal at +4s: at +5s the renew
+		// deadline stops the job and the leading; the loop never handles
+		// it.
+		wedge.Store(true)
+		time.Sleep(3 * time.Second) // +6.5s
+		if err := e.Healthy(200 * time.Millisecond); !errors.Is(err, leader.ErrRenewStuck) || e.IsLeader() {
+			t.Fatalf("wedged loop: Healthy() = %v (leading %v), want ErrRenewStuck", err, e.IsLeader())
 		}
-		time.Sleep(500 * time.Millisecond) // past the deadline: stepped down
-		if err := e.Healthy(200 * time.Millisecond); err != nil {
-			t.Fatalf("after stepping down: Healthy() = %v", err)
-		}
-		close(hang)
-		lock.SetBefore(nil)
+		close(unwedge)
 		_ = stop()
 	})
 }

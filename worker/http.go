@@ -107,13 +107,14 @@ func (w *Worker) Info(ctx context.Context) LeaderInfo {
 // follower is healthy), /leader (LeaderInfo as JSON) and, when gatherer is
 // not nil, /metrics.
 //
-// /livez fails (503, with the reason) while this instance leads but its
-// last successful renewal is overdue by more than half the renew budget
-// (RenewInterval + (RenewDeadline − RenewInterval)/2): Redis is slow or
-// unreachable, or this process is starved, and the term is at risk — the
-// signal client-go's leader-election healthz adaptor gives a liveness
-// probe. It is healthy again once the renewal succeeds, or once the
-// deadline passed and the instance stepped down.
+// /livez is for a liveness probe: it reflects this process's own health
+// only, never Redis reachability nor leadership. It fails (503, with the
+// reason) while the renewal loop is wedged (leader.Elector.Healthy, with
+// half the renew budget, (RenewDeadline − RenewInterval)/2, as tolerance):
+// the loop has not attempted a renewal in time, or has not handled the
+// renew deadline. A renewal that fails or hangs because Redis is down or
+// frozen keeps /livez at 200: restarting the process would not bring
+// Redis back, and would restart every instance at once.
 func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") }
@@ -129,19 +130,35 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	// /readyz fails (503, with the reason) once the worker gave up after
 	// Policy.MaxFailedTerms failed terms in a row (ErrGaveUp): the process
 	// lives on, campaigning no more, until someone fixes the job and
-	// restarts it.
+	// restarts it. It does not fail while Redis is unreachable (a service
+	// that serves traffic as a follower keeps serving it), but says so in
+	// its body: "ok; redis unreachable: …".
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.GaveUp(); err != nil {
 			writeText(rw, http.StatusServiceUnavailable, err.Error())
 			return
 		}
-		ok(rw, r)
+		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))
 	})
 	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
 		info := w.Info(ctx)
 		return info, info.Error != ""
 	}, gatherer)
 	return mux
+}
+
+// readyBody is /readyz's 200 body: "ok", or what keeps Redis from
+// answering this instance's calls.
+func readyBody(st leader.Status, mode Mode) string {
+	switch {
+	case mode == ModeAlways || mode == ModeStandby: // no acquire, no renew
+		return "ok"
+	case st.RedisErr != nil:
+		return "ok; redis unreachable, campaigning in the background: " + st.RedisErr.Error()
+	case !st.Reached:
+		return "ok; redis not answered yet"
+	}
+	return "ok"
 }
 
 // writeText writes body and a newline as text/plain with status code.

@@ -27,6 +27,16 @@ import (
 //	solo_fence_claim_failures_total{election}   failed claims of a new term in the fence (WithFence)
 //	solo_worker_failed_terms{election}          the election's failed terms in a row, as last read or written here (Policy.MaxFailedTerms)
 //	solo_worker_gave_up{election}               1 once this instance stopped campaigning after MaxFailedTerms failed terms
+//	solo_election_redis_up{election}            1 while Redis answers this elector's calls, 0 before the first answer and while it does not
+//	solo_job_running{election,job}              runs of the job in progress on this instance (0 or 1)
+//
+// Every series but solo_job_last_success_timestamp_seconds exists from
+// the start with its zero value: the election's series once its elector
+// is built (Metrics.Elector), a job's once it is added to a Worker. A
+// follower exports solo_election_leader 0, and a counter that never
+// counted exports 0, so rates and alerts need no absent() or
+// last_over_time. The last-success timestamp appears at the first success
+// (a 0 would read as "last success in 1970").
 type Metrics struct {
 	leading        *prometheus.GaugeVec
 	term           *prometheus.GaugeVec
@@ -42,6 +52,8 @@ type Metrics struct {
 	fenceClaims    *prometheus.CounterVec
 	failedTermsN   *prometheus.GaugeVec
 	gaveUp         *prometheus.GaugeVec
+	redisUp        *prometheus.GaugeVec
+	jobRunning     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. Called again
@@ -70,6 +82,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		fenceClaims:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_fence_claim_failures_total", Help: "Claims of a new term in the fence (worker.WithFence) that failed or were refused; no job runs until one succeeds."}, el),
 		failedTermsN:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_failed_terms", Help: "The election's failed terms in a row (resigned after worker.max_failures job failures), as last read or written by this instance."}, el),
 		gaveUp:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_gave_up", Help: "1 once this instance stopped campaigning after worker.max_failed_terms failed terms in a row."}, el),
+		redisUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_redis_up", Help: "1 while Redis answers this instance's acquire and renew calls of the election, else 0 (also before the first answer)."}, el),
+		jobRunning:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_running", Help: "Runs of the job in progress on this instance."}, job),
 		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
 	err := errors.Join(
@@ -77,7 +91,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		register(reg, &m.renew), register(reg, &m.overruns), register(reg, &m.jobRuns),
 		register(reg, &m.jobFailures), register(reg, &m.jobRestarts), register(reg, &m.jobLastSuccess),
 		register(reg, &m.jobOverruns), register(reg, &m.jobSkipped), register(reg, &m.fenceClaims),
-		register(reg, &m.failedTermsN), register(reg, &m.gaveUp),
+		register(reg, &m.failedTermsN), register(reg, &m.gaveUp), register(reg, &m.redisUp),
+		register(reg, &m.jobRunning),
 	)
 	if err != nil {
 		return nil, err
@@ -101,12 +116,52 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
 	return nil
 }
 
-// Elector returns the leader.Metrics of one election, for leader.WithMetrics.
+// Elector returns the leader.Metrics of one election, for leader.WithMetrics,
+// and creates the election's series with their zero values.
 func (m *Metrics) Elector(election string) leader.Metrics {
 	if m == nil {
 		return nil
 	}
+	m.leading.WithLabelValues(election)
+	m.term.WithLabelValues(election)
+	for _, t := range []leader.Transition{leader.TransitionElected, leader.TransitionReleased, leader.TransitionLost, leader.TransitionStepDown} {
+		m.transitions.WithLabelValues(election, string(t))
+	}
+	for _, r := range []string{"ok", "lost", "error"} {
+		m.renew.WithLabelValues(election, r)
+	}
+	m.overruns.WithLabelValues(election)
+	m.redisUp.WithLabelValues(election)
 	return electorMetrics{m: m, election: election}
+}
+
+// initWorker creates a Worker's own series of election with their zero
+// values (not resetting any already there).
+func (m *Metrics) initWorker(election string) {
+	if m == nil {
+		return
+	}
+	m.fenceClaims.WithLabelValues(election)
+	m.failedTermsN.WithLabelValues(election)
+	m.gaveUp.WithLabelValues(election)
+}
+
+// initJob creates a job's series with their zero values, but for the
+// last-success timestamp.
+func (m *Metrics) initJob(election, job string) {
+	if m == nil {
+		return
+	}
+	for _, c := range []*prometheus.CounterVec{m.jobRuns, m.jobFailures, m.jobRestarts, m.jobOverruns, m.jobSkipped} {
+		c.WithLabelValues(election, job)
+	}
+	m.jobRunning.WithLabelValues(election, job)
+}
+
+func (m *Metrics) jobRunningAdd(election, job string, delta float64) {
+	if m != nil {
+		m.jobRunning.WithLabelValues(election, job).Add(delta)
+	}
 }
 
 type electorMetrics struct {
@@ -133,6 +188,15 @@ func (e electorMetrics) Renew(took time.Duration, err error) {
 		result = "error"
 	}
 	e.m.renew.WithLabelValues(e.election, result).Observe(took.Seconds())
+}
+
+// Redis implements leader.RedisMetrics.
+func (e electorMetrics) Redis(err error) {
+	v := 1.0
+	if err != nil {
+		v = 0
+	}
+	e.m.redisUp.WithLabelValues(e.election).Set(v)
 }
 
 func (e electorMetrics) Overrun(uint64) { e.m.overruns.WithLabelValues(e.election).Inc() }

@@ -38,8 +38,13 @@ const JobGroup = "solo.jobs"
 // Named(NAME), so that an application can run several elections, and
 // nothing else: its internals are fx.Private.
 //
-// OnStart checks that Redis answers (a bad address fails the start) and
-// starts the worker on a context of its own; OnStop cancels it and waits
+// OnStart starts the worker on a context of its own and, with WithHTTP,
+// the HTTP server. Redis is not a start-up dependency: while it does not
+// answer, the application starts and serves all the same, the worker
+// keeps campaigning in the background (logged once as "acquire failed;
+// retrying", exported as solo_election_redis_up 0 and in /readyz's body)
+// and nobody runs the jobs until Redis answers again. FailFast makes an
+// unanswered ping fail the start instead. OnStop cancels it and waits
 // for the jobs to drain and the lease to be released, bounded by the stop
 // context: set fx.StopTimeout above cfg.ShutdownTimeout (default TTL) plus
 // a second.
@@ -69,6 +74,7 @@ type ModuleOption interface {
 type moduleOptions struct {
 	name     string
 	httpAddr string
+	failFast bool
 	worker   []Option
 }
 
@@ -133,6 +139,14 @@ func WithOptions(opts ...Option) ModuleOption {
 // as "127.0.0.1:8080", while the module runs. Default: no HTTP server.
 func WithHTTP(addr string) ModuleOption {
 	return moduleOptionFunc(func(o *moduleOptions) { o.httpAddr = addr })
+}
+
+// FailFast makes the module's OnStart ping Redis and fail the
+// application's start ("worker: redis unreachable at start: …") when it
+// does not answer within the start timeout. Default: Redis is not a
+// start-up dependency; the module starts and campaigns in the background.
+func FailFast() ModuleOption {
+	return moduleOptionFunc(func(o *moduleOptions) { o.failFast = true })
 }
 
 // AsJob annotates a job constructor so that its result, which must
@@ -212,7 +226,7 @@ func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleO
 	}
 	r := &runner{
 		what: "worker",
-		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner,
+		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner, failFast: mo.failFast,
 		// Quick and fallible: Redis must answer now (no leader is fine).
 		ping: func(ctx context.Context) error {
 			if _, err := e.Leader(ctx); err != nil && !errors.Is(err, leader.ErrNoLeader) {
@@ -238,7 +252,8 @@ func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleO
 // run function and, if configured, the HTTP server.
 type runner struct {
 	what     string                      // in the log: "<what> stopped"
-	ping     func(context.Context) error // at start: Redis must answer
+	ping     func(context.Context) error // at start, with failFast: Redis must answer
+	failFast bool
 	handler  func() http.Handler         // served on addr, if set
 	run      func(context.Context) error // runs until its context ends
 	log      *zap.Logger
@@ -252,8 +267,10 @@ type runner struct {
 }
 
 func (r *runner) start(ctx context.Context) error {
-	if err := r.ping(ctx); err != nil {
-		return fmt.Errorf("worker: redis unreachable at start: %w", err)
+	if r.failFast {
+		if err := r.ping(ctx); err != nil {
+			return fmt.Errorf("worker: redis unreachable at start: %w", err)
+		}
 	}
 	if r.addr != "" {
 		ln, err := net.Listen("tcp", r.addr)

@@ -101,13 +101,14 @@ func TestModule_RunsGroupJobsAndDrainsOnStop(t *testing.T) {
 	}
 }
 
-func TestModule_UnreachableRedisFailsStart(t *testing.T) {
+// With FailFast, an unreachable Redis fails the start, naming the address.
+func TestModule_FailFastUnreachableRedisFailsStart(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	app := fx.New(
 		fx.NopLogger,
 		fx.Provide(func() redis.UniversalClient { return client }),
-		worker.Module(fxConfig(t)),
+		worker.Module(fxConfig(t), worker.FailFast()),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

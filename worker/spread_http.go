@@ -129,8 +129,8 @@ func LookupMembers(ctx context.Context, client redis.UniversalClient, cfg leader
 	return parseMembers(res), nil
 }
 
-// Handler serves, for a Spread, /livez (fails while a job's renewal is
-// overdue, as Handler does for one election), /readyz, /leader
+// Handler serves, for a Spread, /livez (fails while a job's renewal loop
+// is wedged, as Handler does for one election; never for Redis), /readyz, /leader
 // (SpreadInfo as JSON) and, when gatherer is not nil, /metrics.
 func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()

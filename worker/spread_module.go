@@ -53,7 +53,7 @@ func newModuleSpread(p moduleParams, jobs jobList, cfg leader.Config, sc SpreadC
 	}
 	r := &runner{
 		what: "spread worker",
-		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner,
+		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner, failFast: mo.failFast,
 		ping:    func(ctx context.Context) error { return s.client.Ping(ctx).Err() },
 		handler: func() http.Handler { return s.Handler(p.Gatherer) },
 		run:     s.Run,

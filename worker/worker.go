@@ -205,6 +205,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 		e.UseLogger(w.log) // no-op when the elector has a logger already
 	}
 	cfg := e.Config()
+	w.metrics.initWorker(cfg.Name)
 	w.log = w.log.Named("worker").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID))
 	return w, nil
 }
@@ -282,6 +283,7 @@ func (w *Worker) Add(j Job) error {
 		return fmt.Errorf("worker: job %q registered twice", name)
 	}
 	w.jobs = append(w.jobs, r)
+	w.metrics.initJob(w.elector.Config().Name, name)
 	return nil
 }
 
@@ -500,7 +502,9 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healt
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	runs := &runningSet{names: map[string]int{}}
+	runs := &runningSet{names: map[string]int{}, running: func(name string, delta float64) {
+		w.metrics.jobRunningAdd(w.elector.Config().Name, name, delta)
+	}}
 	giveUp := make(chan error, 1)
 	var wg sync.WaitGroup
 	var crons []*job
@@ -693,21 +697,29 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// runningSet tracks which jobs are running, for overrun reports.
+// runningSet tracks which jobs are running, for overrun reports and the
+// solo_job_running gauge (running, if set).
 type runningSet struct {
-	mu    sync.Mutex
-	names map[string]int
+	mu      sync.Mutex
+	names   map[string]int
+	running func(name string, delta float64)
 }
 
 func (r *runningSet) add(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.names[name]++
+	if r.running != nil {
+		r.running(name, 1)
+	}
 }
 
 func (r *runningSet) remove(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.running != nil {
+		r.running(name, -1)
+	}
 	if r.names[name]--; r.names[name] <= 0 {
 		delete(r.names, name)
 	}

@@ -218,26 +218,36 @@ func newClient(url string) (redis.UniversalClient, error) {
 // ping waits until client answers, for at most wait; it closes the client
 // when it gives up. When ctx ends first it returns ctx's error.
 func ping(ctx context.Context, client redis.UniversalClient, url string, wait time.Duration) error {
-	var err error
+	unreachable, err := pingFor(ctx, client, url, wait)
+	if unreachable != nil {
+		_ = client.Close()
+		return unreachable
+	}
+	return err
+}
+
+// pingFor is ping, but leaves the client open and returns, as unreachable,
+// the error of a Redis that did not answer within wait; err is a
+// configuration error (the client is closed then) or ctx's error.
+func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait time.Duration) (unreachable, err error) {
 	deadline := time.Now().Add(wait)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		err = client.Ping(pctx).Err()
 		cancel()
 		if err == nil {
-			return nil
+			return nil, nil
 		}
 		if remedy := redisConfigError(err) + tlsError(err); remedy != "" {
 			_ = client.Close()
-			return usageErr("redis %s: %s: %s", redisurl.Redact(url), oneLine(err.Error()), remedy)
+			return nil, usageErr("redis %s: %s: %s", redisurl.Redact(url), oneLine(err.Error()), remedy)
 		}
 		if ctx.Err() != nil {
 			_ = client.Close()
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			_ = client.Close()
-			return fmt.Errorf("redis %s unreachable after %s: %w", redisurl.Redact(url), wait, dialCause(url, err))
+			return fmt.Errorf("redis %s unreachable after %s: %w", redisurl.Redact(url), wait, dialCause(url, err)), nil
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {

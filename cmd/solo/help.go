@@ -41,7 +41,9 @@ another instance, even when solo itself dies. The program gets SOLO_TERM
 solo's own SOLO_* variables unless --pass-env names them. With more than
 one configured job, each line of a job's output is prefixed "[NAME] ".
 INT, TERM, HUP and QUIT stop gracefully (the tree first, then the lease
-is released); USR1, USR2 and WINCH are forwarded to the program.`,
+is released); USR1, USR2 and WINCH are forwarded to the program. An
+unreachable Redis is not fatal, at start or later: solo says so once and
+keeps campaigning; nothing runs until Redis answers.`,
 		exits:  []int{exitOK, exitError, exitUsage, exitGaveUp, exitNotExecutable, exitNotFound},
 		config: true,
 		examples: []string{

@@ -196,11 +196,21 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		_ = client.Close()
 		return err
 	}
-	if err := ping(ctx, client, cfg.Redis.ClientURL(), 5*time.Second); err != nil {
+	// A configuration error (password, database, TLS) fails now. An
+	// unreachable Redis does not: solo serves its HTTP endpoints and keeps
+	// campaigning in the background, and the program runs once Redis
+	// answers and this instance is elected (the elector logs "acquire
+	// answered again" then).
+	unreachable, err := pingFor(ctx, client, cfg.Redis.ClientURL(), 5*time.Second)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while connecting: nothing ran
 		}
 		return err
+	}
+	if unreachable != nil {
+		log.Warn("redis unreachable; solo keeps trying in the background, and the program does not run until Redis answers",
+			zap.String("cause", oneLine(unreachable.Error())))
 	}
 	defer client.Close()
 
