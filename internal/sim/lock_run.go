@@ -72,6 +72,22 @@ type lockWorld struct {
 	losses     []time.Time
 	lossWhy    []string
 	stats      LockStats
+
+	// The connection model (Options.LockConns; lock_conn.go,
+	// lock_calls.go, lock_fair.go, lock_redlock.go).
+	connModel bool
+	fair      *fairQueue  // WithFair schedules
+	redlock   bool        // Redlock schedules: masters instead of the replicated server
+	masters   []*rlMaster // Redlock's masters
+	channel   string      // the lock's notice channel
+	owners    map[string]*callRec
+	byField   map[string][]*callRec
+	callN     int
+	calmAt    time.Time // L7 and L8 judge from here on
+	ended     time.Time // the application's contexts ended: L7 stops judging
+	frees     []freeEvent
+	rlSent    map[string]time.Time // Redlock: latest send of an acquire won, by owner
+	rlRenew   map[string]time.Time // Redlock: latest send of a renewal won, by owner
 }
 
 // LockStats are a lock schedule's counters (in Result.Lock).
@@ -80,6 +96,12 @@ type LockStats struct {
 	NotObtained, LockErrors, UnlockErrors    int
 	Lost                                     map[string]int // hold contexts ended other than by Unlock, by cause
 	NoticesDelivered, Reconnects, CloseWaits int
+	// Mode is the schedule's lock mode: "plain", "fair" or "redlock"
+	// (with "+inline" for WithInlineCalls).
+	Mode string
+	// Findings counts the violations that show a finding of the outside
+	// review (Finding1…), by finding.
+	Findings map[string]int
 }
 
 // leaseRec is the checker's view of one term of the lock.
@@ -107,6 +129,9 @@ type lockProc struct {
 	rdb    *redis.Client
 	client *lock.Client
 	m      *lock.Mutex
+	pools  []*connPool     // by server (connection model)
+	blips  []Window        // network blips (connection model)
+	rdbs   []*redis.Client // Redlock: one client per master
 }
 
 // Invariant names of the lock schedules, as printed.
@@ -190,13 +215,46 @@ type lockStore struct {
 	p       *lockProc
 	channel string
 	ttl     time.Duration
+	fair    bool
 }
 
-func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, _ bool) (lockseam.AcquireReply, error) {
+// send runs exec on the server as one request of owner's call: over a
+// connection (the connection model) or with a per-call fate.
+func (s *lockStore) send(ctx context.Context, o op, owner string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
+	if s.p.lw.connModel {
+		return s.p.netCall(ctx, 0, o, owner, cleanup, func(now time.Time) lockRes {
+			res := exec(now)
+			s.p.lw.watchExpiry(now)
+			return res
+		})
+	}
+	return s.p.roundTrip(ctx, o, exec)
+}
+
+func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, wait bool) (lockseam.AcquireReply, error) {
 	sent := time.Now()
-	res, err := s.p.roundTrip(ctx, opLAcquire, func(now time.Time) lockRes {
+	lw := s.p.lw
+	var rec *callRec
+	if lw.connModel && reenter == "" {
+		s.p.w.mu.Lock()
+		rec = lw.callOf(ctx, owner)
+		lw.attemptSent(rec, sent)
+		s.p.w.mu.Unlock()
+	}
+	res, err := s.send(ctx, opLAcquire, owner, false, func(now time.Time) lockRes {
+		if rec != nil {
+			rec.lastExec = now
+		}
+		if s.fair {
+			return s.p.w.execLockFairAcquire(now, owner, reenter, s.ttl, wait, fairSlot(s.ttl, lw.cfg.RetryInterval))
+		}
 		return s.p.w.execLockAcquire(now, owner, reenter, s.ttl)
 	})
+	if rec != nil {
+		s.p.w.mu.Lock()
+		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld)
+		s.p.w.mu.Unlock()
+	}
 	if err != nil {
 		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
 	}
@@ -211,7 +269,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, _ bool) 
 
 func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 	sent := time.Now()
-	res, err := s.p.roundTrip(ctx, opLRenew, func(now time.Time) lockRes {
+	res, err := s.send(ctx, opLRenew, ownerOf(field), false, func(now time.Time) lockRes {
 		return s.p.w.execLockRenew(now, field, s.ttl)
 	})
 	if err != nil {
@@ -227,7 +285,7 @@ func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 }
 
 func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
-	res, err := s.p.roundTrip(ctx, opLRelease, func(now time.Time) lockRes {
+	res, err := s.send(ctx, opLRelease, ownerOf(field), true, func(now time.Time) lockRes {
 		return s.p.w.execLockRelease(now, field, last, s.channel)
 	})
 	if err != nil {
@@ -237,7 +295,10 @@ func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64
 }
 
 func (s *lockStore) Abandon(ctx context.Context, owner string) error {
-	_, err := s.p.roundTrip(ctx, opLAbandon, func(now time.Time) lockRes {
+	_, err := s.send(ctx, opLAbandon, owner, true, func(now time.Time) lockRes {
+		if s.fair {
+			return s.p.w.execLockFairAbandon(now, owner, s.channel)
+		}
 		return s.p.w.execLockAbandon(now, owner, s.channel)
 	})
 	if err != nil {
@@ -299,6 +360,13 @@ func (lw *lockWorld) deleting(field string, last bool) {
 		if last {
 			how = "a last-hold release"
 		}
+		if lw.connModel && last && r.ctx != nil && r.ctx.Err() == nil {
+			// A release of this very field while its hold is live: the
+			// stale release of an earlier, late-confirmed attempt.
+			lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked (and live)", field, how, r.app), Finding1)
+			lw.finding(Finding1)
+			return
+		}
 		lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked", field, how, r.app))
 	}
 }
@@ -322,6 +390,9 @@ func (lw *lockWorld) fault(now time.Time, reason string) {
 		if r.started && r.cancelAt.IsZero() {
 			lw.w.outOfModel("lock " + reason + " while held")
 		}
+	}
+	if lw.fair != nil && reason == "data loss" {
+		lw.fair = newFairQueue()
 	}
 	lw.w.dropConns(now)
 }

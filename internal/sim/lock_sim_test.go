@@ -25,7 +25,7 @@ func TestSim_Lock(t *testing.T) {
 			t.Fatalf("SOLO_SIM_SEED=%q: %v", s, err)
 		}
 		var res *sim.Result
-		synctest.Test(t, func(t *testing.T) { res = sim.RunLock(seed, sim.Options{}) })
+		synctest.Test(t, func(t *testing.T) { res = sim.RunLock(seed, lockOptions()) })
 		max := 400
 		if os.Getenv("SOLO_SIM_LOG") == "all" {
 			max = 0
@@ -44,11 +44,18 @@ func TestSim_Lock(t *testing.T) {
 	if os.Getenv("SOLO_SIM") == "long" {
 		profile, n = "lock-long", 30_000
 	}
+	if lockOptions().LockConns {
+		profile += "+conns"
+	}
 	n = schedulesFromEnv(t, "SOLO_SIM_LOCK_SCHEDULES", n)
 	agg := newAggregate(profile, baseSeed(t))
-	lagg := &lockAggregate{lost: map[string]int{}}
+	lagg := &lockAggregate{lost: map[string]int{}, modes: map[string]int{}, findings: map[string]*invStat{}}
 	start := time.Now()
-	runSchedules(t, n, agg, sim.RunLock, func(res *sim.Result) { lagg.add(res.Lock) })
+	run := func(seed uint64, o sim.Options) *sim.Result {
+		o.LockConns = lockOptions().LockConns
+		return sim.RunLock(seed, o)
+	}
+	runSchedules(t, n, agg, run, func(res *sim.Result) { lagg.add(int64(res.Seed-agg.base), res) })
 	t.Log(agg.summary(n, time.Since(start)))
 	t.Log(lagg.summary())
 	if agg.failed > 0 {
@@ -56,16 +63,38 @@ func TestSim_Lock(t *testing.T) {
 	}
 }
 
-// lockAggregate sums the lock schedules' counters.
-type lockAggregate struct {
-	mu   sync.Mutex
-	s    sim.LockStats
-	lost map[string]int
+// lockOptions are the lock schedules' options: SOLO_SIM_LOCK_CONNS=1 runs
+// them on the connection model (sim.Options.LockConns: connections with
+// their own fates, fair and Redlock schedules, invariants L6–L8).
+func lockOptions() sim.Options {
+	return sim.Options{LockConns: os.Getenv("SOLO_SIM_LOCK_CONNS") == "1"}
 }
 
-func (a *lockAggregate) add(s *sim.LockStats) {
+// lockAggregate sums the lock schedules' counters.
+type lockAggregate struct {
+	mu       sync.Mutex
+	s        sim.LockStats
+	lost     map[string]int
+	modes    map[string]int
+	findings map[string]*invStat // by finding: schedules, and the first
+}
+
+func (a *lockAggregate) add(k int64, res *sim.Result) {
+	s := res.Lock
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.modes[s.Mode]++
+	for f := range s.Findings {
+		st := a.findings[f]
+		if st == nil {
+			st = &invStat{first: k, seed: res.Seed}
+			a.findings[f] = st
+		}
+		st.count++
+		if k < st.first {
+			st.first, st.seed = k, res.Seed
+		}
+	}
 	a.s.Holds += s.Holds
 	a.s.Reentries += s.Reentries
 	a.s.Writes += s.Writes
@@ -86,6 +115,15 @@ func (a *lockAggregate) summary() string {
 		lost = append(lost, fmt.Sprintf("%s: %d", k, v))
 	}
 	sort.Strings(lost)
-	return fmt.Sprintf("lock: %d terms held, %d re-entries, %d fenced writes (%d stale refused), %d TryLock not obtained, %d lock errors, %d unlock errors; holds lost {%s}",
+	var modes, finds []string
+	for k, v := range a.modes {
+		modes = append(modes, fmt.Sprintf("%s: %d", k, v))
+	}
+	sort.Strings(modes)
+	for k, v := range a.findings {
+		finds = append(finds, fmt.Sprintf("\n  finding %s: %d schedules, first at schedule #%d (seed %d)", k, v.count, v.first, v.seed))
+	}
+	sort.Strings(finds)
+	return fmt.Sprintf("lock modes {%s}; findings shown:%s\n", strings.Join(modes, "; "), strings.Join(finds, "")) + fmt.Sprintf("lock: %d terms held, %d re-entries, %d fenced writes (%d stale refused), %d TryLock not obtained, %d lock errors, %d unlock errors; holds lost {%s}",
 		a.s.Holds, a.s.Reentries, a.s.Writes, a.s.StaleRefused, a.s.NotObtained, a.s.LockErrors, a.s.UnlockErrors, strings.Join(lost, "; "))
 }

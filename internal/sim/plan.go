@@ -79,6 +79,10 @@ type Options struct {
 	// FaultTTLs is the fault phase's length range, in TTLs (default 6–12;
 	// the calm phase adds 2–3 TTLs).
 	MinFaultTTLs, MaxFaultTTLs int
+	// LockConns runs the lock schedules (RunLock) on the connection model:
+	// connections with their own fates, fair and Redlock schedules, and
+	// invariants L6–L8 (lock_conn.go, lock_calls.go).
+	LockConns bool
 }
 
 func (o Options) withDefaults() Options {
