@@ -226,6 +226,12 @@ func (lw *lockWorld) checkFinished(rec *callRec) {
 			return
 		}
 	}
+	if !p.closing.IsZero() {
+		// Close abandons at once, best effort, so as to return within
+		// RenewDeadline: an abandon may then overtake its acquire.
+		return
+	}
+	lw.judged(InvLockFinished)
 	how := "failed"
 	switch {
 	case rec.ok && rec.cleanUnlk:
@@ -288,6 +294,14 @@ func (lw *lockWorld) serverFields(now time.Time) []string {
 		out[1+i] = m.liveField(lw.w, now)
 	}
 	return out
+}
+
+// judged counts one check of inv that could have failed.
+func (lw *lockWorld) judged(inv string) {
+	if lw.stats.Judged == nil {
+		lw.stats.Judged = map[string]int{}
+	}
+	lw.stats.Judged[inv]++
 }
 
 // finding records that the schedule showed finding f.
@@ -366,10 +380,11 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 			continue
 		}
 		due := maxTime(f.at.Add(lag), rec.lastReturn).Add(lw.wakeBound())
-		if !now.After(due) {
+		if p.logStalled(f.at, now) > 0 || p.wake(f.at) != f.at || p.wake(now) != now {
 			continue
 		}
-		if p.logStalled(f.at, now) > 0 || p.wake(f.at) != f.at || p.wake(now) != now {
+		lw.judged(InvLockWake)
+		if !now.After(due) {
 			continue
 		}
 		rec.reported = true

@@ -53,7 +53,8 @@ type simConn struct {
 	id      uint64
 	ep      int
 	epoch   uint64        // the server's epoch when dialled: a failover drops it
-	slow    time.Duration // extra one-way latency for its whole life
+	slowReq time.Duration // extra latency of its requests for its whole life
+	slowRep time.Duration // extra latency of its replies for its whole life
 	rto     time.Duration // its recovery after a blip
 	dieAt   time.Time     // zero: it never dies
 	reset   bool          // its death is a reset the client hears
@@ -130,9 +131,19 @@ func (p *lockProc) conn(ep int, now time.Time) *simConn {
 	desc := ""
 	if w.faulty(now) {
 		in := w.p.Intensity
-		if r.chance(0.12 * in) {
-			c.slow = r.logDur(w.p.Cfg.RenewDeadline/16, 2*w.p.Cfg.RenewDeadline)
-			desc += " slow " + c.slow.String()
+		if r.chance(0.4 * in) {
+			// A slow path, often one way only (a congested uplink, a
+			// lossy direction).
+			s := r.logDur(w.p.Cfg.RenewDeadline/8, 3*w.p.Cfg.RenewDeadline)
+			switch x := r.float(); {
+			case x < 0.6:
+				c.slowReq = s
+			case x < 0.8:
+				c.slowRep = s
+			default:
+				c.slowReq, c.slowRep = s, s
+			}
+			desc += fmt.Sprintf(" slow: requests %s, replies %s", c.slowReq, c.slowRep)
 		}
 		if r.chance(0.1 * in) {
 			c.dieAt = now.Add(r.logDur(w.p.Cfg.TTL/50, 4*w.p.Cfg.TTL))
@@ -145,10 +156,10 @@ func (p *lockProc) conn(ep int, now time.Time) *simConn {
 }
 
 // packet returns when a packet sent on c at t arrives: its latency, the
-// connection's slowness and stall, the process's blips, after the
+// connection's slowness that way and its stall, the process's blips, after the
 // connection's previous packet that way (FIFO).
-func (p *lockProc) packet(c *simConn, t time.Time, lat time.Duration, last *time.Time) time.Time {
-	at := t.Add(lat + c.slow)
+func (p *lockProc) packet(c *simConn, t time.Time, lat, slow time.Duration, last *time.Time) time.Time {
+	at := t.Add(lat + slow)
 	if at.Before(c.stallTo) {
 		at = c.stallTo.Add(lat)
 	}
@@ -200,7 +211,7 @@ func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner string, clea
 		c.stallTo = maxTime(c.stallTo, depart.Add(r.logDur(w.p.Cfg.RenewDeadline/8, 2*w.p.Cfg.TTL)))
 		flags += " (connection stalls until " + fmtDur(c.stallTo.Sub(w.start)) + ")"
 	}
-	arrive := p.packet(c, depart, lat, &c.reqLast)
+	arrive := p.packet(c, depart, lat, c.slowReq, &c.reqLast)
 	lost := !c.dieAt.IsZero() && !arrive.Before(c.dieAt)
 	if depart.After(now) {
 		flags += " (paused: sent at wake-up)"
@@ -233,7 +244,7 @@ func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner string, clea
 			res := exec(t)
 			lw.landed(tr, true)
 			w.event(p.idx, evExec, o, n, int64(ep), 0, res.String(o))
-			back := p.packet(c, t, rlat, &c.repLast)
+			back := p.packet(c, t, rlat, c.slowRep, &c.repLast)
 			if !c.dieAt.IsZero() && !back.Before(c.dieAt) {
 				return // the reply dies with the connection
 			}

@@ -68,6 +68,9 @@ func (w *world) execLockFairAcquire(now time.Time, owner, reenter string, ttl ti
 		return w.execLockAcquire(now, owner, "", ttl) // mint
 	}
 	if wait {
+		if now.After(lw.calmAt) {
+			lw.judged(InvLockFair) // a waiter's slot set once faults stopped
+		}
 		if _, ok := q.to[owner]; !ok {
 			q.queue = append(q.queue, owner)
 			q.set[owner] = now

@@ -350,6 +350,7 @@ func (lw *lockWorld) checkQuorum(c int, r *leaseRec, where string) {
 	if r.ctx.Err() != nil {
 		return
 	}
+	lw.judged(InvLockExcl)
 	now := time.Now()
 	owner := ownerOf(r.field)
 	n := 0

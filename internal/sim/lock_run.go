@@ -96,12 +96,18 @@ type LockStats struct {
 	NotObtained, LockErrors, UnlockErrors    int
 	Lost                                     map[string]int // hold contexts ended other than by Unlock, by cause
 	NoticesDelivered, Reconnects, CloseWaits int
+	// LateConfirms counts acquires confirmed RenewDeadline or more after
+	// their send (the lock hands them back).
+	LateConfirms int
 	// Mode is the schedule's lock mode: "plain", "fair" or "redlock"
 	// (with "+inline" for WithInlineCalls).
 	Mode string
 	// Findings counts the violations that show a finding of the outside
 	// review (Finding1…), by finding.
 	Findings map[string]int
+	// Judged counts, by invariant of the connection model (L1 for Redlock
+	// holds, L6–L8), the checks that could have found a violation.
+	Judged map[string]int
 }
 
 // leaseRec is the checker's view of one term of the lock.
@@ -132,6 +138,8 @@ type lockProc struct {
 	pools  []*connPool     // by server (connection model)
 	blips  []Window        // network blips (connection model)
 	rdbs   []*redis.Client // Redlock: one client per master
+	// closing is when Client.Close was called (zero: not yet), under w.mu.
+	closing time.Time
 }
 
 // Invariant names of the lock schedules, as printed.
@@ -260,6 +268,9 @@ func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, wait boo
 	}
 	if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted {
 		s.p.w.mu.Lock()
+		if time.Since(sent) >= lw.cfg.RenewDeadline {
+			lw.stats.LateConfirms++
+		}
 		r := s.p.lw.rec(fmt.Sprintf("%d %s", res.rep.Term, owner))
 		r.acqSent = maxTime(r.acqSent, sent)
 		s.p.w.mu.Unlock()

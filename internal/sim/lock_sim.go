@@ -60,12 +60,19 @@ func RunLock(seed uint64, o Options) *Result {
 	goroutines := make([]int, len(p.Cands))
 	maxRead := time.Duration(0)
 	for i := range p.Cands {
-		if mode.inline && p.Cands[i].ReadTimeout < 0 {
-			// WithInlineCalls over a client that never times out hangs
-			// the caller with the call, as documented: not modelled.
+		// WithInlineCalls over a client that never times out hangs the
+		// caller with the call, and Redlock's Close waits for its calls
+		// to the masters, as documented: not modelled.
+		ri := keyed(seed, uint64(opLMode), uint64(i))
+		if mode.inline && p.Cands[i].CtxTimeouts && ri.chance(0.8) {
+			// WithInlineCalls changes nothing for a client that honours
+			// deadlines (its calls are inline anyway): mostly not one.
+			p.Cands[i].CtxTimeouts = false
+		}
+		if (mode.inline || mode.redlock) && p.Cands[i].ReadTimeout < 0 {
 			p.Cands[i].ReadTimeout = 3 * time.Second
 		}
-		if mode.inline && !p.Cands[i].CtxTimeouts {
+		if (mode.inline || mode.redlock) && !p.Cands[i].CtxTimeouts {
 			maxRead = max(maxRead, p.Cands[i].ReadTimeout)
 		}
 	}
@@ -113,9 +120,10 @@ func RunLock(seed uint64, o Options) *Result {
 	if lw.channel == "" {
 		lw.channel = lw.cfg.KeyPrefix + ":{" + lockName + "}:lock.events"
 	}
-	// L7 and L8 judge once faults stopped, every process woke and its
-	// log flows, and a half-open pub/sub connection was closed.
-	lw.calmAt = maxTime(w.faultEnd, w.pauseEnd).Add(4 * lw.cfg.TTL)
+	// L7 and L8 judge once faults stopped and every process woke and its
+	// log flows (a half-open pub/sub connection may still linger: L7
+	// counts only the notices that arrived, and expiries).
+	lw.calmAt = maxTime(w.faultEnd, w.pauseEnd).Add(lw.cfg.TTL)
 	w.mu.Lock()
 	w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) lock: mode %s, fixed lease %v, goroutines per process %v, timings %+v", mode, lw.fixed, goroutines, lw.cfg))
 	for i, m := range lw.masters {
@@ -156,7 +164,7 @@ func RunLock(seed uint64, o Options) *Result {
 	}
 	endAt := w.faultEnd.Add(3*cfg.TTL + p.Cfg.RetryInterval)
 	if o.LockConns {
-		endAt = maxTime(endAt, lw.calmAt.Add(3*cfg.TTL+p.Cfg.RetryInterval))
+		endAt = maxTime(endAt, lw.calmAt.Add(2*cfg.TTL+p.Cfg.RetryInterval))
 	}
 	sleepFake(endAt, w.abort)
 	w.mu.Lock()
@@ -256,7 +264,7 @@ func drawLockMode(seed uint64) lockMode {
 			m.masters = 5
 		}
 	}
-	m.inline = r.chance(0.25)
+	m.inline = r.chance(0.35)
 	return m
 }
 
@@ -288,11 +296,19 @@ func (p *lockProc) redlockClients() []redis.UniversalClient {
 // and every hold of the process has its context cancelled by then.
 func (p *lockProc) close() {
 	w, lw := p.w, p.lw
+	w.mu.Lock()
+	if p.closing.IsZero() {
+		p.closing = time.Now()
+	}
+	w.mu.Unlock()
 	var closed sync.WaitGroup
 	closed.Go(func() { _ = p.client.Close() })
 	// A watchdog blocked in a log write (a full stderr pipe) delays Close,
 	// as it delays the elector's Run: the bound grows by the stall.
 	bound := lw.cfg.RenewDeadline + 100*time.Millisecond
+	if lw.redlock && !p.plan.CtxTimeouts {
+		bound += p.plan.ReadTimeout // Close waits for the masters' calls
+	}
 	bound += p.logStalled(time.Now(), time.Now().Add(bound))
 	ok := waitBounded(&closed, bound)
 	w.mu.Lock()

@@ -49,7 +49,7 @@ func TestSim_Lock(t *testing.T) {
 	}
 	n = schedulesFromEnv(t, "SOLO_SIM_LOCK_SCHEDULES", n)
 	agg := newAggregate(profile, baseSeed(t))
-	lagg := &lockAggregate{lost: map[string]int{}, modes: map[string]int{}, findings: map[string]*invStat{}}
+	lagg := &lockAggregate{lost: map[string]int{}, modes: map[string]int{}, findings: map[string]*invStat{}, judged: map[string]int{}}
 	start := time.Now()
 	run := func(seed uint64, o sim.Options) *sim.Result {
 		o.LockConns = lockOptions().LockConns
@@ -77,6 +77,7 @@ type lockAggregate struct {
 	lost     map[string]int
 	modes    map[string]int
 	findings map[string]*invStat // by finding: schedules, and the first
+	judged   map[string]int      // by invariant: schedules that could have broken it
 }
 
 func (a *lockAggregate) add(k int64, res *sim.Result) {
@@ -84,6 +85,9 @@ func (a *lockAggregate) add(k int64, res *sim.Result) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.modes[s.Mode]++
+	for inv := range s.Judged {
+		a.judged[inv]++
+	}
 	for f := range s.Findings {
 		st := a.findings[f]
 		if st == nil {
@@ -102,6 +106,7 @@ func (a *lockAggregate) add(k int64, res *sim.Result) {
 	a.s.NotObtained += s.NotObtained
 	a.s.LockErrors += s.LockErrors
 	a.s.UnlockErrors += s.UnlockErrors
+	a.s.LateConfirms += s.LateConfirms
 	for k, v := range s.Lost {
 		a.lost[k] += v
 	}
@@ -124,6 +129,12 @@ func (a *lockAggregate) summary() string {
 		finds = append(finds, fmt.Sprintf("\n  finding %s: %d schedules, first at schedule #%d (seed %d)", k, v.count, v.first, v.seed))
 	}
 	sort.Strings(finds)
-	return fmt.Sprintf("lock modes {%s}; findings shown:%s\n", strings.Join(modes, "; "), strings.Join(finds, "")) + fmt.Sprintf("lock: %d terms held, %d re-entries, %d fenced writes (%d stale refused), %d TryLock not obtained, %d lock errors, %d unlock errors; holds lost {%s}",
-		a.s.Holds, a.s.Reentries, a.s.Writes, a.s.StaleRefused, a.s.NotObtained, a.s.LockErrors, a.s.UnlockErrors, strings.Join(lost, "; "))
+	var judged []string
+	for k, v := range a.judged {
+		judged = append(judged, fmt.Sprintf("%s: %d", k, v))
+	}
+	sort.Strings(judged)
+	return fmt.Sprintf("lock modes {%s}; schedules that could have broken {%s}; findings shown:%s\n",
+		strings.Join(modes, "; "), strings.Join(judged, "; "), strings.Join(finds, "")) + fmt.Sprintf("lock: %d terms held, %d re-entries, %d fenced writes (%d stale refused), %d TryLock not obtained, %d lock errors, %d unlock errors, %d acquires confirmed after RenewDeadline; holds lost {%s}",
+		a.s.Holds, a.s.Reentries, a.s.Writes, a.s.StaleRefused, a.s.NotObtained, a.s.LockErrors, a.s.UnlockErrors, a.s.LateConfirms, strings.Join(lost, "; "))
 }
