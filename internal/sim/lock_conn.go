@@ -134,13 +134,14 @@ func (p *lockProc) conn(ep int, now time.Time) *simConn {
 		if r.chance(0.4 * in) {
 			// A slow path, often one way only (a congested uplink, a
 			// lossy direction).
-			s := r.logDur(w.p.Cfg.RenewDeadline/8, 3*w.p.Cfg.RenewDeadline)
+			rd := w.p.Cfg.RenewDeadline
 			switch x := r.float(); {
 			case x < 0.6:
-				c.slowReq = s
+				c.slowReq = r.logDur(rd/4, 3*rd)
 			case x < 0.8:
-				c.slowRep = s
+				c.slowRep = r.logDur(rd/8, 3*rd)
 			default:
+				s := r.logDur(rd/8, 3*rd/2)
 				c.slowReq, c.slowRep = s, s
 			}
 			desc += fmt.Sprintf(" slow: requests %s, replies %s", c.slowReq, c.slowRep)

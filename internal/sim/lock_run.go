@@ -23,7 +23,11 @@ import (
 // again with a context that does not carry the hold, make fenced writes
 // while they hold, and Unlock; a fifth of the processes close their Client
 // at a random time while they may hold or wait. 15% of schedules use a
-// fixed lease (WithFixedLease). The fair mode is not modelled.
+// fixed lease (WithFixedLease). With Options.LockConns, requests travel
+// on connections with fates of their own (lock_conn.go), a fifth of the
+// schedules are fair (WithFair, lock_fair.go), 15% Redlock (lock_redlock.go)
+// and a third use WithInlineCalls, and invariants L6–L8 (lock_calls.go)
+// join these.
 //
 // Invariants, checked against the simulated server's own state:
 //

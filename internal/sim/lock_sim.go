@@ -25,10 +25,14 @@ func RunLock(seed uint64, o Options) *Result {
 	p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
 	mode := lockMode{}
 	if o.LockConns {
-		mode = drawLockMode(seed)
+		mode = drawLockMode(seed, o.LockMode)
 		if mode.redlock {
 			// Redlock's masters are independent servers, not replicas.
+			// Every attempt costs a call per master and an undo per
+			// master when it fails: three processes at most keep its
+			// schedules near the others' cost.
 			p.DataLoss, p.Failovers, p.Stalls = nil, nil, nil
+			p.Cands = p.Cands[:min(len(p.Cands), 3)]
 		}
 	}
 	w := newWorld(p, time.Now())
@@ -79,6 +83,9 @@ func RunLock(seed uint64, o Options) *Result {
 	w.p.Cands = p.Cands
 	for i, cp := range p.Cands {
 		goroutines[i] = 1 + r.intn(3)
+		if mode.redlock {
+			goroutines[i] = 1 + goroutines[i]%2
+		}
 		proc := &lockProc{w: w, lw: lw, idx: i, plan: cp, n: map[op]uint64{}}
 		dial := proc.dial
 		if mode.redlock {
@@ -249,18 +256,28 @@ func (m lockMode) String() string {
 	return s
 }
 
-// drawLockMode draws seed's mode: a fifth fair, a fifth Redlock (3
-// masters, sometimes 5), a quarter with WithInlineCalls.
-func drawLockMode(seed uint64) lockMode {
+// drawLockMode draws seed's mode (force: "plain", "fair" or "redlock"
+// decides it): a fifth fair, 15% Redlock (3 masters, a tenth of them 5),
+// a third with WithInlineCalls.
+func drawLockMode(seed uint64, force string) lockMode {
 	r := keyed(seed, uint64(opLMode))
 	var m lockMode
-	switch x := r.float(); {
+	x := r.float()
+	switch force {
+	case "plain":
+		x = 1
+	case "fair":
+		x = 0
+	case "redlock":
+		x = 0.25
+	}
+	switch {
 	case x < 0.2:
 		m.fair = true
-	case x < 0.4:
+	case x < 0.35:
 		m.redlock = true
 		m.masters = 3
-		if r.chance(0.25) {
+		if r.chance(0.1) {
 			m.masters = 5
 		}
 	}
@@ -376,9 +393,9 @@ func (p *lockProc) attempt(r *rng, parent context.Context) (*lock.Hold, error) {
 	var h *lock.Hold
 	var err error
 	switch x := r.float(); {
-	case x < 0.5:
+	case x < 0.55:
 		ctx, cancel := parent, context.CancelFunc(func() {})
-		if r.chance(0.4) {
+		if r.chance(0.3) {
 			ctx, cancel = context.WithTimeout(parent, r.logDur(p.lw.cfg.RetryInterval/2, 4*ttl))
 		}
 		h, err = p.lockCall(ctx, "Lock", true, p.m.Lock)

@@ -52,7 +52,8 @@ func TestSim_Lock(t *testing.T) {
 	lagg := &lockAggregate{lost: map[string]int{}, modes: map[string]int{}, findings: map[string]*invStat{}, judged: map[string]int{}}
 	start := time.Now()
 	run := func(seed uint64, o sim.Options) *sim.Result {
-		o.LockConns = lockOptions().LockConns
+		lo := lockOptions()
+		o.LockConns, o.LockMode = lo.LockConns, lo.LockMode
 		return sim.RunLock(seed, o)
 	}
 	runSchedules(t, n, agg, run, func(res *sim.Result) { lagg.add(int64(res.Seed-agg.base), res) })
@@ -65,9 +66,10 @@ func TestSim_Lock(t *testing.T) {
 
 // lockOptions are the lock schedules' options: SOLO_SIM_LOCK_CONNS=1 runs
 // them on the connection model (sim.Options.LockConns: connections with
-// their own fates, fair and Redlock schedules, invariants L6–L8).
+// their own fates, fair and Redlock schedules, invariants L6–L8), and
+// SOLO_SIM_LOCK_MODE=plain|fair|redlock runs every schedule in that mode.
 func lockOptions() sim.Options {
-	return sim.Options{LockConns: os.Getenv("SOLO_SIM_LOCK_CONNS") == "1"}
+	return sim.Options{LockConns: os.Getenv("SOLO_SIM_LOCK_CONNS") == "1", LockMode: os.Getenv("SOLO_SIM_LOCK_MODE")}
 }
 
 // lockAggregate sums the lock schedules' counters.

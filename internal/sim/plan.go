@@ -83,6 +83,9 @@ type Options struct {
 	// connections with their own fates, fair and Redlock schedules, and
 	// invariants L6–L8 (lock_conn.go, lock_calls.go).
 	LockConns bool
+	// LockMode, with LockConns, runs every lock schedule in one mode:
+	// "plain", "fair" or "redlock" (empty: drawn per seed).
+	LockMode string
 }
 
 func (o Options) withDefaults() Options {
