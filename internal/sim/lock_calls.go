@@ -304,6 +304,22 @@ func (lw *lockWorld) judged(inv string) {
 	lw.stats.Judged[inv]++
 }
 
+// staleRelease is L4 for a release of field sent at sent: one that
+// deletes the lock although an acquire of its owner adopted it after the
+// release was sent (the release of an acquire confirmed too late, still
+// on the wire when the same call's next attempt adopted the lock) takes
+// the lock from under the hold that adoption made, under w.mu.
+func (lw *lockWorld) staleRelease(field string, sent time.Time, res lockRes) {
+	r := lw.rec(field)
+	if !lw.connModel || res.deleted != field || !r.adopted.After(sent) || lw.affected(r) != "" {
+		return
+	}
+	w := lw.w
+	w.violate(InvLockCount, fmt.Sprintf("%q deleted by a release sent at %s, before an acquire of its owner adopted it at %s (a stale release of a late-confirmed attempt)",
+		field, fmtDur(sent.Sub(w.start)), fmtDur(r.adopted.Sub(w.start))), Finding1)
+	lw.finding(Finding1)
+}
+
 // finding records that the schedule showed finding f.
 func (lw *lockWorld) finding(f string) {
 	if lw.stats.Findings == nil {
@@ -373,8 +389,8 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 	}
 	for i := len(lw.frees) - 1; i >= 0; i-- {
 		f := lw.frees[i]
-		if !f.at.After(rec.lastSend) {
-			break
+		if !f.at.After(maxTime(rec.lastSend, rec.lastExec)) {
+			break // its last attempt executed after it: it saw it
 		}
 		if f.proc >= 0 && f.proc != rec.proc {
 			continue

@@ -18,12 +18,13 @@ import (
 // fairQueue is the fair lock's queue and slot timeouts.
 type fairQueue struct {
 	queue []string
-	to    map[string]int64 // owner → server ms after which its slot lapses
-	set   map[string]time.Time
+	to    map[string]int64     // owner → server ms after which its slot lapses
+	set   map[string]time.Time // owner → when it joined the queue
+	fresh map[string]time.Time // owner → when its slot was last refreshed
 }
 
 func newFairQueue() *fairQueue {
-	return &fairQueue{to: map[string]int64{}, set: map[string]time.Time{}}
+	return &fairQueue{to: map[string]int64{}, set: map[string]time.Time{}, fresh: map[string]time.Time{}}
 }
 
 func (q *fairQueue) remove(owner string) {
@@ -49,7 +50,7 @@ func (w *world) execLockFairAcquire(now time.Time, owner, reenter string, ttl ti
 		if to, ok := q.to[head]; ok && to > ms {
 			break
 		}
-		lw.fairDropped(now, head, q.set[head])
+		lw.fairDropped(now, head, q.set[head], q.fresh[head])
 		q.queue = q.queue[1:]
 		delete(q.to, head)
 	}
@@ -76,6 +77,7 @@ func (w *world) execLockFairAcquire(now time.Time, owner, reenter string, ttl ti
 			q.set[owner] = now
 		}
 		q.to[owner] = ms + slot.Milliseconds()
+		q.fresh[owner] = now
 	}
 	if d.field != "" {
 		res.rep = lockseam.AcquireReply{Code: lockseam.CodeHeld, Holder: d.field,
@@ -103,20 +105,20 @@ func (w *world) execLockFairAbandon(now time.Time, owner, channel string) lockRe
 
 // fairDropped is L8: a waiter's slot lapsed; in the calm phase, a live
 // waiter's never does.
-func (lw *lockWorld) fairDropped(now time.Time, owner string, queued time.Time) {
+func (lw *lockWorld) fairDropped(now time.Time, owner string, queued, fresh time.Time) {
 	w := lw.w
 	rec := lw.owners[owner]
 	w.event(-1, evNote, 0, 0, 0, 0, "fair: slot of "+owner+" lapsed; dropped from the queue")
-	if rec == nil || rec.returned || rec.reported || !rec.waiting || rec.lastSend.Before(lw.calmAt) {
+	if rec == nil || rec.returned || rec.reported || !rec.waiting || fresh.Before(lw.calmAt) {
 		return
 	}
 	p := lw.procs[rec.proc]
-	if p.logStalled(rec.lastSend, now) > 0 || p.wake(now) != now {
+	if p.logStalled(fresh, now) > 0 || p.wake(now) != now {
 		return
 	}
 	rec.reported = true
-	w.violate(InvLockFair, fmt.Sprintf("c%d: the slot of call #%d (%s, queued at %s, last attempt sent at %s) lapsed while it waited: it goes to the back of the queue",
-		rec.proc, rec.id, rec.kind, fmtDur(queued.Sub(w.start)), fmtDur(rec.lastSend.Sub(w.start))), Finding6)
+	w.violate(InvLockFair, fmt.Sprintf("c%d: the slot of call #%d (%s, queued at %s, slot last refreshed at %s, last attempt sent at %s) lapsed while it waited: it goes to the back of the queue",
+		rec.proc, rec.id, rec.kind, fmtDur(queued.Sub(w.start)), fmtDur(fresh.Sub(w.start)), fmtDur(rec.lastSend.Sub(w.start))), Finding6)
 	lw.finding(Finding6)
 }
 

@@ -127,6 +127,7 @@ type leaseRec struct {
 	cancelAt time.Time
 	app      int // holds handed out and not yet unlocked
 	deleted  bool
+	adopted  time.Time // the latest acquire that adopted it executed (connection model)
 }
 
 // lockProc is one process: a lock.Client over its own connection.
@@ -257,10 +258,16 @@ func (s *lockStore) Acquire(ctx context.Context, owner, reenter string, wait boo
 		if rec != nil {
 			rec.lastExec = now
 		}
+		var res lockRes
 		if s.fair {
-			return s.p.w.execLockFairAcquire(now, owner, reenter, s.ttl, wait, fairSlot(s.ttl, lw.cfg.RetryInterval))
+			res = s.p.w.execLockFairAcquire(now, owner, reenter, s.ttl, wait, fairSlot(s.ttl, lw.cfg.RetryInterval))
+		} else {
+			res = s.p.w.execLockAcquire(now, owner, reenter, s.ttl)
 		}
-		return s.p.w.execLockAcquire(now, owner, reenter, s.ttl)
+		if res.rep.Code == lockseam.CodeAdopted {
+			lw.rec(fmt.Sprintf("%d %s", res.rep.Term, owner)).adopted = now
+		}
+		return res
 	})
 	if rec != nil {
 		s.p.w.mu.Lock()
@@ -300,8 +307,11 @@ func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 }
 
 func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
+	sent := time.Now()
 	res, err := s.send(ctx, opLRelease, ownerOf(field), true, func(now time.Time) lockRes {
-		return s.p.w.execLockRelease(now, field, last, s.channel)
+		res := s.p.w.execLockRelease(now, field, last, s.channel)
+		s.p.lw.staleRelease(field, sent, res)
+		return res
 	})
 	if err != nil {
 		return 0, fmt.Errorf("release: %w", err)
