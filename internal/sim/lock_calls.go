@@ -448,10 +448,11 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 }
 
 // procTried reports whether a Lock call of process proc had an attempt
-// execute, or sent one, after t, under w.mu.
+// execute, or sent one, after t, or has one on its way (the woken head
+// tries again once it returns), under w.mu.
 func (lw *lockWorld) procTried(proc int, t time.Time) bool {
 	for _, rec := range lw.calls {
-		if rec.proc == proc && maxTime(rec.lastSend, rec.lastExec).After(t) {
+		if rec.proc == proc && (rec.inAcquire > 0 || maxTime(rec.lastSend, rec.lastExec).After(t)) {
 			return true
 		}
 	}

@@ -75,6 +75,12 @@ func (lw *lockWorld) fairDropped(now time.Time, entry string, queued, fresh time
 	if p.logStalled(fresh, now) > 0 || p.wake(now) != now {
 		return
 	}
+	if rec.lastSend.After(fresh) {
+		// The waiter sent its next attempt in time, but the attempt was
+		// still on its way when the slot lapsed (a slow path longer than
+		// the slot's slack): the network's, not the waiter's.
+		return
+	}
 	rec.reported = true
 	w.violate(InvLockFair, fmt.Sprintf("c%d: the slot of call #%d (%s, queued at %s, slot last refreshed at %s, last attempt sent at %s) lapsed while it waited: it goes to the back of the queue",
 		rec.proc, rec.id, rec.kind, fmtDur(queued.Sub(w.start)), fmtDur(fresh.Sub(w.start)), fmtDur(rec.lastSend.Sub(w.start))), Finding6)
