@@ -14,9 +14,10 @@ import (
 	"github.com/solo-run/solo/internal/sim"
 )
 
-// TestSim_Lock runs the lock schedules (sim.RunLock): 1,000 by default,
-// 600 under -race (raceOn), on the connection model (lockOptions;
-// SOLO_SIM=long: 30,000; SOLO_SIM_LOCK_SCHEDULES=N overrides), seeds from
+// TestSim_Lock runs the lock schedules (sim.RunLock) on the connection
+// model (lockOptions): 800, 400 under -race (raceOn); without it
+// (SOLO_SIM_LOCK_CONNS=0) 1,000, 600 under -race (SOLO_SIM=long: 30,000;
+// SOLO_SIM_LOCK_SCHEDULES=N overrides), seeds from
 // SOLO_SIM_BASE on (random when unset, printed). With SOLO_SIM_SEED it
 // replays that one lock schedule (SOLO_SIM_LOG=all prints every event).
 // The summary lists, per finding of the outside review that a violation
@@ -52,11 +53,15 @@ func TestSim_Lock(t *testing.T) {
 	}
 	if lockOptions().LockConns {
 		// The connection model costs about 1.6 times as much per schedule
-		// (Redlock's fan-outs, the fair queue's retries): 800 keep the
-		// profile near its old time.
+		// (Redlock's fan-outs, the fair queue's retries): 800, and 400
+		// under -race, keep the profile near its old time (and the whole
+		// `go test -race ./internal/sim` within its budget).
 		profile += "+conns"
-		if n == 1000 {
+		switch n {
+		case 1000:
 			n = 800
+		case 600:
+			n = 400
 		}
 	}
 	n = schedulesFromEnv(t, "SOLO_SIM_LOCK_SCHEDULES", n)
