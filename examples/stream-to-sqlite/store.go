@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -63,6 +64,10 @@ func openDB(path string) (*sql.DB, error) {
 // newStore creates the tables if needed. fenced=false leaves writes unfenced.
 func newStore(ctx context.Context, db *sql.DB, election, instance string, fenced bool) (*store, error) {
 	s := &store{db: db, election: election, instance: instance}
+	// The first statement opens a connection and runs its pragmas.
+	if err := execBusy(ctx, db, "SELECT 1"); err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
 	if fenced {
 		g, err := fence.New(db)
 		if err != nil {
@@ -74,11 +79,30 @@ func newStore(ctx context.Context, db *sql.DB, election, instance string, fenced
 		s.guard = g
 	}
 	for _, q := range schema {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+		if err := execBusy(ctx, db, q); err != nil {
 			return nil, fmt.Errorf("create tables: %w", err)
 		}
 	}
 	return s, nil
+}
+
+// execBusy runs q, again while SQLite answers SQLITE_BUSY for up to 10s: a
+// new connection's journal_mode pragma can meet another instance's lock
+// before busy_timeout is in force (seen under load in CI: "create tables:
+// database is locked (5) (SQLITE_BUSY)").
+func execBusy(ctx context.Context, db *sql.DB, q string) error {
+	end := time.Now().Add(10 * time.Second)
+	for {
+		_, err := db.ExecContext(ctx, q)
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(end) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // claim records term as the database's current term: from then on every

@@ -175,12 +175,8 @@ func (w *world) settlePart(p *pending) {
 // SUBSCRIBE, which only ends with Run.
 func counted(o op) bool { return o != opWatch }
 
-// roundTrip sends one request and waits for its reply as a go-redis client
-// with this candidate's options would.
-func (cl *client) roundTrip(ctx context.Context, o op, exec func(now time.Time) execResult) (execResult, error) {
-	return cl.roundTripKey(ctx, o, "", exec)
-}
-
+// roundTripKey sends one request and waits for its reply as a go-redis
+// client with this candidate's options would.
 func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(now time.Time) execResult) (execResult, error) {
 	w := cl.w
 	w.mu.Lock()

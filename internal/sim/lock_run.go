@@ -164,7 +164,7 @@ func (p *lockProc) wake(t time.Time) time.Time {
 }
 
 // roundTrip sends one lock request and waits for its reply as a go-redis
-// client with this process's options would (see client.roundTrip).
+// client with this process's options would (see client.roundTripKey).
 func (p *lockProc) roundTrip(ctx context.Context, o op, exec func(now time.Time) lockRes) (lockRes, error) {
 	w := p.w
 	w.mu.Lock()

@@ -462,3 +462,54 @@ func TestAttempt_RenewChecksTheOwner(t *testing.T) {
 		t.Fatalf("A's cause = %v, want ErrLockLost", cause)
 	}
 }
+
+// TestAttempt_RedlockLateAcquireAfterUnlock: a Redlock hold's acquire on
+// a slow master lands after the hold's Unlock. The release by owner on
+// that master leaves a tombstone, so the late acquire takes nothing
+// (found by the simulator's connection model, "R": before, the master
+// kept the finished call's lock for a TTL: "master 2 is held by a finished
+// call's owner (PTTL 4.99s)").
+func TestAttempt_RedlockLateAcquireAfterUnlock(t *testing.T) {
+	srvs := startMasters(t, 3)
+	name := lockName(t)
+	g := newLaggard(t, srvs[2], func(script string, n int) lag {
+		if script == "acquire" && n == 0 {
+			return lag{before: 500 * time.Millisecond} // runs after the Unlock
+		}
+		return lag{}
+	})
+	masters := make([]redis.UniversalClient, 3)
+	for i, s := range srvs {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()}) // waits for the slow call
+		t.Cleanup(func() { _ = c.Close() })
+		if i == 2 {
+			c.AddHook(g)
+		}
+		masters[i] = c
+	}
+	ac, err := lock.NewRedlockClient(masters, lock.WithConfig(lock.Config{TTL: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ac.Close() })
+	// Background, not t.Context(): master 2's call outlives the test's
+	// body until the Client closes.
+	h, err := mustMutex(t, ac, name).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Master 2's acquire runs about 500ms after Lock began: watch the
+	// master until well after that (it must never hold the lock), then
+	// close the Client, which waits for that call.
+	m2 := newRedis(t, srvs[2].Addr())
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if held, pttl := lockExists(t, m2, name); held {
+			_ = ac.Close()
+			t.Fatalf("master 2 is held by a finished call's owner (PTTL %s)", pttl)
+		}
+	}
+	_ = ac.Close()
+}

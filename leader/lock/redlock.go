@@ -153,7 +153,8 @@ type master interface {
 	// (a master whose acquire reply came after the quorum's).
 	renewOwner(ctx context.Context, owner, floor string) (bool, error)
 	releaseFloor(ctx context.Context, field string, last bool, floor string) (int64, error)
-	// releaseOwner deletes the lock if owner holds it, whatever the term:
+	// releaseOwner deletes the lock if owner holds it, whatever the term,
+	// and tombstones owner (its acquire may still land):
 	// 0 deleted, -1 not owner's.
 	releaseOwner(ctx context.Context, owner, floor string) (int64, error)
 	abandon(ctx context.Context, call string, owners []string) error
@@ -182,7 +183,7 @@ func (s redlockMaster) renewOwner(ctx context.Context, owner, floor string) (boo
 }
 
 func (s redlockMaster) releaseOwner(ctx context.Context, owner, floor string) (int64, error) {
-	n, err := redlockReleaseOwnerScript.Run(ctx, s.client, s.lockKeys, owner, s.channel, floor).Int64()
+	n, err := redlockReleaseOwnerScript.Run(ctx, s.client, s.allKeys, owner, s.channel, floor, s.goneArg).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
 	}

@@ -2,10 +2,18 @@
 -- acquire was never confirmed (its reply came after the quorum's): delete
 -- the lock if exactly this owner holds it (owners are unique per
 -- attempt), raise the master's term key to the hold's term first, and tell
--- the waiters.
--- KEYS[1] lock hash, KEYS[2] term key; ARGV[1] owner, ARGV[2] channel,
--- ARGV[3] the hold's term
+-- the waiters. The owner gets a tombstone (as abandon.lua gives one), so
+-- that its acquire, if it is still on its way, takes nothing when it lands
+-- after the hold's end.
+-- KEYS[1] lock hash, KEYS[2] term key, KEYS[3] tombstones; ARGV[1] owner,
+-- ARGV[2] channel, ARGV[3] the hold's term, ARGV[4] tombstone lifetime ms
 -- Returns 0 deleted and announced, -1 not held by owner.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local life = tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('ZADD', KEYS[3], now + life, ARGV[1])
+redis.call('PEXPIRE', KEYS[3], life)
 local h = redis.call('HKEYS', KEYS[1])
 if h[1] then
   local sp = string.find(h[1], ' ', 1, true)

@@ -172,10 +172,11 @@ type redisStore struct {
 	oneKey   []string // lock hash (Redlock's scripts)
 	ttl      string   // milliseconds
 	channel  string
-	ttlArg   any // ttl, boxed once
-	chanArg  any // channel, boxed once
-	goneKeys []string
-	goneArg  any // tombstone lifetime, milliseconds, boxed once
+	ttlArg   any      // ttl, boxed once
+	chanArg  any      // channel, boxed once
+	goneKeys []string // lock hash, tombstones
+	allKeys  []string // lock hash, term key, tombstones (Redlock's release by owner)
+	goneArg  any      // tombstone lifetime, milliseconds, boxed once
 	fair     bool
 	// notice, when set, is told of every release that deleted the lock
 	// ("released FIELD", or "granted FIELD" when a fair release handed it
@@ -210,6 +211,7 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 		ttlArg:         ttl,
 		chanArg:        channel,
 		goneKeys:       []string{lock, gone},
+		allKeys:        []string{lock, term, gone},
 		goneArg:        strconv.FormatInt(tombstoneLife(cfg.TTL).Milliseconds(), 10),
 		// A waiter sleeps at most the holder's PTTL (≤ TTL) plus jitter, or
 		// RetryInterval, between attempts, and each attempt refreshes its
