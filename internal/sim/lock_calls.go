@@ -263,16 +263,6 @@ func (lw *lockWorld) checkFinished(rec *callRec) {
 		if lw.redlock && !(rec.cleanUnlk || !rec.ok) {
 			continue
 		}
-		if lw.redlock && rec.ok {
-			// A successful call's attempt whose acquire on this master
-			// was still on its way when Unlock released by owner there
-			// (-1: not yet held) lands afterwards and holds the master
-			// for a TTL: redlock_release_owner.lua leaves no tombstone
-			// (abandon and undo do). Reported to the lead; out of model
-			// until the release by owner tombstones the owner.
-			w.outOfModel("lock Redlock master holds a successful call's late acquisition after its Unlock (no tombstone on release by owner)")
-			return
-		}
 		rec.reported = true
 		f := Finding4
 		switch {

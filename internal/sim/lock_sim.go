@@ -334,12 +334,17 @@ func (p *lockProc) close() {
 		bound += p.plan.ReadTimeout // Close waits for the masters' calls
 	}
 	bound += p.logStalled(time.Now(), time.Now().Add(bound))
+	base, extra := bound, time.Duration(0)
+	for range 4 { // a pause inside the grown bound grows it again
+		extra = p.paused(time.Now(), time.Now().Add(base+extra))
+	}
+	bound += extra
 	ok := waitBounded(&closed, bound)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.event(p.idx, evNote, 0, 0, 0, 0, "Client.Close returned")
 	if !ok {
-		w.violate(InvLockLeak, fmt.Sprintf("c%d: Client.Close did not return within RenewDeadline + 100ms + log stalls (%s)", p.idx, bound))
+		w.violate(InvLockLeak, fmt.Sprintf("c%d: Client.Close did not return within RenewDeadline + 100ms + log stalls + pauses (%s)", p.idx, bound))
 		return
 	}
 	for _, r := range lw.tracks {
@@ -353,6 +358,19 @@ func (p *lockProc) close() {
 // stalls (candidate.logStalled).
 func (p *lockProc) logStalled(from, to time.Time) time.Duration {
 	return (&candidate{w: p.w, idx: p.idx}).logStalled(from, to)
+}
+
+// paused returns how long p is frozen (Pauses) between from and to: the
+// calls Close waits for (Redlock's) get their replies only once it wakes.
+func (p *lockProc) paused(from, to time.Time) time.Duration {
+	var d time.Duration
+	a, b := from.Sub(p.w.start), to.Sub(p.w.start)
+	for _, pw := range p.plan.Pauses {
+		if pw.To > a && pw.From < b {
+			d += min(pw.To, b) - max(pw.From, a)
+		}
+	}
+	return d
 }
 
 // waitBounded waits for wg at most d of fake time.
