@@ -23,7 +23,8 @@ import (
 //	   lock sends its next attempt within a bound after the lock's expiry
 //	   on the server, or after a release notice reached its process
 //	   (without WithFair, a notice wakes one waiter per process, the
-//	   Client's oldest: one call of the process must try);
+//	   Client's oldest: one call of the process must try, and only the
+//	   oldest waiter is judged on it);
 //	L8 fair order: once faults stopped, a live waiter's queue slot never
 //	   lapses (it would be queued again behind later waiters).
 
@@ -409,10 +410,11 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		if f.proc >= 0 && f.proc != rec.proc {
 			continue
 		}
-		if f.proc >= 0 && lw.fair == nil && lw.procTried(rec.proc, f.at) {
+		if f.proc >= 0 && lw.fair == nil && lw.procTried(rec, f.at) {
 			// Without WithFair a release wakes one waiter of the Client,
 			// the head of its queue: another call of the process tried
-			// after the notice.
+			// after the notice, or an older one still waits (the head,
+			// judged on its own).
 			continue
 		}
 		due := maxTime(f.at.Add(lag), rec.lastReturn).Add(lw.wakeBound())
@@ -437,12 +439,19 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 	}
 }
 
-// procTried reports whether a Lock call of process proc had an attempt
-// execute, or sent one, after t, or has one on its way (the woken head
-// tries again once it returns), under w.mu.
-func (lw *lockWorld) procTried(proc int, t time.Time) bool {
-	for _, rec := range lw.calls {
-		if rec.proc == proc && (rec.inAcquire > 0 || maxTime(rec.lastSend, rec.lastExec).After(t)) {
+// procTried reports whether a Lock call of rec's process other than rec
+// had an attempt execute, or sent one, after t, or has one on its way
+// (the woken head tries again once it returns), or is an older waiter
+// still waiting (ahead of rec in the Client's queue), under w.mu.
+func (lw *lockWorld) procTried(rec *callRec, t time.Time) bool {
+	for _, o := range lw.calls {
+		if o == rec || o.proc != rec.proc {
+			continue
+		}
+		if o.inAcquire > 0 || maxTime(o.lastSend, o.lastExec).After(t) {
+			return true
+		}
+		if o.wait && !o.returned && o.start.Before(rec.start) {
 			return true
 		}
 	}
