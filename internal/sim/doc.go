@@ -136,4 +136,25 @@
 // seeded by (seed, process, goroutine), through internal/seeded: a lock
 // replay repeats its timings once leader/lock draws its jitter from it
 // (as the elector does).
+//
+// With Options.LockConns (TestSim_Lock's default; SOLO_SIM_LOCK_CONNS=0
+// turns it off) the lock schedules run on the connection model (lock_conn.go): each request
+// travels on one connection of its process's pool for its server, a FIFO
+// both ways with a fate of its own (a slow path, often one way; stalls;
+// a reset or a black hole that loses what was not delivered), and a
+// request written before its caller gave up still arrives, in order on
+// its connection and in any order across connections; processes meet
+// network blips after which their connections recover one by one;
+// pub/sub connections may go half-open and be closed later. A fifth of
+// these schedules use WithFair (the shipped fair scripts and their queue
+// on the simulated server, lock_fair.go), 15% are Redlock over 3 or 5
+// simulated masters, each with a keyspace of its own on which the
+// shipped scripts run, frozen now and then and reached over connections
+// of its own (lock_redlock.go), and a third use WithInlineCalls. Invariants L6 (no
+// lock held, or fair-queued, for a finished call's owner), L7 (a waiter
+// tries again within a bound after the lock's expiry or a release
+// notice, once faults stopped) and L8 (a live fair waiter's slot never
+// lapses once faults stopped) are in lock_calls.go; violations are
+// labelled with the finding of the outside review they show
+// (LockStats.Findings).
 package sim

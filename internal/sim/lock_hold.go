@@ -34,6 +34,9 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 		}
 	}
 	r.app++
+	if first && lw.redlock {
+		r.acqSent = lw.rlSent[h.Owner()]
+	}
 	if first {
 		r.started, r.proc, r.ctx = true, p.idx, h.Context()
 		lw.stats.Holds++
@@ -49,6 +52,9 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 					w.outOfModel("lock holds overlap after " + aff + oa + " (the newer term fences the older)")
 				case aff != "" || oa != "":
 					w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d starts while c%d's hold of the newer term %d is live (after %s): the fence would take the older one", p.idx, r.term, o.proc, o.term, aff+oa))
+				case lw.redlock:
+					w.violate(InvLockExcl, fmt.Sprintf("c%d's Redlock hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term), Finding2)
+					lw.finding(Finding2)
 				default:
 					w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term))
 				}
@@ -79,6 +85,10 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 // checkServer is L1's second half: a live hold's field is the server's
 // unexpired lock, under w.mu.
 func (lw *lockWorld) checkServer(c int, r *leaseRec, where string) {
+	if lw.redlock {
+		lw.checkQuorum(c, r, where)
+		return
+	}
 	w := lw.w
 	lw.checkLockDeadline(c, r, where)
 	got := w.lockNow(time.Now())
@@ -109,6 +119,9 @@ func (lw *lockWorld) cancelled(c int, r *leaseRec, rd time.Duration) {
 		lw.stats.Lost[fmt.Sprint(cause)]++
 	}
 	last := maxTime(r.acqSent, r.renewOK)
+	if lw.redlock {
+		last = maxTime(last, lw.rlRenew[ownerOf(r.field)])
+	}
 	if last.IsZero() {
 		w.violate(InvLockDeadline, fmt.Sprintf("c%d's term %d: no acquire send time recorded", c, r.term))
 		return

@@ -36,6 +36,11 @@ type psConn struct {
 	notices uint64        // under w.mu
 	subN    uint64        // under w.mu
 	closed  bool          // under w.mu
+	ep      int           // the server: 0, or 1 + a Redlock master's index
+	// silent: from then on the connection is half-open (the connection
+	// model): nothing it sends or is sent arrives, until the server ends
+	// it at its close time and the client reconnects.
+	silent time.Time
 }
 
 // dial is the go-redis Dialer of a lock process: a net.Pipe to the
@@ -43,10 +48,19 @@ type psConn struct {
 // waits: go-redis dials under a sync.Mutex, and a goroutine blocked on a
 // mutex is not durably blocked, so waiting for fake time here would hang
 // the bubble.
-func (p *lockProc) dial(_ context.Context, _, _ string) (net.Conn, error) {
+func (p *lockProc) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return p.dialEp(0)(ctx, network, addr)
+}
+
+// dialEp is dial for server ep (0, or 1 + a Redlock master's index).
+func (p *lockProc) dialEp(ep int) func(context.Context, string, string) (net.Conn, error) {
+	return func(context.Context, string, string) (net.Conn, error) { return p.dialPubSub(ep) }
+}
+
+func (p *lockProc) dialPubSub(ep int) (net.Conn, error) {
 	w := p.w
 	w.mu.Lock()
-	down := time.Now().Before(w.lk.downUntil)
+	down := ep == 0 && time.Now().Before(w.lk.downUntil)
 	w.mu.Unlock()
 	if down {
 		return nil, errRefused
@@ -60,9 +74,10 @@ func (p *lockProc) dial(_ context.Context, _, _ string) (net.Conn, error) {
 		return nil, errClosed
 	}
 	w.lk.connN++
-	c := &psConn{w: w, proc: p, id: w.lk.connN, conn: srv, subs: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &psConn{w: w, proc: p, id: w.lk.connN, conn: srv, subs: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{}), ep: ep}
 	w.lk.conns[c] = struct{}{}
-	w.event(p.idx, evNote, opLSub, c.id, 0, 0, "pub/sub connection opened")
+	w.event(p.idx, evNote, opLSub, c.id, int64(ep), 0, "pub/sub connection opened")
+	w.lk.silentFate(c)
 	w.mu.Unlock()
 	w.lk.wg.Add(2)
 	go c.read()
@@ -92,6 +107,9 @@ func (c *psConn) command(args []string) {
 		return
 	}
 	now := time.Now()
+	if c.isSilent(now) {
+		return // half-open: the command never arrives
+	}
 	switch strings.ToUpper(args[0]) {
 	case "SUBSCRIBE":
 		for _, ch := range args[1:] {
@@ -161,6 +179,9 @@ func (c *psConn) pushAt(t time.Time, frame string) {
 }
 
 func (c *psConn) push(frame string) {
+	if c.isSilent(time.Now()) {
+		return // half-open: nothing arrives
+	}
 	c.q = append(c.q, []byte(frame))
 	select {
 	case c.kick <- struct{}{}:
@@ -213,12 +234,18 @@ func (c *psConn) closeLocked() {
 // lockPublish sends a release notice to every connection subscribed to
 // channel, each delayed or lost by the network, under w.mu.
 func (w *world) lockPublish(now time.Time, channel, msg string) {
+	w.lockPublishEp(now, 0, channel, msg)
+}
+
+// lockPublishEp is lockPublish on server ep (0, or 1 + a Redlock
+// master's index).
+func (w *world) lockPublishEp(now time.Time, ep int, channel, msg string) {
 	if w.lk == nil {
 		return
 	}
 	conns := make([]*psConn, 0, len(w.lk.conns))
 	for c := range w.lk.conns {
-		if c.subs[channel] {
+		if c.subs[channel] && c.ep == ep {
 			conns = append(conns, c)
 		}
 	}
@@ -236,7 +263,7 @@ func (w *world) lockPublish(now time.Time, channel, msg string) {
 				d = r.logDur(time.Millisecond, w.p.Cfg.TTL)
 			}
 		}
-		c.pushAt(now.Add(d), respArray("message", channel)+"$"+strconv.Itoa(len(msg))+"\r\n"+msg+"\r\n")
+		c.pushNotice(now.Add(d), respArray("message", channel)+"$"+strconv.Itoa(len(msg))+"\r\n"+msg+"\r\n")
 	}
 }
 
@@ -245,7 +272,9 @@ func (w *world) lockPublish(now time.Time, channel, msg string) {
 func (w *world) dropConns(now time.Time) {
 	conns := make([]*psConn, 0, len(w.lk.conns))
 	for c := range w.lk.conns {
-		conns = append(conns, c)
+		if c.ep == 0 {
+			conns = append(conns, c)
+		}
 	}
 	sort.Slice(conns, func(i, j int) bool { return conns[i].id < conns[j].id })
 	for _, c := range conns {
@@ -293,4 +322,45 @@ func readCommand(br *bufio.Reader) ([]string, error) {
 		args = append(args, string(buf[:l]))
 	}
 	return args, nil
+}
+
+// silentFate draws whether pub/sub connection c goes half-open (the
+// connection model, fault phase): from a time on nothing crosses it,
+// until the server ends it a while later, under w.mu.
+func (lw *lockWorld) silentFate(c *psConn) {
+	w := lw.w
+	now := time.Now()
+	if !lw.connModel || !w.faulty(now) {
+		return
+	}
+	r := keyed(w.p.Seed, uint64(c.proc.idx)+1, uint64(opLSub), 1<<50|c.id)
+	if !r.chance(0.15 * w.p.Intensity) {
+		return
+	}
+	ttl := w.p.Cfg.TTL
+	c.silent = now.Add(r.logDur(ttl/10, 3*ttl))
+	end := c.silent.Add(r.logDur(ttl/4, 3*ttl))
+	w.event(c.proc.idx, evNote, opLSub, c.id, int64(c.ep), 0,
+		fmt.Sprintf("pub/sub connection goes half-open at %s, closed by the server at %s", fmtDur(c.silent.Sub(w.start)), fmtDur(end.Sub(w.start))))
+	w.at(end, func(time.Time) {
+		if !c.closed {
+			w.event(c.proc.idx, evFault, opLSub, c.id, int64(c.ep), 0, "half-open pub/sub connection closed by the server")
+			c.closeLocked()
+		}
+	})
+}
+
+func (c *psConn) isSilent(now time.Time) bool {
+	return !c.silent.IsZero() && !now.Before(c.silent)
+}
+
+// pushNotice is pushAt for a release notice: the checker learns that it
+// reached the process (L7).
+func (c *psConn) pushNotice(t time.Time, frame string) {
+	c.w.at(c.proc.wake(t), func(now time.Time) {
+		if !c.closed && !c.isSilent(now) {
+			c.push(frame)
+			c.w.lk.freed(now, c.proc.idx, "a release notice")
+		}
+	})
 }

@@ -24,7 +24,11 @@ import (
 // again with a context that does not carry the hold, make fenced writes
 // while they hold, and Unlock; a fifth of the processes close their Client
 // at a random time while they may hold or wait. 15% of schedules use a
-// fixed lease (WithFixedLease). The fair mode is not modelled.
+// fixed lease (WithFixedLease). With Options.LockConns, requests travel
+// on connections with fates of their own (lock_conn.go), a fifth of the
+// schedules are fair (WithFair, lock_fair.go), 15% Redlock (lock_redlock.go)
+// and a third use WithInlineCalls, and invariants L6–L8 (lock_calls.go)
+// join these.
 //
 // Invariants, checked against the simulated server's own state:
 //
@@ -73,6 +77,23 @@ type lockWorld struct {
 	losses     []time.Time
 	lossWhy    []string
 	stats      LockStats
+
+	// The connection model (Options.LockConns; lock_conn.go,
+	// lock_calls.go, lock_fair.go, lock_redlock.go).
+	connModel bool
+	fair      *fairTrack          // WithFair schedules: the queue's entries
+	redlock   bool                // Redlock schedules: masters instead of the replicated server
+	masters   []*rlMaster         // Redlock's masters
+	channel   string              // the lock's notice channel
+	owners    map[string]*callRec // by attempt owner
+	calls     map[string]*callRec // by call (an owner up to its last '.')
+	byField   map[string][]*callRec
+	callN     int
+	calmAt    time.Time // L7 and L8 judge from here on
+	ended     time.Time // the application's contexts ended: L7 stops judging
+	frees     []freeEvent
+	rlSent    map[string]time.Time // Redlock: latest send of an acquire won, by owner
+	rlRenew   map[string]time.Time // Redlock: latest send of a renewal won, by owner
 }
 
 // LockStats are a lock schedule's counters (in Result.Lock).
@@ -81,6 +102,18 @@ type LockStats struct {
 	NotObtained, LockErrors, UnlockErrors    int
 	Lost                                     map[string]int // hold contexts ended other than by Unlock, by cause
 	NoticesDelivered, Reconnects, CloseWaits int
+	// LateConfirms counts acquires confirmed RenewDeadline or more after
+	// their send (the lock hands them back).
+	LateConfirms int
+	// Mode is the schedule's lock mode: "plain", "fair" or "redlock"
+	// (with "+inline" for WithInlineCalls).
+	Mode string
+	// Findings counts the violations that show a finding of the outside
+	// review (Finding1…), by finding.
+	Findings map[string]int
+	// Judged counts, by invariant of the connection model (L1 for Redlock
+	// holds, L6–L8), the checks that could have found a violation.
+	Judged map[string]int
 }
 
 // leaseRec is the checker's view of one term of the lock.
@@ -96,6 +129,7 @@ type leaseRec struct {
 	cancelAt time.Time
 	app      int // holds handed out and not yet unlocked
 	deleted  bool
+	adopted  time.Time // the latest acquire that adopted it executed (connection model)
 }
 
 // lockProc is one process: a lock.Client over its own connection.
@@ -108,6 +142,11 @@ type lockProc struct {
 	rdb    *redis.Client
 	client *lock.Client
 	m      *lock.Mutex
+	pools  []*connPool     // by server (connection model)
+	blips  []Window        // network blips (connection model)
+	rdbs   []*redis.Client // Redlock: one client per master
+	// closing is when Client.Close was called (zero: not yet), under w.mu.
+	closing time.Time
 }
 
 // Invariant names of the lock schedules, as printed.
@@ -191,14 +230,53 @@ type lockStore struct {
 	p       *lockProc
 	channel string
 	ttl     time.Duration
+	fair    bool
 }
 
-func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, reenter string, _ bool) (lockseam.AcquireReply, error) {
+// send runs exec on the server as one request of owner's call: over a
+// connection (the connection model) or with a per-call fate.
+func (s *lockStore) send(ctx context.Context, o op, owner string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
+	if s.p.lw.connModel {
+		return s.p.netCall(ctx, 0, o, owner, cleanup, func(now time.Time) lockRes {
+			res := exec(now)
+			s.p.lw.watchExpiry(now)
+			return res
+		})
+	}
+	return s.p.roundTrip(ctx, o, exec)
+}
+
+func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (lockseam.AcquireReply, error) {
 	sent := time.Now()
 	adopt = slices.Clone(adopt)
-	res, err := s.p.roundTrip(ctx, opLAcquire, func(now time.Time) lockRes {
-		return s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
+	lw := s.p.lw
+	var rec *callRec
+	if lw.connModel && reenter == "" {
+		s.p.w.mu.Lock()
+		rec = lw.callOf(ctx, owner)
+		lw.attemptSent(rec, sent)
+		s.p.w.mu.Unlock()
+	}
+	res, err := s.send(ctx, opLAcquire, owner, false, func(now time.Time) lockRes {
+		if rec != nil {
+			rec.lastExec = now
+		}
+		var res lockRes
+		if s.fair {
+			res = s.p.w.execLockFairAcquire(now, owner, adopt, reenter, s.ttl, wait, fairSlot(s.ttl, lw.cfg.RetryInterval))
+		} else {
+			res = s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
+		}
+		if res.rep.Code == lockseam.CodeAdopted {
+			lw.rec(res.rep.Field).adopted = now
+		}
+		return res
 	})
+	if rec != nil {
+		s.p.w.mu.Lock()
+		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld)
+		s.p.w.mu.Unlock()
+	}
 	if err != nil {
 		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
 	}
@@ -208,6 +286,9 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 			field = fmt.Sprintf("%d %s", res.rep.Term, owner)
 		}
 		s.p.w.mu.Lock()
+		if time.Since(sent) >= lw.cfg.RenewDeadline {
+			lw.stats.LateConfirms++
+		}
 		r := s.p.lw.rec(field)
 		r.acqSent = maxTime(r.acqSent, sent)
 		s.p.w.mu.Unlock()
@@ -217,7 +298,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 
 func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 	sent := time.Now()
-	res, err := s.p.roundTrip(ctx, opLRenew, func(now time.Time) lockRes {
+	res, err := s.send(ctx, opLRenew, ownerOf(field), false, func(now time.Time) lockRes {
 		return s.p.w.execLockRenew(now, field, s.ttl)
 	})
 	if err != nil {
@@ -233,8 +314,11 @@ func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 }
 
 func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
-	res, err := s.p.roundTrip(ctx, opLRelease, func(now time.Time) lockRes {
-		return s.p.w.execLockRelease(now, field, last, s.channel)
+	sent := time.Now()
+	res, err := s.send(ctx, opLRelease, ownerOf(field), true, func(now time.Time) lockRes {
+		res := s.p.w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
+		s.p.lw.staleRelease(field, sent, res)
+		return res
 	})
 	if err != nil {
 		return 0, fmt.Errorf("release: %w", err)
@@ -242,10 +326,16 @@ func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64
 	return res.n, nil
 }
 
-func (s *lockStore) Abandon(ctx context.Context, _ string, owners []string) error {
+func (s *lockStore) Abandon(ctx context.Context, call string, owners []string) error {
 	owners = slices.Clone(owners)
-	_, err := s.p.roundTrip(ctx, opLAbandon, func(now time.Time) lockRes {
-		return s.p.w.execLockAbandon(now, owners, s.channel, s.ttl)
+	// The request belongs to the call: its first owner, or the call
+	// itself (an owner "CALL" maps to the call too).
+	owner := call
+	if len(owners) > 0 {
+		owner = owners[0]
+	}
+	_, err := s.send(ctx, opLAbandon, owner, true, func(now time.Time) lockRes {
+		return s.p.w.execLockAbandon(now, call, owners, s.fair, s.channel, s.ttl)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon: %w", err)
@@ -306,6 +396,13 @@ func (lw *lockWorld) deleting(field string, last bool) {
 		if last {
 			how = "a last-hold release"
 		}
+		if lw.connModel && last && r.ctx != nil && r.ctx.Err() == nil {
+			// A release of this very field while its hold is live: the
+			// stale release of an earlier, late-confirmed attempt.
+			lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked (and live)", field, how, r.app), Finding1)
+			lw.finding(Finding1)
+			return
+		}
 		lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked", field, how, r.app))
 	}
 }
@@ -329,6 +426,9 @@ func (lw *lockWorld) fault(now time.Time, reason string) {
 		if r.started && r.cancelAt.IsZero() {
 			lw.w.outOfModel("lock " + reason + " while held")
 		}
+	}
+	if lw.fair != nil && reason == "data loss" {
+		lw.fair = newFairTrack()
 	}
 	lw.w.dropConns(now)
 }

@@ -38,6 +38,7 @@ type lockRes struct {
 	n       int64                 // renew: 1 renewed; release: holds left or -1; abandon: 1 deleted
 	epoch   uint64
 	deleted string // the field a release or abandon deleted
+	raw     any    // a Redlock master's script reply, as sent back
 	err     error  // the script failed (a violation of its own)
 }
 
@@ -71,6 +72,11 @@ func lockHash() string { return lock.DefaultKeyPrefix + ":{" + lockName + "}:loc
 func lockTerm() string { return lockHash() + ".term" }
 func lockGone() string { return lockHash() + ".gone" }
 
+// lockQueue and lockTimeouts are the fair lock's queue (a list of calls,
+// "CALL!") and its slot timeouts (a zset call -> server ms).
+func lockQueue() string    { return lockHash() + ".queue" }
+func lockTimeouts() string { return lockHash() + ".timeouts" }
+
 // lockArgs returns the KEYS and ARGV of the lock script name as
 // leader/lock's store sends them: the one place to change when the
 // scripts' interface changes.
@@ -80,6 +86,12 @@ func lockArgs(name string, a ...string) (keys, argv []string) {
 		return []string{lockHash(), lockTerm(), lockGone()}, a
 	case "abandon": // channel, tombstone lifetime ms, owners...
 		return []string{lockHash(), lockGone()}, a
+	case "fair_acquire": // owner, TTL ms, re-entry field or "", "1"/"0" queue, slot ms, queue entry, adoptable owners...
+		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts(), lockGone()}, a
+	case "fair_release": // field, "1"/"0", channel, TTL ms
+		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts()}, a
+	case "fair_abandon": // channel, tombstone lifetime ms, queue entry, owners...
+		return []string{lockHash(), lockGone(), lockQueue(), lockTimeouts()}, a
 	default: // renew: field, TTL ms; release: field, "1"/"0", channel
 		return []string{lockHash()}, a
 	}
@@ -114,51 +126,85 @@ func (w *world) runLock(now time.Time, name string, a ...string) (any, lockRes) 
 // execLockAcquire runs acquire.lua.
 func (w *world) execLockAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration) lockRes {
 	r, res := w.runLock(now, "acquire", append([]string{owner, strconv.FormatInt(pxMillis(ttl), 10), reenter}, adopt...)...)
+	return w.acquired(now, r, res, owner, reenter)
+}
+
+// execLockFairAcquire runs fair_acquire.lua; slot is a waiter's slot
+// lifetime (redisStore's slot). L8 when it drops a live waiter's lapsed
+// slot.
+func (w *world) execLockFairAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration, wait bool, slot time.Duration) lockRes {
+	q := "0"
+	if wait {
+		q = "1"
+	}
+	entry := queueEntry(callOfOwner(owner))
+	before := w.fairQueue(now)
+	r, res := w.runLock(now, "fair_acquire", append([]string{owner, strconv.FormatInt(pxMillis(ttl), 10), reenter, q,
+		strconv.FormatInt(slot.Milliseconds(), 10), entry}, adopt...)...)
+	if reenter == "" && w.lk != nil {
+		w.lk.fairRan(now, before, w.fairQueue(now), entry, wait)
+	}
+	return w.acquired(now, r, res, owner, reenter)
+}
+
+// acquired parses an acquire script's reply r and records a minted or
+// re-entered term (L2, L4).
+func (w *world) acquired(now time.Time, r any, res lockRes, owner, reenter string) lockRes {
 	if res.err != nil {
 		return res
 	}
-	arr, _ := r.([]any)
-	if len(arr) == 0 {
-		res.err = fmt.Errorf("acquire: unexpected reply %v", r)
-		return res
-	}
-	code, _ := arr[0].(int64)
-	res.rep.Code = int(code)
+	res.rep, res.err = parseAcquireReply(r, owner)
 	switch res.rep.Code {
 	case lockseam.CodeAcquired, lockseam.CodeAdopted:
-		field := ""
-		if len(arr) > 1 {
-			if res.rep.Code == lockseam.CodeAdopted {
-				// {2, "TERM OWNER"}: an earlier attempt's hold.
-				field, _ = arr[1].(string)
-				res.rep.Field = field
-				t, _, _ := strings.Cut(field, " ")
-				res.rep.Term, _ = strconv.ParseUint(t, 10, 64)
-			} else {
-				t, _ := arr[1].(int64)
-				res.rep.Term = uint64(t)
-				field = strconv.FormatUint(res.rep.Term, 10) + " " + owner
-			}
-		}
+		field := res.rep.Field
 		if res.rep.Code == lockseam.CodeAcquired {
+			field = strconv.FormatUint(res.rep.Term, 10) + " " + owner
 			w.lk.mintedTerm(now, res.rep.Term, owner)
 		}
 		if f := w.lockNow(now); f == field {
 			w.renewedTrue(f, now)
 		}
 	case lockseam.CodeReentered:
-		if len(arr) > 1 {
-			res.rep.Count, _ = arr[1].(int64)
-		}
 		w.lk.serverCount(reenter, res.rep.Count)
-	case lockseam.CodeHeld:
-		if len(arr) > 2 {
-			res.rep.Holder, _ = arr[1].(string)
-			p, _ := arr[2].(int64)
-			res.rep.PTTL = time.Duration(p) * time.Millisecond
-		}
 	}
 	return res
+}
+
+// parseAcquireReply parses an acquire script's reply to owner's attempt
+// (leader/lock's parseAcquire).
+func parseAcquireReply(r any, owner string) (lockseam.AcquireReply, error) {
+	var rep lockseam.AcquireReply
+	arr, _ := r.([]any)
+	if len(arr) == 0 {
+		return rep, fmt.Errorf("acquire: unexpected reply %v", r)
+	}
+	code, _ := arr[0].(int64)
+	rep.Code = int(code)
+	switch rep.Code {
+	case lockseam.CodeAcquired, lockseam.CodeAdopted:
+		if len(arr) > 1 {
+			if rep.Code == lockseam.CodeAdopted {
+				// {2, "TERM OWNER"}: an earlier attempt's hold.
+				rep.Field, _ = arr[1].(string)
+				t, _, _ := strings.Cut(rep.Field, " ")
+				rep.Term, _ = strconv.ParseUint(t, 10, 64)
+			} else {
+				t, _ := arr[1].(int64)
+				rep.Term = uint64(t)
+			}
+		}
+	case lockseam.CodeReentered:
+		if len(arr) > 1 {
+			rep.Count, _ = arr[1].(int64)
+		}
+	case lockseam.CodeHeld:
+		if len(arr) > 2 {
+			rep.Holder, _ = arr[1].(string)
+			p, _ := arr[2].(int64)
+			rep.PTTL = time.Duration(p) * time.Millisecond
+		}
+	}
+	return rep, nil
 }
 
 // execLockRenew runs renew.lua.
@@ -172,16 +218,41 @@ func (w *world) execLockRenew(now time.Time, field string, ttl time.Duration) lo
 	return res
 }
 
-// execLockRelease runs release.lua: L4 when it deletes the lock or leaves
-// a count.
-func (w *world) execLockRelease(now time.Time, field string, last bool, channel string) lockRes {
+// execLockRelease runs release.lua (fair: fair_release.lua, which may
+// grant the lock to the queue's head): L4 when it deletes the lock or
+// leaves a count.
+func (w *world) execLockRelease(now time.Time, field string, last, fair bool, channel string, ttl time.Duration) lockRes {
 	before, _ := w.lockField(now)
 	flag := "0"
 	if last {
 		flag = "1"
 	}
-	r, res := w.runLock(now, "release", field, flag, channel)
-	res.n, _ = r.(int64)
+	var r any
+	var res lockRes
+	if fair {
+		q := w.fairQueue(now)
+		r, res = w.runLock(now, "fair_release", field, flag, channel, strconv.FormatInt(pxMillis(ttl), 10))
+		if w.lk != nil {
+			w.lk.fairRan(now, q, w.fairQueue(now), "", false)
+		}
+		arr, _ := r.([]any)
+		if len(arr) > 0 {
+			res.n, _ = arr[0].(int64)
+		}
+		if len(arr) > 1 {
+			// {0, "TERM CALL.0"}: released and granted to the queue's head.
+			g, _ := arr[1].(string)
+			t, o, _ := strings.Cut(g, " ")
+			term, _ := strconv.ParseUint(t, 10, 64)
+			w.lk.deleting(before, last)
+			res.deleted = before
+			w.lk.mintedTerm(now, term, o)
+			return res
+		}
+	} else {
+		r, res = w.runLock(now, "release", field, flag, channel)
+		res.n, _ = r.(int64)
+	}
 	after, count := w.lockField(now)
 	switch {
 	case before != "" && after == "":
@@ -193,16 +264,69 @@ func (w *world) execLockRelease(now time.Time, field string, last bool, channel 
 	return res
 }
 
-// execLockAbandon runs abandon.lua: L4 when it deletes the lock.
-func (w *world) execLockAbandon(now time.Time, owners []string, channel string, ttl time.Duration) lockRes {
+// execLockAbandon runs abandon.lua (fair: fair_abandon.lua, which also
+// takes call's entry out of the queue): L4 when it deletes the lock.
+func (w *world) execLockAbandon(now time.Time, call string, owners []string, fair bool, channel string, ttl time.Duration) lockRes {
 	before, _ := w.lockField(now)
-	r, res := w.runLock(now, "abandon", append([]string{channel, tombstoneMillis(ttl)}, owners...)...)
+	a := []string{channel, tombstoneMillis(ttl)}
+	name := "abandon"
+	if fair {
+		name = "fair_abandon"
+		a = append(a, queueEntry(call))
+	}
+	r, res := w.runLock(now, name, append(a, owners...)...)
 	res.n, _ = r.(int64)
 	if after, _ := w.lockField(now); before != "" && after == "" {
 		w.lk.abandoning(before)
 		res.deleted = before
 	}
 	return res
+}
+
+// queueEntry is a fair call's entry in the queue. leader/lock's Redis
+// store marks its calls as ones that take grants ("CALL!": fair_release.lua
+// then hands the lock to the queue's head as "CALL.0"), but a Mutex over a
+// seam store takes no grants (leader/lock's client.go: grants only with
+// the Redis store): it neither adopts nor abandons "CALL.0". Its calls
+// queue as an older client's do, the bare call, which fair_release.lua
+// wakes with "released" and lets take the lock itself.
+func queueEntry(call string) string { return call }
+
+// callOfOwner is the call of an attempt's owner ("CALL.N"; leader/lock's
+// callOf).
+func callOfOwner(owner string) string {
+	if i := strings.LastIndexByte(owner, '.'); i >= 0 {
+		return owner[:i]
+	}
+	return owner
+}
+
+// fairQueue returns the fair lock's queue on the primary with each
+// entry's slot timeout (server ms; -1 when it has none), at fake time now.
+func (w *world) fairQueue(now time.Time) []qEntry {
+	srv := w.srvNs(now)
+	e := w.prim.ks.m[lockQueue()]
+	if e == nil || e.kind != kList || (e.exp != 0 && srv >= e.exp) {
+		return nil
+	}
+	var to map[string]float64
+	if z := w.prim.ks.m[lockTimeouts()]; z != nil && z.kind == kZset && (z.exp == 0 || srv < z.exp) {
+		to = z.zset
+	}
+	out := make([]qEntry, len(e.list))
+	for i, entry := range e.list {
+		out[i] = qEntry{entry: entry, to: -1}
+		if v, ok := to[entry]; ok {
+			out[i].to = int64(v)
+		}
+	}
+	return out
+}
+
+// qEntry is one entry of the fair queue and its slot timeout.
+type qEntry struct {
+	entry string
+	to    int64
 }
 
 // lockNow returns the server's unexpired lock field at fake time now.
@@ -216,4 +340,10 @@ func (w *world) lockFault(now time.Time, reason string) {
 	if w.lk != nil {
 		w.lk.fault(now, reason)
 	}
+}
+
+// ownerOf returns a field's owner ("TERM OWNER").
+func ownerOf(field string) string {
+	_, o, _ := strings.Cut(field, " ")
+	return o
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -24,9 +25,29 @@ func RunLock(seed uint64, o Options) *Result {
 	p := NewPlan(seed, o)
 	// The lock takes no WAIT: its failovers are all lossy.
 	p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
+	mode := lockMode{}
+	if o.LockConns {
+		mode = drawLockMode(seed, o.LockMode)
+		if mode.redlock {
+			// Redlock's masters are independent servers, not replicas.
+			// Every attempt costs a call per master and an undo per
+			// master when it fails: three processes at most keep its
+			// schedules near the others' cost.
+			p.DataLoss, p.Failovers, p.Stalls = nil, nil, nil
+			p.Cands = p.Cands[:min(len(p.Cands), 3)]
+		}
+	}
 	w := newWorld(p, time.Now())
-	lw := &lockWorld{w: w, tracks: map[string]*leaseRec{}, conns: map[*psConn]struct{}{}}
+	lw := &lockWorld{w: w, tracks: map[string]*leaseRec{}, conns: map[*psConn]struct{}{},
+		connModel: o.LockConns, redlock: mode.redlock, owners: map[string]*callRec{}, calls: map[string]*callRec{}, byField: map[string][]*callRec{},
+		rlSent: map[string]time.Time{}, rlRenew: map[string]time.Time{}}
 	w.lk = lw
+	if mode.fair {
+		lw.fair = newFairTrack()
+	}
+	if mode.redlock {
+		lw.newMasters(mode.masters)
+	}
 	r := keyed(seed, uint64(opLPlan))
 	cfg := lock.Config{TTL: p.Cfg.TTL, RenewInterval: p.Cfg.RenewInterval, RenewDeadline: p.Cfg.RenewDeadline,
 		RetryInterval: p.Cfg.RetryInterval, Drift: p.Cfg.Drift}
@@ -35,20 +56,65 @@ func RunLock(seed uint64, o Options) *Result {
 		lw.fixed = true
 		opts = append(opts, lock.WithFixedLease(p.Cfg.TTL))
 	}
+	if mode.fair {
+		opts = append(opts, lock.WithFair())
+	}
+	if mode.inline {
+		opts = append(opts, lock.WithInlineCalls())
+	}
+	lw.stats.Mode = mode.String()
 	goroutines := make([]int, len(p.Cands))
+	maxRead := time.Duration(0)
+	for i := range p.Cands {
+		// WithInlineCalls over a client that never times out hangs the
+		// caller with the call, and Redlock's Close waits for its calls
+		// to the masters, as documented: not modelled.
+		ri := keyed(seed, uint64(opLMode), uint64(i))
+		if mode.inline && p.Cands[i].CtxTimeouts && ri.chance(0.8) {
+			// WithInlineCalls changes nothing for a client that honours
+			// deadlines (its calls are inline anyway): mostly not one.
+			p.Cands[i].CtxTimeouts = false
+		}
+		if (mode.inline || mode.redlock) && p.Cands[i].ReadTimeout < 0 {
+			p.Cands[i].ReadTimeout = 3 * time.Second
+		}
+		if (mode.inline || mode.redlock) && !p.Cands[i].CtxTimeouts {
+			maxRead = max(maxRead, p.Cands[i].ReadTimeout)
+		}
+	}
+	w.p.Cands = p.Cands
 	for i, cp := range p.Cands {
 		goroutines[i] = 1 + r.intn(3)
+		if mode.redlock {
+			goroutines[i] = 1 + goroutines[i]%2
+		}
 		proc := &lockProc{w: w, lw: lw, idx: i, plan: cp, n: map[op]uint64{}}
-		proc.rdb = redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", Dialer: proc.dial, Protocol: 2, DisableIdentity: true,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-			ReadTimeout:              cp.ReadTimeout, ContextTimeoutEnabled: cp.CtxTimeouts, PoolSize: 2})
+		dial := proc.dial
+		if mode.redlock {
+			dial = proc.dialEp(1)
+		}
+		proc.rdb = redis.NewClient(proc.redisOptions(dial))
+		proc.pools = make([]*connPool, 1+len(lw.masters))
+		for k := range proc.pools {
+			proc.pools[k] = &connPool{}
+		}
+		if o.LockConns {
+			proc.blips = lw.blips(i)
+		}
 		popts := append(append([]lock.Option(nil), opts...),
 			lock.WithID(fmt.Sprintf("p%d", i)),
-			lock.WithLogger(zap.New(&logCore{w: w, cand: i})),
-			lockseam.WithStore(func(l lockseam.Lock) lockseam.Store {
-				return &lockStore{p: proc, channel: l.Channel, ttl: l.TTL}
+			lock.WithLogger(zap.New(&logCore{w: w, cand: i})))
+		var c *lock.Client
+		var err error
+		if mode.redlock {
+			c, err = lock.NewRedlockClient(proc.redlockClients(), popts...)
+		} else {
+			popts = append(popts, lockseam.WithStore(func(l lockseam.Lock) lockseam.Store {
+				lw.channel = l.Channel
+				return &lockStore{p: proc, channel: l.Channel, ttl: l.TTL, fair: l.Fair}
 			}).(lock.Option))
-		c, err := lock.NewClient(proc.rdb, popts...)
+			c, err = lock.NewClient(proc.rdb, popts...)
+		}
 		if err != nil {
 			panic(fmt.Sprintf("sim: seed %d: lock client: %v", seed, err))
 		}
@@ -60,8 +126,23 @@ func RunLock(seed uint64, o Options) *Result {
 		lw.cfg = m.Config()
 		lw.procs = append(lw.procs, proc)
 	}
+	if lw.channel == "" {
+		lw.channel = lw.cfg.KeyPrefix + ":{" + lockName + "}:lock.events"
+	}
+	// L7 and L8 judge once faults stopped and every process woke and its
+	// log flows (a half-open pub/sub connection may still linger: L7
+	// counts only the notices that arrived, and expiries).
+	lw.calmAt = maxTime(w.faultEnd, w.pauseEnd).Add(lw.cfg.TTL)
 	w.mu.Lock()
-	w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) lock: fixed lease %v, goroutines per process %v, timings %+v", lw.fixed, goroutines, lw.cfg))
+	w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) lock: mode %s, fixed lease %v, goroutines per process %v, timings %+v", mode, lw.fixed, goroutines, lw.cfg))
+	for i, m := range lw.masters {
+		w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) master %d frozen %v", i, m.frozen))
+	}
+	for _, proc := range lw.procs {
+		if len(proc.blips) > 0 {
+			w.event(proc.idx, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) network blips %v", proc.blips))
+		}
+	}
 	w.mu.Unlock()
 
 	go w.loop()
@@ -90,14 +171,30 @@ func RunLock(seed uint64, o Options) *Result {
 			})
 		}
 	}
-	sleepFake(w.faultEnd.Add(3*cfg.TTL+p.Cfg.RetryInterval), w.abort)
+	endAt := w.faultEnd.Add(3*cfg.TTL + p.Cfg.RetryInterval)
+	if o.LockConns {
+		endAt = maxTime(endAt, lw.calmAt.Add(2*cfg.TTL+p.Cfg.RetryInterval))
+	}
+	sleepFake(endAt, w.abort)
+	w.mu.Lock()
+	calls := make([]*callRec, 0, len(lw.calls))
+	seen := map[*callRec]bool{}
+	for _, rec := range lw.calls {
+		if !seen[rec] {
+			seen[rec] = true
+			calls = append(calls, rec)
+		}
+	}
+	sort.Slice(calls, func(i, j int) bool { return calls[i].id < calls[j].id })
+	lw.endWaiters(time.Now(), calls)
+	w.mu.Unlock()
 	close(end)
 	endCancel()
 
 	// L5: the application's goroutines end once their contexts ended, and
 	// Close returns: the Clients' goroutines and watchdogs are gone.
 	rd := lw.cfg.RenewDeadline
-	bound := 8*rd + lw.cfg.RetryInterval + 100*time.Millisecond
+	bound := 8*rd + lw.cfg.RetryInterval + 100*time.Millisecond + 3*maxRead // an inline call returns at its read timeout
 	stall := time.Duration(0)
 	for _, proc := range lw.procs {
 		stall = max(stall, proc.logStalled(time.Now(), time.Now().Add(bound)))
@@ -118,6 +215,9 @@ func RunLock(seed uint64, o Options) *Result {
 	for _, proc := range lw.procs {
 		_ = proc.client.Close()
 		_ = proc.rdb.Close()
+		for _, rdb := range proc.rdbs {
+			_ = rdb.Close()
+		}
 	}
 	close(faultsDone)
 	faults.Wait()
@@ -143,22 +243,108 @@ func RunLock(seed uint64, o Options) *Result {
 	return res
 }
 
+// lockMode is a lock schedule's mode under the connection model.
+type lockMode struct {
+	fair, redlock, inline bool
+	masters               int
+}
+
+func (m lockMode) String() string {
+	s := "plain"
+	switch {
+	case m.fair:
+		s = "fair"
+	case m.redlock:
+		s = fmt.Sprintf("redlock(%d)", m.masters)
+	}
+	if m.inline {
+		s += "+inline"
+	}
+	return s
+}
+
+// drawLockMode draws seed's mode (force: "plain", "fair" or "redlock"
+// decides it): a fifth fair, 15% Redlock (3 masters, a tenth of them 5),
+// a third with WithInlineCalls.
+func drawLockMode(seed uint64, force string) lockMode {
+	r := keyed(seed, uint64(opLMode))
+	var m lockMode
+	x := r.float()
+	switch force {
+	case "plain":
+		x = 1
+	case "fair":
+		x = 0
+	case "redlock":
+		x = 0.25
+	}
+	switch {
+	case x < 0.2:
+		m.fair = true
+	case x < 0.35:
+		m.redlock = true
+		m.masters = 3
+		if r.chance(0.1) {
+			m.masters = 5
+		}
+	}
+	m.inline = r.chance(0.35)
+	return m
+}
+
+// redisOptions are the go-redis options of a process's client (pub/sub
+// through dial; lock scripts through the store).
+func (p *lockProc) redisOptions(dial func(context.Context, string, string) (net.Conn, error)) *redis.Options {
+	return &redis.Options{Addr: "127.0.0.1:6379", Dialer: dial, Protocol: 2, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		ReadTimeout:              p.plan.ReadTimeout, ContextTimeoutEnabled: p.plan.CtxTimeouts, PoolSize: 2}
+}
+
+// redlockClients returns p's clients of the Redlock masters.
+func (p *lockProc) redlockClients() []redis.UniversalClient {
+	var out []redis.UniversalClient
+	for i := range p.lw.masters {
+		var rdb *redis.Client
+		if i == 0 {
+			rdb = p.rdb // dialled to master 0
+		} else {
+			rdb = redis.NewClient(p.redisOptions(p.dialEp(1 + i)))
+			p.rdbs = append(p.rdbs, rdb)
+		}
+		out = append(out, &rlClient{Client: rdb, p: p, ep: 1 + i})
+	}
+	return out
+}
+
 // close is L5 for Client.Close: it returns within RenewDeadline + 100ms,
 // and every hold of the process has its context cancelled by then.
 func (p *lockProc) close() {
 	w, lw := p.w, p.lw
+	w.mu.Lock()
+	if p.closing.IsZero() {
+		p.closing = time.Now()
+	}
+	w.mu.Unlock()
 	var closed sync.WaitGroup
 	closed.Go(func() { _ = p.client.Close() })
 	// A watchdog blocked in a log write (a full stderr pipe) delays Close,
 	// as it delays the elector's Run: the bound grows by the stall.
 	bound := lw.cfg.RenewDeadline + 100*time.Millisecond
+	if lw.redlock && !p.plan.CtxTimeouts {
+		bound += p.plan.ReadTimeout // Close waits for the masters' calls
+	}
 	bound += p.logStalled(time.Now(), time.Now().Add(bound))
+	base, extra := bound, time.Duration(0)
+	for range 4 { // a pause inside the grown bound grows it again
+		extra = p.paused(time.Now(), time.Now().Add(base+extra))
+	}
+	bound += extra
 	ok := waitBounded(&closed, bound)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.event(p.idx, evNote, 0, 0, 0, 0, "Client.Close returned")
 	if !ok {
-		w.violate(InvLockLeak, fmt.Sprintf("c%d: Client.Close did not return within RenewDeadline + 100ms + log stalls (%s)", p.idx, bound))
+		w.violate(InvLockLeak, fmt.Sprintf("c%d: Client.Close did not return within RenewDeadline + 100ms + log stalls + pauses (%s)", p.idx, bound))
 		return
 	}
 	for _, r := range lw.tracks {
@@ -172,6 +358,19 @@ func (p *lockProc) close() {
 // stalls (candidate.logStalled).
 func (p *lockProc) logStalled(from, to time.Time) time.Duration {
 	return (&candidate{w: p.w, idx: p.idx}).logStalled(from, to)
+}
+
+// paused returns how long p is frozen (Pauses) between from and to: the
+// calls Close waits for (Redlock's) get their replies only once it wakes.
+func (p *lockProc) paused(from, to time.Time) time.Duration {
+	var d time.Duration
+	a, b := from.Sub(p.w.start), to.Sub(p.w.start)
+	for _, pw := range p.plan.Pauses {
+		if pw.To > a && pw.From < b {
+			d += min(pw.To, b) - max(pw.From, a)
+		}
+	}
+	return d
 }
 
 // waitBounded waits for wg at most d of fake time.
@@ -219,17 +418,18 @@ func (p *lockProc) attempt(r *rng, parent context.Context) (*lock.Hold, error) {
 	var h *lock.Hold
 	var err error
 	switch x := r.float(); {
-	case x < 0.5:
+	case x < 0.55:
 		ctx, cancel := parent, context.CancelFunc(func() {})
-		if r.chance(0.4) {
+		if r.chance(0.3) {
 			ctx, cancel = context.WithTimeout(parent, r.logDur(p.lw.cfg.RetryInterval/2, 4*ttl))
 		}
-		h, err = p.m.Lock(ctx)
+		h, err = p.lockCall(ctx, "Lock", true, p.m.Lock)
 		cancel()
 	case x < 0.8:
-		h, err = p.m.TryLock(parent)
+		h, err = p.lockCall(parent, "TryLock", false, p.m.TryLock)
 	default:
-		h, err = p.m.LockTimeout(parent, r.logDur(ttl/10, 3*ttl))
+		d := r.logDur(ttl/10, 3*ttl)
+		h, err = p.lockCall(parent, "LockTimeout", true, func(ctx context.Context) (*lock.Hold, error) { return p.m.LockTimeout(ctx, d) })
 	}
 	p.w.mu.Lock()
 	switch {
@@ -265,9 +465,9 @@ func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx contex
 			var h2 *lock.Hold
 			var err error
 			if r.chance(0.5) {
-				h2, err = p.m.Lock(ctx)
+				h2, err = p.lockCall(ctx, "Lock (re-entry)", true, p.m.Lock)
 			} else {
-				h2, err = p.m.TryLock(ctx)
+				h2, err = p.lockCall(ctx, "TryLock (re-entry)", false, p.m.TryLock)
 			}
 			if err == nil {
 				p.handed(h2, h)
@@ -280,14 +480,14 @@ func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx contex
 			// has one user).
 			ctx := lockRand(h.Context(), p.w.p.Seed, p.idx, 1<<32|sub.u64())
 			wg.Go(func() {
-				h2, err := p.m.Lock(ctx)
+				h2, err := p.lockCall(ctx, "Lock (re-entry, another goroutine)", true, p.m.Lock)
 				if err == nil {
 					p.handed(h2, h)
 					p.hold(h2, &sub, end, endCtx, depth+1)
 				}
 			})
 		case x < 0.22:
-			h3, err := p.m.TryLock(endCtx)
+			h3, err := p.lockCall(endCtx, "TryLock (without the hold)", false, p.m.TryLock)
 			if err == nil {
 				p.handed(h3, nil)
 				p.unlock(h3, r)
@@ -307,11 +507,46 @@ func (p *lockProc) unlock(h *lock.Hold, r *rng) {
 	}
 	err := h.Unlock(ctx)
 	cancel()
+	p.unlocked(h, err)
 	if err != nil {
 		p.w.mu.Lock()
 		p.lw.stats.UnlockErrors++
 		p.w.event(p.idx, evLog, 0, 0, int64(h.Term()), 0, "Unlock: "+err.Error())
 		p.w.mu.Unlock()
+	}
+}
+
+// lockCall runs one Lock, TryLock or LockTimeout (f) with a context that
+// carries the checker's record of the call (L6, L7).
+func (p *lockProc) lockCall(ctx context.Context, kind string, wait bool, f func(context.Context) (*lock.Hold, error)) (*lock.Hold, error) {
+	lw := p.lw
+	if !lw.connModel {
+		return f(ctx)
+	}
+	ctx, rec := lw.newCall(ctx, p.idx, kind, wait)
+	h, err := f(ctx)
+	field := ""
+	if err == nil {
+		field = fieldOf(h)
+	}
+	p.w.mu.Lock()
+	lw.callReturned(rec, field, err)
+	p.w.mu.Unlock()
+	return h, err
+}
+
+// unlocked records the return of h's Unlock: the term is over for the
+// checker once its last hold went (L6).
+func (p *lockProc) unlocked(h *lock.Hold, err error) {
+	lw := p.lw
+	if !lw.connModel {
+		return
+	}
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	field := fieldOf(h)
+	if lw.rec(field).app == 0 {
+		lw.termEnded(field, err == nil)
 	}
 }
 

@@ -14,11 +14,14 @@ import (
 	"github.com/solo-run/solo/internal/sim"
 )
 
-// TestSim_Lock runs the lock schedules (sim.RunLock): 1,000 by default,
-// 600 under -race (raceOn; SOLO_SIM=long: 30,000;
+// TestSim_Lock runs the lock schedules (sim.RunLock) on the connection
+// model (lockOptions): 800, 400 under -race (raceOn); without it
+// (SOLO_SIM_LOCK_CONNS=0) 1,000, 600 under -race (SOLO_SIM=long: 30,000;
 // SOLO_SIM_LOCK_SCHEDULES=N overrides), seeds from
 // SOLO_SIM_BASE on (random when unset, printed). With SOLO_SIM_SEED it
 // replays that one lock schedule (SOLO_SIM_LOG=all prints every event).
+// The summary lists, per finding of the outside review that a violation
+// showed, how many schedules showed it and the first seed.
 func TestSim_Lock(t *testing.T) {
 	if s := os.Getenv("SOLO_SIM_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -26,7 +29,7 @@ func TestSim_Lock(t *testing.T) {
 			t.Fatalf("SOLO_SIM_SEED=%q: %v", s, err)
 		}
 		var res *sim.Result
-		synctest.Test(t, func(t *testing.T) { res = sim.RunLock(seed, sim.Options{}) })
+		synctest.Test(t, func(t *testing.T) { res = sim.RunLock(seed, lockOptions()) })
 		max := 400
 		if os.Getenv("SOLO_SIM_LOG") == "all" {
 			max = 0
@@ -48,11 +51,29 @@ func TestSim_Lock(t *testing.T) {
 	if os.Getenv("SOLO_SIM") == "long" {
 		profile, n = "lock-long", 30_000
 	}
+	if lockOptions().LockConns {
+		// The connection model costs about 1.6 times as much per schedule
+		// (Redlock's fan-outs, the fair queue's retries): 800, and 400
+		// under -race, keep the profile near its old time (and the whole
+		// `go test -race ./internal/sim` within its budget).
+		profile += "+conns"
+		switch n {
+		case 1000:
+			n = 800
+		case 600:
+			n = 400
+		}
+	}
 	n = schedulesFromEnv(t, "SOLO_SIM_LOCK_SCHEDULES", n)
 	agg := newAggregate(profile, baseSeed(t))
-	lagg := &lockAggregate{lost: map[string]int{}}
+	lagg := &lockAggregate{lost: map[string]int{}, modes: map[string]int{}, findings: map[string]*invStat{}, judged: map[string]int{}}
 	start := time.Now()
-	runSchedules(t, n, agg, sim.RunLock, func(res *sim.Result) { lagg.add(res.Lock) })
+	run := func(seed uint64, o sim.Options) *sim.Result {
+		lo := lockOptions()
+		o.LockConns, o.LockMode = lo.LockConns, lo.LockMode
+		return sim.RunLock(seed, o)
+	}
+	runSchedules(t, n, agg, run, func(res *sim.Result) { lagg.add(int64(res.Seed-agg.base), res) })
 	t.Log(agg.summary(n, time.Since(start)))
 	t.Log(lagg.summary())
 	if agg.failed > 0 {
@@ -60,16 +81,44 @@ func TestSim_Lock(t *testing.T) {
 	}
 }
 
-// lockAggregate sums the lock schedules' counters.
-type lockAggregate struct {
-	mu   sync.Mutex
-	s    sim.LockStats
-	lost map[string]int
+// lockOptions are the lock schedules' options: they run on the connection
+// model (sim.Options.LockConns: connections with their own fates, fair
+// and Redlock schedules, invariants L6–L8) unless SOLO_SIM_LOCK_CONNS=0,
+// and SOLO_SIM_LOCK_MODE=plain|fair|redlock runs every schedule in that
+// mode.
+func lockOptions() sim.Options {
+	return sim.Options{LockConns: os.Getenv("SOLO_SIM_LOCK_CONNS") != "0", LockMode: os.Getenv("SOLO_SIM_LOCK_MODE")}
 }
 
-func (a *lockAggregate) add(s *sim.LockStats) {
+// lockAggregate sums the lock schedules' counters.
+type lockAggregate struct {
+	mu       sync.Mutex
+	s        sim.LockStats
+	lost     map[string]int
+	modes    map[string]int
+	findings map[string]*invStat // by finding: schedules, and the first
+	judged   map[string]int      // by invariant: schedules that could have broken it
+}
+
+func (a *lockAggregate) add(k int64, res *sim.Result) {
+	s := res.Lock
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.modes[s.Mode]++
+	for inv := range s.Judged {
+		a.judged[inv]++
+	}
+	for f := range s.Findings {
+		st := a.findings[f]
+		if st == nil {
+			st = &invStat{first: k, seed: res.Seed}
+			a.findings[f] = st
+		}
+		st.count++
+		if k < st.first {
+			st.first, st.seed = k, res.Seed
+		}
+	}
 	a.s.Holds += s.Holds
 	a.s.Reentries += s.Reentries
 	a.s.Writes += s.Writes
@@ -77,6 +126,7 @@ func (a *lockAggregate) add(s *sim.LockStats) {
 	a.s.NotObtained += s.NotObtained
 	a.s.LockErrors += s.LockErrors
 	a.s.UnlockErrors += s.UnlockErrors
+	a.s.LateConfirms += s.LateConfirms
 	for k, v := range s.Lost {
 		a.lost[k] += v
 	}
@@ -90,6 +140,21 @@ func (a *lockAggregate) summary() string {
 		lost = append(lost, fmt.Sprintf("%s: %d", k, v))
 	}
 	sort.Strings(lost)
-	return fmt.Sprintf("lock: %d terms held, %d re-entries, %d fenced writes (%d stale refused), %d TryLock not obtained, %d lock errors, %d unlock errors; holds lost {%s}",
-		a.s.Holds, a.s.Reentries, a.s.Writes, a.s.StaleRefused, a.s.NotObtained, a.s.LockErrors, a.s.UnlockErrors, strings.Join(lost, "; "))
+	var modes, finds []string
+	for k, v := range a.modes {
+		modes = append(modes, fmt.Sprintf("%s: %d", k, v))
+	}
+	sort.Strings(modes)
+	for k, v := range a.findings {
+		finds = append(finds, fmt.Sprintf("\n  finding %s: %d schedules, first at schedule #%d (seed %d)", k, v.count, v.first, v.seed))
+	}
+	sort.Strings(finds)
+	var judged []string
+	for k, v := range a.judged {
+		judged = append(judged, fmt.Sprintf("%s: %d", k, v))
+	}
+	sort.Strings(judged)
+	return fmt.Sprintf("lock modes {%s}; schedules that could have broken {%s}; findings shown:%s\n",
+		strings.Join(modes, "; "), strings.Join(judged, "; "), strings.Join(finds, "")) + fmt.Sprintf("lock: %d terms held, %d re-entries, %d fenced writes (%d stale refused), %d TryLock not obtained, %d lock errors, %d unlock errors, %d acquires confirmed after RenewDeadline; holds lost {%s}",
+		a.s.Holds, a.s.Reentries, a.s.Writes, a.s.StaleRefused, a.s.NotObtained, a.s.LockErrors, a.s.UnlockErrors, a.s.LateConfirms, strings.Join(lost, "; "))
 }

@@ -20,17 +20,26 @@ func TestSim_CatchesBrokenScripts(t *testing.T) {
 		name, script, old, new string
 		lock                   bool
 		bound                  uint64
+		mode                   string // lock: on the connection model, in this mode
 	}{
 		{"release without the owner check", "leader/release.lua",
-			"if redis.call('GET', KEYS[1]) == ARGV[1] then", "if true then", false, 200},
+			"if redis.call('GET', KEYS[1]) == ARGV[1] then", "if true then", false, 200, ""},
 		{"acquire minting the stored term", "leader/acquire.lua",
 			"local term = (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) + 1\nif floor > term then term = floor end",
-			"local term = (tonumber(redis.call('GET', KEYS[2]) or '0') or 0)", false, 50},
+			"local term = (tonumber(redis.call('GET', KEYS[2]) or '0') or 0)", false, 50, ""},
 		{"acquire without the clock floor", "leader/acquire.lua",
-			"if floor > term then term = floor end\n", "", false, 200},
+			"if floor > term then term = floor end\n", "", false, 200, ""},
 		{"lock renew without the owner check", "leader/lock/renew.lua",
 			"if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then\n  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\nend\nreturn 0",
-			"return redis.call('PEXPIRE', KEYS[1], ARGV[2])", true, 400},
+			"return redis.call('PEXPIRE', KEYS[1], ARGV[2])", true, 400, ""},
+		// The connection model's L6: an attempt still on its way when its
+		// call ended takes the lock, or the call stays queued.
+		{"abandon without the tombstones", "leader/lock/abandon.lua",
+			"  redis.call('ZADD', KEYS[2], now + life, ARGV[i])\n", "", true, 400, "plain"},
+		{"fair abandon leaving the queue", "leader/lock/fair_abandon.lua",
+			"redis.call('LREM', KEYS[3], 0, ARGV[3])\n", "", true, 400, "fair"},
+		{"Redlock undo without the tombstone", "leader/lock/redlock_undo.lua",
+			"redis.call('ZADD', KEYS[2], now + life, ARGV[2])\n", "", true, 400, "redlock"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,6 +52,9 @@ func TestSim_CatchesBrokenScripts(t *testing.T) {
 				t.Fatalf("%s no longer contains %q: update the mutation", tc.script, tc.old)
 			}
 			o := sim.Options{Mutate: map[string]string{tc.script: strings.Replace(src, tc.old, tc.new, 1)}}
+			if tc.mode != "" {
+				o.LockConns, o.LockMode = true, tc.mode
+			}
 			run := sim.Run
 			if tc.lock {
 				run = sim.RunLock

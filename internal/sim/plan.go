@@ -86,6 +86,13 @@ type Options struct {
 	// with other source: the server runs it whenever a client sends the
 	// shipped one. For tests that the simulator catches a broken script.
 	Mutate map[string]string
+	// LockConns runs the lock schedules (RunLock) on the connection model:
+	// connections with their own fates, fair and Redlock schedules, and
+	// invariants L6–L8 (lock_conn.go, lock_calls.go).
+	LockConns bool
+	// LockMode, with LockConns, runs every lock schedule in one mode:
+	// "plain", "fair" or "redlock" (empty: drawn per seed).
+	LockMode string
 }
 
 func (o Options) withDefaults() Options {

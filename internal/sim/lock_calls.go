@@ -1,0 +1,511 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The checker's view of the application's Lock calls (Options.LockConns):
+// every Lock, TryLock and LockTimeout carries a callRec in its context,
+// which the stores find again in their requests' contexts, so that every
+// owner the lock makes for the call (one per attempt, "CALL.N", and a
+// fair grant's "CALL.0") maps to the call. Invariants:
+//
+//	L6 no lock held by a finished call's owner: once a call returned with
+//	   an error, or its hold was unlocked, and every request of its owners
+//	   landed (executed, or lost with its connection) and returned to the
+//	   client, the server must not hold the lock for one of its owners
+//	   (other than the hold's own term, left to expire when it was lost)
+//	   longer than a settle bound, nor (fair) keep one of them queued;
+//	L7 a waiter is woken: once faults stopped, a Lock call waiting for the
+//	   lock sends its next attempt within a bound after the lock's expiry
+//	   on the server, or after a release notice reached its process
+//	   (without WithFair, a notice wakes one waiter per process, the
+//	   Client's oldest: one call of the process must try, and only the
+//	   oldest waiter is judged on it);
+//	L8 fair order: once faults stopped, a live waiter's queue slot never
+//	   lapses (it would be queued again behind later waiters).
+
+// Invariant names of the connection model's checks, as printed.
+const (
+	InvLockFinished = "L6 no lock held by a finished call's owner"
+	InvLockWake     = "L7 a waiter is woken after a release or expiry"
+	InvLockFair     = "L8 fair waiters keep their place"
+)
+
+// Findings of the outside review that a violation shows (LockStats.Findings).
+const (
+	Finding1 = "1 two holders: a stale release deletes an adopted lock"
+	Finding2 = "2 two Redlock quorums: a late undo deletes a counted key"
+	Finding3 = "3 a finished call's earlier attempt takes the lock"
+	Finding4 = "4 the abandon overtakes its acquire"
+	Finding6 = "6 fair mode: waiter not woken, or re-queued at the tail"
+	// FindingR is not one of the review's: a Redlock master that answers
+	// an attempt after the attempt gave up keeps its acquisition for a
+	// TTL once the call finished (the documented behaviour, which L6
+	// refuses).
+	FindingR = "R a Redlock master keeps a finished call's late acquisition"
+)
+
+type callKey struct{}
+
+// callRec is one Lock, TryLock or LockTimeout call, under w.mu.
+type callRec struct {
+	id     int
+	proc   int
+	kind   string
+	wait   bool
+	start  time.Time
+	owners map[string]bool
+
+	returned   bool
+	returnedAt time.Time
+	ok         bool   // it returned a hold
+	field      string // the hold's "TERM OWNER"
+	finished   bool   // returned an error, or its term's holds were all unlocked
+	finishedAt time.Time
+	cleanUnlk  bool // its hold ended by an Unlock whose release answered
+
+	inflight    int       // requests of its owners not yet landed and returned
+	open        int       // requests of its owners not yet returned to the client
+	settledAt   time.Time // when inflight last dropped to zero
+	cleanupLost bool      // a release or abandon of its owners was lost
+	reported    bool
+
+	// liveness (L7)
+	waiting    bool      // an attempt was answered "held"
+	inAcquire  int       // its acquires the client is waiting for
+	lastSend   time.Time // its last attempt's send
+	lastExec   time.Time // its last attempt's execution on the server
+	lastReturn time.Time // its last request's return to the caller
+}
+
+// reqTrack is one request of a call in flight: it lands (executes or is
+// lost) and returns to its caller.
+type reqTrack struct {
+	rec     *callRec
+	left    int
+	cleanup bool
+}
+
+// newCall registers a call of process proc and returns ctx carrying it.
+func (lw *lockWorld) newCall(ctx context.Context, proc int, kind string, wait bool) (context.Context, *callRec) {
+	w := lw.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lw.callN++
+	rec := &callRec{id: lw.callN, proc: proc, kind: kind, wait: wait, start: time.Now(), owners: map[string]bool{}}
+	return context.WithValue(ctx, callKey{}, rec), rec
+}
+
+// callOf returns the call of owner, registering owner for the call ctx
+// carries, under w.mu. Every attempt owner of a call ("CALL.N", and a
+// fair grant's "CALL.0") maps to the call's record.
+func (lw *lockWorld) callOf(ctx context.Context, owner string) *callRec {
+	if owner == "" {
+		return nil
+	}
+	if rec := lw.owners[owner]; rec != nil {
+		return rec
+	}
+	call := callOfOwner(owner)
+	rec := lw.calls[call]
+	if rec == nil {
+		rec, _ = ctx.Value(callKey{}).(*callRec)
+		if rec == nil {
+			return nil
+		}
+		lw.calls[call] = rec
+	}
+	rec.owners[owner] = true
+	lw.owners[owner] = rec
+	return rec
+}
+
+// ownedBy reports whether owner is an attempt (or a grant) of rec's call,
+// under w.mu.
+func (lw *lockWorld) ownedBy(owner string, rec *callRec) bool {
+	return rec.owners[owner] || lw.calls[callOfOwner(owner)] == rec
+}
+
+// sent records a request of owner's call, under w.mu.
+func (lw *lockWorld) sent(ctx context.Context, owner string, o op, cleanup bool, at time.Time) *reqTrack {
+	rec := lw.callOf(ctx, owner)
+	if rec == nil {
+		return nil
+	}
+	rec.inflight++
+	rec.open++
+	return &reqTrack{rec: rec, left: 2, cleanup: cleanup}
+}
+
+// landed records that a request executed or was lost, under w.mu.
+func (lw *lockWorld) landed(tr *reqTrack, executed bool) {
+	if tr == nil {
+		return
+	}
+	if !executed && tr.cleanup {
+		tr.rec.cleanupLost = true
+	}
+	lw.part(tr)
+}
+
+// returned records that a request's call returned to the client, under w.mu.
+func (lw *lockWorld) returned(tr *reqTrack) {
+	if tr != nil {
+		tr.rec.open--
+		tr.rec.lastReturn = maxTime(tr.rec.lastReturn, time.Now())
+	}
+	lw.part(tr)
+}
+
+func (lw *lockWorld) part(tr *reqTrack) {
+	if tr == nil || tr.left == 0 {
+		return
+	}
+	tr.left--
+	if tr.left > 0 {
+		return
+	}
+	rec := tr.rec
+	rec.inflight--
+	if rec.inflight == 0 {
+		rec.settledAt = time.Now()
+		lw.scheduleFinished(rec)
+	}
+}
+
+// callReturned records the return of a call, under w.mu.
+func (lw *lockWorld) callReturned(rec *callRec, field string, err error) {
+	now := time.Now()
+	lw.checkWoken(rec, now, "when the call returned")
+	rec.returned, rec.returnedAt = true, now
+	if err != nil {
+		rec.finished, rec.finishedAt = true, now
+		lw.scheduleFinished(rec)
+		return
+	}
+	rec.ok, rec.field = true, field
+	lw.byField[field] = append(lw.byField[field], rec)
+}
+
+// termEnded records that every hold of field was unlocked (clean: by an
+// Unlock whose release answered), under w.mu.
+func (lw *lockWorld) termEnded(field string, clean bool) {
+	now := time.Now()
+	for _, rec := range lw.byField[field] {
+		if rec.finished {
+			continue
+		}
+		rec.finished, rec.finishedAt, rec.cleanUnlk = true, now, clean
+		lw.scheduleFinished(rec)
+	}
+}
+
+// lockSettle is how long a finished call's owner may still hold the lock
+// after everything it sent landed: the abandon or release that follows
+// goes at once.
+const lockSettle = 10 * time.Millisecond
+
+func (lw *lockWorld) scheduleFinished(rec *callRec) {
+	if !lw.connModel || !rec.finished || rec.inflight > 0 {
+		return
+	}
+	at := maxTime(rec.finishedAt, rec.settledAt).Add(lockSettle)
+	lw.w.at(at, func(time.Time) { lw.checkFinished(rec) })
+}
+
+// checkFinished is L6 for rec, under w.mu.
+func (lw *lockWorld) checkFinished(rec *callRec) {
+	w := lw.w
+	if rec.reported || !rec.finished || rec.inflight > 0 || rec.cleanupLost || w.sealed {
+		return
+	}
+	now := time.Now()
+	p := lw.procs[rec.proc]
+	// A frozen process, or one blocked in a log write, sends its abandon
+	// when it can.
+	if wk := p.wake(now); wk.After(now) {
+		w.at(wk.Add(lockSettle), func(time.Time) { lw.checkFinished(rec) })
+		return
+	}
+	if d := p.logStalled(now.Add(-lockSettle), now); d > 0 {
+		w.at(now.Add(lockSettle), func(time.Time) { lw.checkFinished(rec) })
+		return
+	}
+	for i, l := range lw.losses {
+		if !l.Before(rec.start) {
+			w.outOfModel("lock finished call's owner judged after " + lw.lossWhy[i])
+			return
+		}
+	}
+	if !p.closing.IsZero() {
+		// Close abandons at once, best effort, so as to return within
+		// RenewDeadline: an abandon may then overtake its acquire.
+		return
+	}
+	lw.judged(InvLockFinished)
+	how := "failed"
+	switch {
+	case rec.ok && rec.cleanUnlk:
+		how = "succeeded and unlocked"
+	case rec.ok:
+		how = "succeeded (its hold was lost or closed)"
+	}
+	for ep, field := range lw.serverFields(now) {
+		if field == "" || !lw.ownedBy(ownerOf(field), rec) {
+			continue
+		}
+		if ep == 0 && field == rec.field {
+			continue // the hold's own term, left to expire
+		}
+		if lw.redlock && !(rec.cleanUnlk || !rec.ok) {
+			continue
+		}
+		rec.reported = true
+		f := Finding4
+		switch {
+		case lw.redlock:
+			f = FindingR
+		case rec.ok:
+			f = Finding3
+		}
+		srv := "the server"
+		if lw.redlock {
+			srv = fmt.Sprintf("master %d", ep-1)
+		}
+		w.violate(InvLockFinished, fmt.Sprintf("c%d: %s holds %q for call #%d (%s, %s at %s; its requests all landed by %s)",
+			rec.proc, srv, field, rec.id, rec.kind, how, fmtDur(rec.finishedAt.Sub(w.start)), fmtDur(rec.settledAt.Sub(w.start))), f)
+		lw.finding(f)
+		return
+	}
+	if lw.fair != nil {
+		f := Finding4
+		if rec.ok {
+			f = Finding3
+		}
+		for _, e := range w.fairQueue(now) {
+			if lw.calls[strings.TrimSuffix(e.entry, "!")] == rec {
+				rec.reported = true
+				w.violate(InvLockFinished, fmt.Sprintf("c%d: call #%d (%s, %s at %s) is still queued (fair, entry %s) after its requests all landed by %s",
+					rec.proc, rec.id, rec.kind, how, fmtDur(rec.finishedAt.Sub(w.start)), e.entry, fmtDur(rec.settledAt.Sub(w.start))), f)
+				lw.finding(f)
+				return
+			}
+		}
+	}
+}
+
+// serverFields returns the live lock field of every server: [0] the
+// replicated server's, [1+i] Redlock master i's.
+func (lw *lockWorld) serverFields(now time.Time) []string {
+	if !lw.redlock {
+		return []string{lw.w.lockNow(now)}
+	}
+	out := make([]string, 1+len(lw.masters))
+	for i, m := range lw.masters {
+		out[1+i] = m.liveField(lw.w, now)
+	}
+	return out
+}
+
+// judged counts one check of inv that could have failed.
+func (lw *lockWorld) judged(inv string) {
+	if lw.stats.Judged == nil {
+		lw.stats.Judged = map[string]int{}
+	}
+	lw.stats.Judged[inv]++
+}
+
+// staleRelease is L4 for a release of field sent at sent: one that
+// deletes the lock although an acquire of its owner adopted it after the
+// release was sent (the release of an acquire confirmed too late, still
+// on the wire when the same call's next attempt adopted the lock) takes
+// the lock from under the hold that adoption made, under w.mu.
+func (lw *lockWorld) staleRelease(field string, sent time.Time, res lockRes) {
+	r := lw.rec(field)
+	if !lw.connModel || res.deleted != field || !r.adopted.After(sent) || lw.affected(r) != "" {
+		return
+	}
+	w := lw.w
+	w.violate(InvLockCount, fmt.Sprintf("%q deleted by a release sent at %s, before an acquire of its owner adopted it at %s (a stale release of a late-confirmed attempt)",
+		field, fmtDur(sent.Sub(w.start)), fmtDur(r.adopted.Sub(w.start))), Finding1)
+	lw.finding(Finding1)
+}
+
+// finding records that the schedule showed finding f.
+func (lw *lockWorld) finding(f string) {
+	if lw.stats.Findings == nil {
+		lw.stats.Findings = map[string]int{}
+	}
+	lw.stats.Findings[f]++
+}
+
+// attemptSent records an acquire of rec's call (L7), under w.mu.
+func (lw *lockWorld) attemptSent(rec *callRec, now time.Time) {
+	if rec == nil {
+		return
+	}
+	lw.checkWoken(rec, now, "at its next attempt")
+	rec.lastSend = now
+	rec.inAcquire++
+}
+
+// attemptReturned records an acquire's return; held says it was told to
+// wait, under w.mu.
+func (lw *lockWorld) attemptReturned(rec *callRec, held bool) {
+	if rec == nil {
+		return
+	}
+	rec.inAcquire--
+	if held && rec.wait {
+		rec.waiting = true
+	}
+}
+
+// wakeBound is how soon a waiter must try again after the lock's expiry
+// or a release notice: its sleep's rounding and jitter, or RetryInterval
+// plus jitter when it had no holder's time to go by.
+func (lw *lockWorld) wakeBound() time.Duration {
+	c := lw.cfg
+	return c.RetryInterval*6/5 + min(c.TTL/100, 20*time.Millisecond) + time.Duration(2*c.Drift*float64(c.TTL)) + 15*time.Millisecond
+}
+
+// freed records that the lock became free on the server at t (an
+// expiry), or that a release notice reached process proc at t (proc ≥
+// 0), under w.mu.
+func (lw *lockWorld) freed(t time.Time, proc int, why string) {
+	if !lw.connModel || lw.redlock || t.Before(lw.calmAt) || !lw.ended.IsZero() {
+		return
+	}
+	lw.frees = append(lw.frees, freeEvent{at: t, proc: proc, why: why})
+}
+
+type freeEvent struct {
+	at   time.Time
+	proc int // -1: the lock's expiry, for every waiter
+	why  string
+}
+
+// checkWoken is L7 for waiter rec at now, under w.mu.
+func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
+	if !rec.waiting || rec.returned || rec.reported || rec.inAcquire > 0 || rec.open > 0 || len(lw.frees) == 0 {
+		return
+	}
+	if !lw.ended.IsZero() && now.After(lw.ended) {
+		return // judged at the schedule's end (endWaiters)
+	}
+	p := lw.procs[rec.proc]
+	lag := time.Duration(0)
+	if rec.lastReturn.After(rec.lastExec) && !rec.lastExec.IsZero() {
+		lag = rec.lastReturn.Sub(rec.lastExec)
+	}
+	for i := len(lw.frees) - 1; i >= 0; i-- {
+		f := lw.frees[i]
+		if !f.at.After(maxTime(rec.lastSend, rec.lastExec)) {
+			break // its last attempt executed after it: it saw it
+		}
+		if f.proc >= 0 && f.proc != rec.proc {
+			continue
+		}
+		if f.proc >= 0 && lw.fair == nil && lw.procTried(rec, f.at) {
+			// Without WithFair a release wakes one waiter of the Client,
+			// the head of its queue: another call of the process tried
+			// after the notice, or an older one still waits (the head,
+			// judged on its own).
+			continue
+		}
+		due := maxTime(f.at.Add(lag), rec.lastReturn).Add(lw.wakeBound())
+		if p.logStalled(f.at, now) > 0 || p.wake(f.at) != f.at || p.wake(now) != now {
+			continue
+		}
+		lw.judged(InvLockWake)
+		if !now.After(due) {
+			continue
+		}
+		rec.reported = true
+		fnd := ""
+		if lw.fair != nil {
+			fnd = Finding6
+			lw.finding(fnd)
+		}
+		w := lw.w
+		w.violate(InvLockWake, fmt.Sprintf("c%d: call #%d (%s, owners %s; last attempt sent %s, executed %s, answered %s) waits on: the lock was free by %s at %s, it was due to try again by %s (bound %s), still not %s at %s",
+			rec.proc, rec.id, rec.kind, rec.describeOwners(), fmtDur(rec.lastSend.Sub(w.start)), fmtDur(rec.lastExec.Sub(w.start)), fmtDur(rec.lastReturn.Sub(w.start)),
+			f.why, fmtDur(f.at.Sub(w.start)), fmtDur(due.Sub(w.start)), lw.wakeBound(), where, fmtDur(now.Sub(w.start))), fnd)
+		return
+	}
+}
+
+// procTried reports whether a Lock call of rec's process other than rec
+// had an attempt execute, or sent one, after t, or has one on its way
+// (the woken head tries again once it returns), or is an older waiter
+// still waiting (ahead of rec in the Client's queue), under w.mu.
+func (lw *lockWorld) procTried(rec *callRec, t time.Time) bool {
+	for _, o := range lw.calls {
+		if o == rec || o.proc != rec.proc {
+			continue
+		}
+		if o.inAcquire > 0 || maxTime(o.lastSend, o.lastExec).After(t) {
+			return true
+		}
+		if o.wait && !o.returned && o.start.Before(rec.start) {
+			return true
+		}
+	}
+	return false
+}
+
+// endWaiters runs L7 for every call still waiting at the schedule's end,
+// under w.mu.
+func (lw *lockWorld) endWaiters(now time.Time, calls []*callRec) {
+	lw.ended = now
+	for _, rec := range calls {
+		lw.checkWoken(rec, now, "at the schedule's end")
+	}
+}
+
+// watchExpiry schedules the lock's expiry on the replicated server as a
+// free event (L7), after an execution that set it, under w.mu.
+func (lw *lockWorld) watchExpiry(now time.Time) {
+	if !lw.connModel || lw.redlock {
+		return
+	}
+	w := lw.w
+	field, _ := w.lockField(now)
+	if field == "" {
+		return
+	}
+	e := w.prim.ks.m[lockHash()]
+	exp := e.exp
+	if exp == 0 {
+		return
+	}
+	at := lw.fakeOf(exp)
+	if at.Before(lw.calmAt) {
+		return
+	}
+	w.at(at, func(t time.Time) {
+		if e := w.prim.ks.m[lockHash()]; e != nil && e.exp == exp && len(e.fields) > 0 && e.fields[0] == field {
+			lw.freed(t, -1, "the expiry of "+field)
+		}
+	})
+}
+
+// fakeOf converts a server time (ns) to fake time, rounded up.
+func (lw *lockWorld) fakeOf(srv int64) time.Time {
+	w := lw.w
+	el := float64(srv-w.start.UnixNano()-int64(w.p.Offset)) / w.p.Rate
+	return w.start.Add(time.Duration(el) + time.Microsecond)
+}
+
+// describeOwners is a call's owners for the log.
+func (rec *callRec) describeOwners() string {
+	var s []string
+	for o := range rec.owners {
+		s = append(s, o)
+	}
+	return strings.Join(s, ",")
+}
