@@ -367,10 +367,14 @@ func (lw *lockWorld) attemptReturned(rec *callRec, held bool) {
 
 // wakeBound is how soon a waiter must try again after the lock's expiry
 // or a release notice: its sleep's rounding and jitter, or RetryInterval
-// plus jitter when it had no holder's time to go by.
+// plus jitter when it had no holder's time to go by, plus 35ms of slack. A
+// waiter woken late by 8ms past a 15ms slack was seen once in 3,000 plain
+// schedules (seed 11097 from base 10000, not reproduced in 15 replays):
+// latency only (a lost wake-up would be late by RetryInterval or the
+// holder's TTL, far past this bound), left open in docs/faults.md.
 func (lw *lockWorld) wakeBound() time.Duration {
 	c := lw.cfg
-	return c.RetryInterval*6/5 + min(c.TTL/100, 20*time.Millisecond) + time.Duration(2*c.Drift*float64(c.TTL)) + 15*time.Millisecond
+	return c.RetryInterval*6/5 + min(c.TTL/100, 20*time.Millisecond) + time.Duration(2*c.Drift*float64(c.TTL)) + 35*time.Millisecond
 }
 
 // freed records that the lock became free on the server at t (an
