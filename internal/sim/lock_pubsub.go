@@ -168,16 +168,6 @@ func respArray(parts ...string) string {
 	return b.String()
 }
 
-// pushAt queues a frame for fake time t (a paused process reads it at
-// wake-up), under w.mu.
-func (c *psConn) pushAt(t time.Time, frame string) {
-	c.w.at(c.proc.wake(t), func(time.Time) {
-		if !c.closed {
-			c.push(frame)
-		}
-	})
-}
-
 func (c *psConn) push(frame string) {
 	if c.isSilent(time.Now()) {
 		return // half-open: nothing arrives
@@ -354,7 +344,8 @@ func (c *psConn) isSilent(now time.Time) bool {
 	return !c.silent.IsZero() && !now.Before(c.silent)
 }
 
-// pushNotice is pushAt for a release notice: the checker learns that it
+// pushNotice queues a release notice for fake time t (a paused process
+// reads it at wake-up): the checker learns that it
 // reached the process (L7).
 func (c *psConn) pushNotice(t time.Time, frame string) {
 	c.w.at(c.proc.wake(t), func(now time.Time) {
