@@ -73,6 +73,7 @@ type options struct {
 	shards   int
 	dbPath   string
 	n        int
+	from     int
 	rate     int
 	id       string
 	ttl      time.Duration
@@ -85,6 +86,7 @@ func run(ctx context.Context, cmd string, args []string, stdout io.Writer) error
 	fs.IntVar(&o.shards, "shards", 16, "number of shards (streams orders:0 … orders:N−1)")
 	fs.StringVar(&o.dbPath, "db", "orders.db", "SQLite database (consume, check)")
 	fs.IntVar(&o.n, "n", 10000, "number of messages (produce, check)")
+	fs.IntVar(&o.from, "from", 1, "first message number (produce): -from 2001 -n 2000 produces 2001 … 4000")
 	fs.IntVar(&o.rate, "rate", 0, "messages per second (produce; 0: as fast as possible)")
 	fs.StringVar(&o.id, "id", "", "instance ID; a random part is appended (default HOST-PID)")
 	fs.DurationVar(&o.ttl, "ttl", leader.DefaultTTL, "lease TTL of every shard")
@@ -120,7 +122,7 @@ func produce(ctx context.Context, o options) error {
 		defer t.Stop()
 		tick = t.C
 	}
-	for n := 1; n <= o.n; n++ {
+	for n := o.from; n < o.from+o.n; n++ {
 		if tick != nil {
 			select {
 			case <-ctx.Done():
@@ -219,6 +221,7 @@ func consumeShard(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, gu
 		return err
 	}
 	log.Info("shard started", zap.Int("shard", shard), zap.Uint64("term", term), zap.String("from", last))
+	stored := 0
 	for ctx.Err() == nil {
 		// go-redis does not interrupt a blocking read when ctx ends: keep
 		// the block short, it bounds how long the job takes to stop.
@@ -246,6 +249,10 @@ func consumeShard(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, gu
 			return fmt.Errorf("shard %d: %w", shard, err)
 		}
 		last = msgs[len(msgs)-1].ID
+		if stored == 0 {
+			log.Info("first batch stored", zap.Int("shard", shard), zap.Uint64("term", term), zap.Int("messages", len(msgs)))
+		}
+		stored += len(msgs)
 	}
 	return nil
 }
@@ -263,7 +270,12 @@ func check(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d rows, %d distinct messages (want %d), written by %d instances\n", rows, distinct, o.n, instances)
+	var names string
+	err = db.QueryRowContext(ctx, `SELECT COALESCE(GROUP_CONCAT(instance, ', '), '') FROM (SELECT DISTINCT instance FROM messages ORDER BY instance)`).Scan(&names)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d rows, %d distinct messages (want %d), written by %d instances (%s)\n", rows, distinct, o.n, instances, names)
 	switch {
 	case rows != distinct:
 		fmt.Fprintf(stdout, "FAIL: %d messages stored twice\n", rows-distinct)

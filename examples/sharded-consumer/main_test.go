@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,9 +16,12 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestShardedConsumer runs 3 real consumer processes on 16 shards while
-// 4,000 messages are produced, SIGKILLs one of them mid-way and starts it
-// again: every message ends up stored exactly once, every instance wrote
-// some, and no stale write was accepted.
+// 4,000 messages are produced in two halves, SIGKILLs one of them after it
+// stored a batch and starts it again before the second half: every message
+// ends up stored exactly once, every instance wrote some, and no stale
+// write was accepted. The test waits on what the processes log (a batch
+// stored, a shard started), never on a sleep: under CI load a consumer
+// killed on a timer may have stored nothing yet.
 //
 // Mutation check: with the position update removed from the fenced
 // transaction, a shard that moved re-reads its stream from the start, its
@@ -35,22 +39,35 @@ func TestShardedConsumer(t *testing.T) {
 		}
 		return p
 	}
+	produce := func(from, n int) {
+		t.Helper()
+		prod := proctest.Start(t, "produce", bin, nil, append([]string{"produce", "-from", strconv.Itoa(from), "-n", strconv.Itoa(n), "-rate", "2000"}, common...)...)
+		if code, err := prod.Wait(30 * time.Second); err != nil || code != 0 {
+			t.Fatalf("produce: exit %d, %v", code, err)
+		}
+	}
 	a, b := consumer("a"), consumer("b")
 	c := consumer("c")
-	prod := proctest.Start(t, "produce", bin, nil, append([]string{"produce", "-n", "4000", "-rate", "2000"}, common...)...)
-	// Wait until c runs shards, then kill it while messages flow.
+	// c must hold shards before the first half goes out, and store some of
+	// it before it is killed.
 	if _, _, err := c.Await(0, 10*time.Second, proctest.Msg("shard started")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	produce(1, 2000)
+	if _, _, err := c.Await(0, 20*time.Second, proctest.Msg("first batch stored")); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = c.Wait(5 * time.Second)
-	consumer("c2")
-	if code, err := prod.Wait(30 * time.Second); err != nil || code != 0 {
-		t.Fatalf("produce: exit %d, %v", code, err)
+	// c2 holds shards before the second half goes out: every shard's stream
+	// gets messages, so c2 stores some.
+	c2 := consumer("c2")
+	if _, _, err := c2.Await(0, 20*time.Second, proctest.Msg("shard started")); err != nil {
+		t.Fatal(err)
 	}
+	produce(2001, 2000)
 	var out string
 	deadline := time.Now().Add(20 * time.Second)
 	for {
