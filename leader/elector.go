@@ -707,10 +707,12 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 	// of its own, not from the loop below: a loop held up by anything (a
 	// log write to a blocked stderr, a metric, a slow path) cannot delay
 	// it. The loop learns of it through passed and reports it afterwards.
+	// The term is open before its timer is armed: a deadline already
+	// past fires at once, and must find its term open to end it.
+	e.beginTerm(lease, sent)
 	t.deadline = time.AfterFunc(time.Until(sent.Add(cfg.RenewDeadline)), t.deadlinePassed)
 	defer t.deadline.Stop()
 	defer t.renewAt.Stop()
-	e.beginTerm(lease, sent)
 	// Metrics must not block; the deadline is checked after them anyway,
 	// so a slow one can delay the start but never past the deadline.
 	e.metrics.Transition(TransitionElected, lease.Term)
@@ -1042,14 +1044,19 @@ func (e *Elector) endLeading() {
 
 // endLeadingExpired is endLeading for the deadline timer: it also notes
 // when, for Healthy, until the loop handles it.
+//
+// A timer that fired as its term ended runs after the loop ended that
+// term, perhaps after the next term began: it then changes nothing, or it
+// would show a live later term as not leading.
 func (e *Elector) endLeadingExpired(term uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.openTerm != term {
+		return
+	}
 	e.status.Leading = false
 	e.status.Term = 0
-	if e.openTerm == term { // not a timer that fired as its term ended
-		e.expiredAt = time.Now()
-	}
+	e.expiredAt = time.Now()
 }
 
 // expiryHandled tells Healthy that the loop handled the deadline.
