@@ -324,3 +324,114 @@ func TestLeaseChaos(t *testing.T) {
 		})
 	}
 }
+
+// TestSentinelPlannedFailover runs planned failovers (SENTINEL FAILOVER,
+// redistest's Failover) one after another under a leader, on a real
+// Sentinel group of a primary, three replicas and three sentinels, with the
+// fence store as the outside witness (issue 23, item 12).
+//
+// SENTINEL FAILOVER does not stop the old master: the leading sentinel
+// sends the chosen replica REPLICAOF NO ONE, points the two other replicas
+// at it one by one (parallel-syncs 1) and only then announces it
+// (+switch-master), 2–3.5s later here. The candidates listen to that
+// sentinel only, so they are the last to follow (a client that happens to
+// dial meanwhile asks the sentinel and follows at once). The leader's
+// renewals in that window land on the old master and never reach the new
+// one, whose copy of the lease runs out at the last replicated renewal +
+// TTL. The lease survives when the first renewal on the new master comes
+// before that, which TTL − 2 × RenewInterval > window guarantees
+// (docs/operations.md, "Redis failed over (Sentinel)").
+//
+// "renew every 1s": TTL 10s and RenewInterval 1s tolerate an 8s window;
+// every failover must keep the lease: one term in the history, one claim in
+// the store, no overlap, no renewal finding the lease lost. "TTL 1s": the
+// window is longer than the TTL, so a failover costs the lease (a renewal
+// answered "lost" on the new master) unless the leader's client dialed
+// early; at least one of three must; level 2 holds as ever.
+func TestSentinelPlannedFailover(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		timing    faults.Timing
+		failovers int
+		keep      bool // the lease must survive every failover, else none does
+	}{
+		{"renew every 1s", faults.Timing{TTL: 10 * time.Second, RenewInterval: time.Second, RenewDeadline: 6 * time.Second,
+			RetryInterval: 2 * time.Second, RedisTimeout: 500 * time.Millisecond, WriteMin: 20 * time.Millisecond, WriteMax: 50 * time.Millisecond},
+			profile.Iterations(6), true},
+		{"TTL 1s", faults.Timing{TTL: time.Second, RenewInterval: 300 * time.Millisecond, RenewDeadline: 650 * time.Millisecond,
+			RetryInterval: 200 * time.Millisecond, RedisTimeout: 300 * time.Millisecond, WriteMin: 20 * time.Millisecond, WriteMax: 50 * time.Millisecond},
+			profile.Iterations(3), false},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			st := report.Row("Sentinel planned failovers in a row, " + c.name)
+			r := faults.NewRig(t, faults.RigConfig{Candidates: 3, Sentinel: true, SentinelReplicas: 3,
+				FollowFailoverSentinel: true, Timing: c.timing})
+			tm := r.Cfg.Timing
+			l := r.StableLeader()
+			first := l.Term
+			id := l.Slot.ID()
+			lostAt := 0
+			for i := range c.failovers {
+				from := r.H.Len()
+				began := r.H.Note(faults.KindFault, faults.TestCand, fmt.Sprintf("SENTINEL FAILOVER %d to %s", i, r.Sentinel.Replica().Addr()))
+				r.Sentinel.Failover(t)
+				done := r.H.Note(faults.KindHeal, faults.TestCand, "failover done")
+				st.Iteration(1)
+				// The leading sentinel reports the new master last: about
+				// when the candidates follow it.
+				st.Measure("SENTINEL FAILOVER to all sentinels on the new master", faults.Since(began, done))
+				// A renewal that found the lease gone since the failover began,
+				// or else the leader's first renewal that succeeded after it,
+				// tells whether the lease survived on the new master (on the
+				// old master, a replica by then, a renewal fails with
+				// READONLY: an error, retried). A leader that stepped down
+				// for another reason (a renew deadline missed under load)
+				// is neither.
+				bound := tm.TTL + 2*tm.RenewDeadline
+				ev, _, ok := r.H.Wait(bound, from, func(ev faults.Event) bool {
+					return ev.Cand == id && (ev.Kind == faults.KindStop ||
+						ev.Kind == faults.KindRenew && (ev.Result == faults.ResultLost || ev.Result == faults.ResultOK && ev.Mono > done))
+				})
+				switch {
+				case !ok:
+					t.Fatalf("failover %d: the leader %s neither renewed nor stopped within %s", i, id, bound)
+				case ev.Kind == faults.KindRenew && ev.Result == faults.ResultOK:
+					continue
+				case ev.Kind == faults.KindRenew:
+					lostAt++
+				case c.keep:
+					t.Errorf("failover %d: the leader %s stopped: %s", i, id, ev.Detail)
+				default:
+					st.Count("leaders stopped for another cause", 1)
+				}
+				// The next term, then its leader once it renewed.
+				if _, ok := r.NextStart(from, "", 2*tm.TTL); !ok {
+					t.Fatalf("failover %d: no leader within %s of the lost lease", i, 2*tm.TTL)
+				}
+				l = r.StableLeader()
+				id = l.Slot.ID()
+			}
+			st.Count("failovers that cost the lease", lostAt)
+			res := r.Finish()
+			r.RequireSafety(res, st)
+			if !c.keep {
+				if lostAt == 0 {
+					t.Errorf("none of %d failovers cost the lease with TTL %s: no renewal landed on the old master after the promotion", c.failovers, tm.TTL)
+				}
+				return
+			}
+			r.RequireNoOverlap(res, nil)
+			for _, ev := range res.Events {
+				if ev.Kind == faults.KindStart && ev.Term != first {
+					t.Errorf("%s started term %d after %d planned failovers: the lease of term %d was lost", ev.Cand, ev.Term, c.failovers, first)
+				}
+				if ev.Kind == faults.KindRenew && ev.Result == faults.ResultLost {
+					t.Errorf("%s's renewal of term %d found the lease lost", ev.Cand, ev.Term)
+				}
+			}
+			if res.Witness.Claims != 1 {
+				t.Errorf("the store saw %d claims, want the one of term %d", res.Witness.Claims, first)
+			}
+		})
+	}
+}

@@ -60,6 +60,14 @@ type RigConfig struct {
 	// Sentinel runs a primary, a replica and three sentinels instead of one
 	// server; candidates use failover clients and no proxies.
 	Sentinel bool
+	// SentinelReplicas is, with Sentinel, the number of replicas (default
+	// 1). The sentinel that leads a failover announces the new master only
+	// once every other replica follows it, about a second each.
+	SentinelReplicas int
+	// FollowFailoverSentinel gives the candidates, with Sentinel, only the
+	// sentinel that leads Failover (redistest's FailoverSentinelAddr), so
+	// they are the last to follow a failover.
+	FollowFailoverSentinel bool
 	// MinReplicas is passed to the candidates' leader.Config.
 	MinReplicas int
 	// Worker runs the job as a worker.Worker pull job.
@@ -152,7 +160,8 @@ func NewRig(t *testing.T, cfg RigConfig) *Rig {
 	}
 	r.DBPath = filepath.Join(r.logDir, "store.db")
 	if cfg.Sentinel {
-		r.Sentinel = redistest.StartSentinel(t, "solo-faults-"+strconv.Itoa(os.Getpid()))
+		r.Sentinel = redistest.StartSentinelWith(t, "solo-faults-"+strconv.Itoa(os.Getpid()),
+			redistest.SentinelOptions{Replicas: cfg.SentinelReplicas})
 	} else {
 		r.Redis = redistest.Start(t)
 	}
@@ -243,6 +252,9 @@ func (r *Rig) Spawn(s *Slot) *Proc {
 	}
 	if r.Sentinel != nil {
 		cc.Sentinels, cc.Master = r.Sentinel.SentinelAddrs(), r.Sentinel.MasterName()
+		if r.Cfg.FollowFailoverSentinel {
+			cc.Sentinels = []string{r.Sentinel.FailoverSentinelAddr()}
+		}
 	} else {
 		cc.Redis = s.Proxy.Addr()
 	}

@@ -1,5 +1,5 @@
 // Package redistest starts real redis-server processes on loopback for tests:
-// a single server, a Cluster of masters, or a primary with a replica watched by
+// a single server, a Cluster of masters, or a primary with replicas watched by
 // Sentinels.
 //
 // Every server runs in its own temporary directory without persistence, in its

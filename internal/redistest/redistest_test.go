@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +235,83 @@ func TestSentinel_Failover(t *testing.T) {
 	if got, err := oldPrimary.Client(t).Get(ctx, "again").Result(); err != nil || got != "3" {
 		t.Fatalf("get again from primary = %q, %v; want \"3\"", got, err)
 	}
+}
+
+// TestSentinel_FailoverReplicas: with three replicas the sentinels choose
+// the new primary among them, Failover returns once the leading sentinel
+// announced it (every replica follows it by then), and the old primary
+// joins the replicas.
+func TestSentinel_FailoverReplicas(t *testing.T) {
+	t.Parallel()
+	s := redistest.StartSentinelWith(t, "mymaster3", redistest.SentinelOptions{Replicas: 3})
+	oldPrimary, oldReplicas := s.Primary(), s.Replicas()
+	if len(oldReplicas) != 3 {
+		t.Fatalf("len(Replicas()) = %d, want 3", len(oldReplicas))
+	}
+	if s.FailoverSentinelAddr() != s.SentinelAddrs()[0] {
+		t.Fatalf("FailoverSentinelAddr() = %s, want the first of %v", s.FailoverSentinelAddr(), s.SentinelAddrs())
+	}
+	ctx := t.Context()
+	// A client that listens to the leading sentinel only, connected to the
+	// old primary.
+	c := s.FailoverClient(t, func(o *redis.FailoverOptions) { o.SentinelAddrs = []string{s.FailoverSentinelAddr()} })
+	if err := c.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatalf("set before failover: %v", err)
+	}
+	newPrimary := s.Failover(t)
+	// The leading sentinel told it (+switch-master) before Failover
+	// returned: its connection to the old primary, a replica now, is gone.
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		t.Fatalf("info after failover: %v", err)
+	}
+	if got := strings.TrimSpace(infoLine(info, "tcp_port")); got != strconv.Itoa(newPrimary.Port()) {
+		t.Fatalf("the failover client still talks to port %s after Failover returned, want the new primary's %d", got, newPrimary.Port())
+	}
+	if !slices.Contains(oldReplicas, newPrimary) || s.Primary() != newPrimary {
+		t.Fatalf("new primary %s (Primary() %s), want one of the replicas", newPrimary.Addr(), s.Primary().Addr())
+	}
+	replicas := s.Replicas()
+	if len(replicas) != 3 || !slices.Contains(replicas, oldPrimary) || slices.Contains(replicas, newPrimary) {
+		t.Fatalf("replicas after failover %v: want the old primary and the two other replicas", addrs(replicas))
+	}
+	// Every replica follows the new primary and has its data.
+	for _, r := range replicas {
+		err := retry(t, 15*time.Second, func() error {
+			info, err := r.Client(t).Info(ctx, "replication").Result()
+			if err != nil {
+				return err
+			}
+			if want := "master_port:" + strconv.Itoa(newPrimary.Port()); !strings.Contains(info, want) || !strings.Contains(info, "master_link_status:up") {
+				return fmt.Errorf("%s: want %s and a link up:\n%s", r.Addr(), want, info)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.Client(t).Get(ctx, "before").Result(); err != nil || got != "1" {
+			t.Fatalf("get before on %s = %q, %v; want \"1\"", r.Addr(), got, err)
+		}
+	}
+}
+
+// infoLine returns the value of key in an INFO reply.
+func infoLine(info, key string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func addrs(servers []*redistest.Server) []string {
+	var out []string
+	for _, s := range servers {
+		out = append(out, s.Addr())
+	}
+	return out
 }
 
 // retry calls f until it succeeds or timeout passes, and returns its last

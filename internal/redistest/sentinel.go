@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,15 +33,28 @@ const (
 // waits 5s for more replicas before a diskless full sync.
 var replicationArgs = []string{"--repl-diskless-sync-delay", "0"}
 
-// Sentinel is a primary, one replica and three sentinels monitoring them, all
-// on loopback. Its methods are safe for concurrent use.
+// Sentinel is a primary, its replicas (one unless StartSentinelWith says
+// otherwise) and three sentinels monitoring them, all on loopback. Its
+// methods are safe for concurrent use.
 type Sentinel struct {
 	name      string
 	sentinels []*Server
 
-	mu      sync.Mutex
-	primary *Server
-	replica *Server
+	mu       sync.Mutex
+	primary  *Server
+	replicas []*Server
+}
+
+// SentinelOptions shape the group StartSentinelWith starts.
+type SentinelOptions struct {
+	// Replicas is the number of replicas of the primary. Default 1.
+	Replicas int
+	// ParallelSyncs is the sentinels' parallel-syncs: how many of the other
+	// replicas a failover points at the new master at once. Default 1, as
+	// in Redis. The failover's leading sentinel announces the new master
+	// (+switch-master) only once every other replica replicates from it,
+	// about a second per batch on loopback.
+	ParallelSyncs int
 }
 
 // StartSentinel starts a primary, a replica of it and three sentinels
@@ -51,18 +65,35 @@ type Sentinel struct {
 // is killed in t.Cleanup.
 func StartSentinel(t testing.TB, masterName string) *Sentinel {
 	t.Helper()
-	primary := start(t, modePlain, replicationArgs, nil)
-	replica := start(t, modePlain,
-		append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, replicationArgs...), nil)
-	waitInSync(t, replica, primary)
+	return StartSentinelWith(t, masterName, SentinelOptions{})
+}
 
-	s := &Sentinel{name: masterName, primary: primary, replica: replica}
+// StartSentinelWith is StartSentinel with o.Replicas replicas and the
+// sentinels' parallel-syncs set to o.ParallelSyncs.
+func StartSentinelWith(t testing.TB, masterName string, o SentinelOptions) *Sentinel {
+	t.Helper()
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.ParallelSyncs == 0 {
+		o.ParallelSyncs = 1
+	}
+	primary := start(t, modePlain, replicationArgs, nil)
+	s := &Sentinel{name: masterName, primary: primary}
+	for range o.Replicas {
+		s.replicas = append(s.replicas, start(t, modePlain,
+			append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, replicationArgs...), nil))
+	}
+	for _, r := range s.replicas {
+		waitInSync(t, r, primary)
+	}
+
 	conf := fmt.Sprintf(`sentinel resolve-hostnames no
 sentinel monitor %[1]s 127.0.0.1 %[2]d 2
 sentinel down-after-milliseconds %[1]s 1000
 sentinel failover-timeout %[1]s 5000
-sentinel parallel-syncs %[1]s 1
-`, masterName, primary.Port())
+sentinel parallel-syncs %[1]s %[3]d
+`, masterName, primary.Port(), o.ParallelSyncs)
 	for range sentinelCount {
 		// Sentinel rewrites its config file, so each attempt gets a fresh
 		// one at an absolute path (the server changes into its dir).
@@ -77,9 +108,9 @@ sentinel parallel-syncs %[1]s 1
 
 	admins := s.admins()
 	defer closeAll(admins)
-	waitFor(t, sentinelTimeout, "sentinels to know master, replica and each other", func(ctx context.Context) error {
+	waitFor(t, sentinelTimeout, "sentinels to know master, replicas and each other", func(ctx context.Context) error {
 		for i, a := range admins {
-			if err := knowsAll(ctx, a, masterName, replica.Port()); err != nil {
+			if err := knowsAll(ctx, a, masterName, s.replicas); err != nil {
 				return fmt.Errorf("sentinel %s: %w", s.sentinels[i].Addr(), err)
 			}
 		}
@@ -107,6 +138,13 @@ func (s *Sentinel) Sentinels() []*Server {
 	return append([]*Server(nil), s.sentinels...)
 }
 
+// FailoverSentinelAddr returns the address of the sentinel Failover sends
+// SENTINEL FAILOVER to. It leads the failovers, so it is the last to
+// announce the new master: clients that listen to it follow last.
+func (s *Sentinel) FailoverSentinelAddr() string {
+	return s.sentinels[0].Addr()
+}
+
 // Primary returns the current primary. It changes after Failover.
 func (s *Sentinel) Primary() *Server {
 	s.mu.Lock()
@@ -114,11 +152,19 @@ func (s *Sentinel) Primary() *Server {
 	return s.primary
 }
 
-// Replica returns the current replica. It changes after Failover.
+// Replica returns the current replica (the first one when there are
+// several). It changes after Failover.
 func (s *Sentinel) Replica() *Server {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.replica
+	return s.replicas[0]
+}
+
+// Replicas returns the current replicas. They change after Failover.
+func (s *Sentinel) Replicas() []*Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Server(nil), s.replicas...)
 }
 
 // FailoverClient returns a go-redis failover client that finds the primary
@@ -135,18 +181,21 @@ func (s *Sentinel) FailoverClient(t testing.TB, opts ...func(*redis.FailoverOpti
 	return c
 }
 
-// Failover forces a failover with SENTINEL FAILOVER on one sentinel and waits
-// (bounded by 20s) until every sentinel reports the old replica as the master
-// and it has taken the master role. It then points the old primary at the new
-// one, as the sentinels would themselves some seconds later, and waits until
-// it is in sync, so that Failover can be called again. It returns the new
-// primary; Primary and Replica swap.
+// Failover forces a failover with SENTINEL FAILOVER on one sentinel
+// (FailoverSentinelAddr) and waits (bounded by 20s) until every sentinel
+// reports the same replica as the master, it has taken the master role and
+// the leading sentinel has ended the failover: it points the other
+// replicas at the new master first, then announces it (+switch-master).
+// Until then the old primary is a master too and takes writes of clients
+// that have not followed. Failover then points the old primary at the new
+// one, as the sentinels would themselves some seconds later, and waits
+// until it is in sync, so that Failover can be called again. It returns the new primary; the old primary takes its place among
+// the replicas (with one replica, Primary and Replica swap).
 func (s *Sentinel) Failover(t testing.TB) *Server {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	oldPrimary, newPrimary := s.primary, s.replica
-	want := newPrimary.Addr()
+	oldPrimary := s.primary
 
 	admins := s.admins()
 	defer closeAll(admins)
@@ -155,14 +204,36 @@ func (s *Sentinel) Failover(t testing.TB) *Server {
 		// stale, or an earlier failover has not finished.
 		return admins[0].Failover(ctx, s.name).Err()
 	})
-	waitFor(t, failoverTimeout, "sentinels to report "+want+" as master", func(ctx context.Context) error {
+	var newPrimary *Server
+	waitFor(t, failoverTimeout, "sentinels to report one of the replicas as master", func(ctx context.Context) error {
+		newPrimary = nil
 		for i, a := range admins {
 			addr, err := a.GetMasterAddrByName(ctx, s.name).Result()
 			if err != nil {
 				return fmt.Errorf("sentinel %s: %w", s.sentinels[i].Addr(), err)
 			}
-			if got := net.JoinHostPort(addr[0], addr[1]); got != want {
+			got := net.JoinHostPort(addr[0], addr[1])
+			if newPrimary != nil && got != newPrimary.Addr() {
+				return fmt.Errorf("sentinel %s reports master %s, another %s", s.sentinels[i].Addr(), got, newPrimary.Addr())
+			}
+			for _, r := range s.replicas {
+				if r.Addr() == got {
+					newPrimary = r
+				}
+			}
+			if newPrimary == nil {
 				return fmt.Errorf("sentinel %s reports master %s", s.sentinels[i].Addr(), got)
+			}
+			// The leading sentinel reports the new master as soon as it
+			// starts pointing the other replicas at it, before it announces
+			// it (+switch-master): wait for the end of its failover, so that
+			// the old primary is not demoted before clients are told.
+			m, err := a.Master(ctx, s.name).Result()
+			if err != nil {
+				return fmt.Errorf("sentinel %s: %w", s.sentinels[i].Addr(), err)
+			}
+			if strings.Contains(m["flags"], "failover_in_progress") {
+				return fmt.Errorf("sentinel %s still fails over (%s)", s.sentinels[i].Addr(), m["failover-state"])
 			}
 		}
 		return role(ctx, newPrimary, "master")
@@ -177,7 +248,13 @@ func (s *Sentinel) Failover(t testing.TB) *Server {
 	}
 	waitInSync(t, oldPrimary, newPrimary)
 
-	s.primary, s.replica = newPrimary, oldPrimary
+	var replicas []*Server
+	for _, r := range s.replicas {
+		if r != newPrimary {
+			replicas = append(replicas, r)
+		}
+	}
+	s.primary, s.replicas = newPrimary, append(replicas, oldPrimary)
 	return newPrimary
 }
 
@@ -197,9 +274,9 @@ func closeAll(cs []*redis.SentinelClient) {
 	}
 }
 
-// knowsAll checks that a sentinel knows master name, its replica on
-// replicaPort with a working link, and the other sentinels.
-func knowsAll(ctx context.Context, a *redis.SentinelClient, name string, replicaPort int) error {
+// knowsAll checks that a sentinel knows master name, each of its replicas
+// with a working link, and the other sentinels.
+func knowsAll(ctx context.Context, a *redis.SentinelClient, name string, replicas []*Server) error {
 	m, err := a.Master(ctx, name).Result()
 	if err != nil {
 		return err
@@ -210,16 +287,18 @@ func knowsAll(ctx context.Context, a *redis.SentinelClient, name string, replica
 	if got, want := m["num-other-sentinels"], strconv.Itoa(sentinelCount-1); got != want {
 		return fmt.Errorf("num-other-sentinels %s, want %s", got, want)
 	}
-	replicas, err := a.Replicas(ctx, name).Result()
+	known, err := a.Replicas(ctx, name).Result()
 	if err != nil {
 		return err
 	}
-	for _, r := range replicas {
-		if r["port"] == strconv.Itoa(replicaPort) && r["flags"] == "slave" && r["master-link-status"] == "ok" {
-			return nil
+	for _, want := range replicas {
+		if !slices.ContainsFunc(known, func(r map[string]string) bool {
+			return r["port"] == strconv.Itoa(want.Port()) && r["flags"] == "slave" && r["master-link-status"] == "ok"
+		}) {
+			return fmt.Errorf("replica on port %d not known and healthy: %v", want.Port(), known)
 		}
 	}
-	return fmt.Errorf("replica on port %d not known and healthy: %v", replicaPort, replicas)
+	return nil
 }
 
 // waitInSync waits until replica reports an up link to primary.
