@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/solo-run/solo/internal/redistest"
+	"github.com/solo-run/solo/leader"
+)
+
+// pinnedCommit is the last commit of this repository before the protocol
+// was versioned: a solo that speaks protocol 1 without recording it. The
+// skew test builds it from the repository's own history.
+const pinnedCommit = "22088b4b3218082ea9b8042e033eb122fc54a082"
+
+// buildPinned builds cmd/solo of commit into dir and returns the binary.
+// It needs the repository's history: a shallow clone, or one without the
+// commit, fails the test under CI=true (CI must clone with full history)
+// and skips it elsewhere.
+func buildPinned(t *testing.T, commit, dir string) string {
+	t.Helper()
+	missing := func(why string) {
+		msg := fmt.Sprintf("the skew test builds solo from commit %s of this repository's history: %s; clone with full history (git fetch --unshallow)", commit[:12], why)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		missing("not in a git work tree")
+	}
+	top := strings.TrimSpace(string(root))
+	if out, _ := exec.Command("git", "-C", top, "rev-parse", "--is-shallow-repository").Output(); strings.TrimSpace(string(out)) == "true" {
+		missing("the clone is shallow")
+	}
+	if err := exec.Command("git", "-C", top, "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
+		missing("the commit is not in the clone")
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	arch := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", top, commit, src)
+	if out, err := arch.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", commit, err, out)
+	}
+	bin := filepath.Join(dir, "solo-"+commit[:12])
+	build := exec.Command("go", "build", "-o", bin, "./cmd/solo")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build solo of %s: %v\n%s", commit, err, out)
+	}
+	t.Logf("built solo of %s in %s", commit[:12], time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// freeAddr returns a loopback address nobody listens on (as far as the
+// kernel knows at this moment).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// witnessRun is one leadership of the witness: a script's start and its exit.
+type witnessRun struct {
+	id         string
+	term       uint64
+	start, end time.Time
+}
+
+// witnessRuns reads the script's lines (start, ticks, sigterm) into runs,
+// one per (ID, term), in start order; a run without its sigterm line has
+// no end.
+func witnessRuns(t *testing.T, out string) []witnessRun {
+	t.Helper()
+	idx := map[string]int{}
+	var runs []witnessRun
+	for _, l := range readLines(t, out) {
+		k := fmt.Sprintf("%s %d", l.id, l.term)
+		i, ok := idx[k]
+		if !ok {
+			i = len(runs)
+			idx[k] = i
+			runs = append(runs, witnessRun{id: l.id, term: l.term})
+		}
+		switch l.event {
+		case "start":
+			runs[i].start = l.at
+		case "sigterm":
+			runs[i].end = l.at
+		}
+	}
+	slices.SortFunc(runs, func(a, b witnessRun) int { return a.start.Compare(b.start) })
+	return runs
+}
+
+// TestSkew_RollingRestartAcrossProtocols runs the solo of pinnedCommit
+// (protocol 1, unrecorded), this solo (protocol 1, recorded) and a build
+// of a next protocol that drops protocol 1 (tag solo_skew_next) in one
+// election through rolling restarts, with an outside witness: the program
+// each one runs appends its start and its exit, with SOLO_TERM and the
+// time, to one file. Never do two programs run at once; across the
+// compatible versions leadership moves both ways (old → new, new → old);
+// across the incompatible ones the newcomer refuses, loudly (error log,
+// /readyz 503, solo_election_protocol_refused 1), until every instance of
+// the other protocol is stopped, and then leads. Mutation: with
+// acquire.lua's refusal removed, the next protocol's instance leads while
+// a protocol 1 instance waits, and the test fails with
+// `next: no "not campaigning" refusal within 10s`.
+func TestSkew_RollingRestartAcrossProtocols(t *testing.T) {
+	dir := t.TempDir()
+	oldBin := buildPinned(t, pinnedCommit, dir)
+	nextBin := filepath.Join(dir, "solo-next")
+	start := time.Now()
+	if out, err := exec.Command("go", "build", "-tags", "solo_skew_next", "-o", nextBin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build the next-protocol solo: %v\n%s", err, out)
+	}
+	t.Logf("built the next-protocol solo in %s", time.Since(start).Round(time.Millisecond))
+	if out, err := exec.Command(nextBin, "version").Output(); err != nil || !strings.Contains(string(out), "(protocol 2, shares an election with 2 and up)") {
+		t.Fatalf("next solo version = %q %v, want protocol 2 from 2", out, err)
+	}
+
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr()
+	name := electionName(t)
+	out := filepath.Join(t.TempDir(), "witness.log")
+	argv := script(t, out, false)
+	procs := map[string]*proc{}
+	launch := func(bin, id string, extra ...string) *proc {
+		env := append(append(testEnv(url, name, id), "OUT="+out), extra...)
+		p := startBin(t, bin, env, append([]string{"run", "--"}, argv...)...)
+		procs[id] = p
+		return p
+	}
+	stop := func(id string) {
+		t.Helper()
+		p := procs[id]
+		p.signal(syscall.SIGTERM)
+		if code := p.wait(10 * time.Second); code != 0 {
+			t.Fatalf("%s exited %d after SIGTERM:\n%s", id, code, p.output())
+		}
+		delete(procs, id)
+	}
+	leads := func(what string, ids ...string) string {
+		t.Helper()
+		l := waitLine(t, out, 10*time.Second, func(l line) bool {
+			if l.event != "start" || !slices.Contains(ids, l.id) {
+				return false
+			}
+			for _, r := range witnessRuns(t, out) {
+				if r.id == l.id && r.term == l.term && r.end.IsZero() {
+					return true // still running
+				}
+			}
+			return false
+		})
+		t.Logf("%s: %s leads (term %d)", what, l.id, l.term)
+		return l.id
+	}
+	follows := func(id string) {
+		t.Helper()
+		waitFor(t, 10*time.Second, id+" to follow", func() bool { return strings.Contains(procs[id].output(), `"leader observed"`) })
+	}
+	statusJSON := func(bin string) map[string]any {
+		t.Helper()
+		cmd := exec.Command(bin, "status", "--json", name)
+		cmd.Env = testEnv(url, name, "status")
+		b, err := cmd.Output()
+		var rows []map[string]any
+		if err != nil || json.Unmarshal(b, &rows) != nil || len(rows) != 1 {
+			t.Fatalf("%s status --json = %v\n%s", filepath.Base(bin), err, b)
+		}
+		h, _ := rows[0]["holder"].(map[string]any)
+		return h
+	}
+
+	// Compatible: the pinned solo and this one, both ways.
+	launch(oldBin, "old1")
+	leads("start", "old1")
+	launch(oldBin, "old2")
+	follows("old2")
+	stop("old2") // the follower first
+	launch(soloBin, "new2")
+	follows("new2")
+	if h := statusJSON(soloBin); h == nil || !strings.HasPrefix(h["id"].(string), "old1-") || h["protocol"] != nil {
+		t.Fatalf("status of the old holder = %v, want old1 with no protocol recorded", h)
+	}
+	stop("old1") // the leader: old → new
+	leads("old → new", "new2")
+	launch(soloBin, "new1")
+	follows("new1")
+	if h := statusJSON(soloBin); h == nil || h["protocol"] != float64(leader.Protocol) || h["protocol_min"] != float64(leader.MinPeerProtocol) {
+		t.Fatalf("status of the new holder = %v, want protocol %d from %d", h, leader.Protocol, leader.MinPeerProtocol)
+	}
+	if h := statusJSON(oldBin); h == nil || !strings.HasPrefix(h["id"].(string), "new2-") {
+		t.Fatalf("the old solo's status of the new holder = %v, want new2", h)
+	}
+	stop("new1")
+	launch(oldBin, "old3")
+	follows("old3")
+	stop("new2") // new → old (a rollback)
+	leads("new → old", "old3")
+	launch(soloBin, "new3")
+	follows("new3")
+
+	// Incompatible: the next protocol refuses while a protocol 1 instance
+	// holds the lease, and leads once every one of them is stopped.
+	addr := freeAddr(t)
+	next := launch(nextBin, "next1", "SOLO_HTTP_ADDR="+addr)
+	waitFor(t, 10*time.Second, `next: no "not campaigning" refusal within 10s`, func() bool {
+		return strings.Contains(next.output(), `"not campaigning: the holder speaks a protocol this build does not share an election with`)
+	})
+	if strings.Contains(next.output(), `"elected"`) {
+		t.Fatalf("next1 led beside a protocol 1 holder:\n%s", next.output())
+	}
+	waitFor(t, 5*time.Second, "next1's /readyz to fail", func() bool {
+		code, body := httpGet(t, "http://"+addr+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "version skew") && strings.Contains(body, "speaks protocol 1")
+	})
+	if _, body := httpGet(t, "http://"+addr+"/metrics"); !strings.Contains(body, `solo_election_protocol_refused{election="`+name+`"} 1`) {
+		t.Fatalf("next1's /metrics has no solo_election_protocol_refused 1:\n%s", body)
+	}
+	if h := statusJSON(soloBin); h == nil || !strings.HasPrefix(h["id"].(string), "old3-") {
+		t.Fatalf("holder while next1 refuses = %v, want old3 still", h)
+	}
+	stop("new3") // the stop-the-world of protocol 1: followers, then the holder
+	stop("old3")
+	leads("next after the stop-the-world", "next1")
+	waitFor(t, 5*time.Second, "next1's /readyz to pass", func() bool {
+		code, _ := httpGet(t, "http://"+addr+"/readyz")
+		return code == http.StatusOK
+	})
+	// A rollback to this solo refuses the next protocol's holder; the
+	// pinned solo cannot tell and waits as a follower: neither runs.
+	back := launch(soloBin, "new4")
+	waitFor(t, 10*time.Second, `new4: no "not campaigning" refusal`, func() bool {
+		return strings.Contains(back.output(), `"not campaigning: the holder speaks a protocol this build does not share an election with`) &&
+			strings.Contains(back.output(), "speaks protocol 2 and shares an election with protocols 2 and up")
+	})
+	launch(oldBin, "old4")
+	follows("old4")
+	time.Sleep(time.Second) // a few more refused and held acquires
+	stop("next1")
+	leads("after the next protocol's holder left", "new4", "old4")
+	stop("new4")
+	stop("old4")
+
+	runs := witnessRuns(t, out)
+	var ids []string
+	for i, r := range runs {
+		ids = append(ids, fmt.Sprintf("%s/%d", r.id, r.term))
+		if r.start.IsZero() || r.end.IsZero() {
+			t.Fatalf("run %s term %d has no start or no exit line:\n%s", r.id, r.term, mustRead(out))
+		}
+		if i > 0 {
+			prev := runs[i-1]
+			if !r.start.After(prev.end) {
+				t.Fatalf("overlap: %s (term %d) started %s before %s (term %d) exited:\n%s",
+					r.id, r.term, prev.end.Sub(r.start), prev.id, prev.term, mustRead(out))
+			}
+			if r.term <= prev.term {
+				t.Fatalf("term %d of %s not above %d of %s", r.term, r.id, prev.term, prev.id)
+			}
+		}
+	}
+	t.Logf("runs in order: %s", strings.Join(ids, " "))
+}
