@@ -46,14 +46,16 @@ if cur then
   -- election with are in its info (absent: protocol 1, the one solo spoke
   -- before it wrote them; a lease without its info is one of those). Two
   -- protocols share an election when each is at least the other's oldest.
-  -- A caller that does not share one with the holder is refused, not
-  -- listed: {4, holder, pttl, "PROTO PROTO_MIN" of the holder}.
+  -- A caller that does not share one with the holder is refused and taken
+  -- off the candidates (it may have waited under a compatible holder):
+  -- {4, holder, pttl, "PROTO PROTO_MIN" of the holder}.
   local hp, hm = 1, 1
   if redis.call('HGET', KEYS[3], 'lease') == cur then
     hp = tonumber(redis.call('HGET', KEYS[3], 'proto') or '1') or 1
     hm = tonumber(redis.call('HGET', KEYS[3], 'proto_min') or '1') or 1
   end
   if hp < tonumber(protoMin) or tonumber(proto) < hm then
+    redis.call('ZREM', KEYS[4], ARGV[1])
     return {4, cur, pttl, string.format('%d %d', hp, hm)}
   end
   local left = math.max(pttl, 0) + tonumber(ARGV[6])

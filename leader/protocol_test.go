@@ -48,7 +48,7 @@ func TestRedis_ProtocolSkew(t *testing.T) {
 		if pe.Holder != holder || pe.Protocol != p || pe.MinPeer != m || rec.Lease != holder || rec.TTL <= 0 {
 			t.Fatalf("%s: %+v (record %+v), want holder %v speaking %d from %d", what, pe, rec, holder, p, m)
 		}
-		if n, _ := c.ZScore(ctx, cfg.CandidatesKey(), id).Result(); n != 0 {
+		if _, err := c.ZScore(ctx, cfg.CandidatesKey(), id).Result(); err == nil {
 			t.Fatalf("%s: the refused %s is listed as a candidate", what, id)
 		}
 	}
@@ -90,6 +90,23 @@ func TestRedis_ProtocolSkew(t *testing.T) {
 	if o, rec, err := v2.Acquire(ctx, "b", time.Minute); err != nil || o != leader.Adopted || rec.Lease != b.Lease {
 		t.Fatalf("re-acquire by the holder = %v %v, want Adopted", o, err)
 	}
+
+	// A candidate listed under a compatible holder is taken off the
+	// candidates when an incompatible one follows.
+	if o, _, err := v2.Acquire(ctx, "d", time.Minute); err != nil || o != leader.Held {
+		t.Fatalf("protocol 2 candidate = %v %v, want Held", o, err)
+	}
+	if _, err := c.ZScore(ctx, cfg.CandidatesKey(), "d").Result(); err != nil {
+		t.Fatalf("d not listed under a compatible holder: %v", err)
+	}
+	if err := v2.Release(ctx, b.Lease); err != nil {
+		t.Fatal(err)
+	}
+	o, a, err = v1.Acquire(ctx, "a", time.Minute)
+	if err != nil || o != leader.Acquired {
+		t.Fatalf("protocol 1 acquire = %v %v", o, err)
+	}
+	refused("the listed protocol 2 candidate beside a new protocol 1 holder", v2, "d", a.Lease, 1, 1)
 }
 
 // protoMetrics records ProtocolRefused calls.

@@ -99,7 +99,8 @@ func LookupAssignments(ctx context.Context, client redis.UniversalClient, cfg le
 		switch {
 		case err == nil:
 			a.Instance = InstanceOf(h.ID)
-			a.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew}
+			a.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew,
+				Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol}
 		case !errors.Is(err, leader.ErrNoLeader):
 			errs = append(errs, fmt.Errorf("job %q: %w", name, err))
 		}
