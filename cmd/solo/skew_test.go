@@ -234,7 +234,7 @@ func witnessRuns(t *testing.T, out string) []witnessRun {
 // TestSkew builds the skew tests' binaries once and runs them: an
 // election, a spread group and a lock shared by the solo of pinnedCommit
 // and this one (and, in the election, a next protocol) through rolling
-// restarts. About 35 s, most of it the two builds.
+// restarts. 25-75 s on a loaded 2-core machine, most of it the builds.
 func TestSkew(t *testing.T) {
 	bins := buildSkew(t, t.TempDir())
 	t.Run("Election", func(t *testing.T) { skewElection(t, bins) })
