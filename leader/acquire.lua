@@ -3,25 +3,29 @@
 -- KEYS[5] (optional) the spread group's exclusion key
 -- ARGV[1] candidate ID, ARGV[2] TTL in milliseconds, ARGV[3] events channel,
 -- ARGV[4] renew interval in milliseconds, ARGV[5] proclaimed value,
--- ARGV[6] candidate window in milliseconds, ARGV[7] most candidates kept
+-- ARGV[6] candidate window in milliseconds, ARGV[7] most candidates kept,
+-- ARGV[8] the caller's protocol, ARGV[9] the oldest protocol it shares an
+-- election with (both 1 when absent)
 -- A new lease is announced on the channel as "elected TERM ID", so
 -- observers learn of it without polling. Beside the lease, the info hash
--- (lease, ttl_ms, renew_ms, value, since_ms) tells readers what only the
--- holder knows; it expires with the lease. A candidate that finds the lease
+-- (lease, ttl_ms, renew_ms, value, since_ms, proto, proto_min) tells
+-- readers what only the holder knows; it expires with the lease. A candidate that finds the lease
 -- held is recorded in the candidates sorted set, scored with the server
 -- time (ms) after which it counts as gone: the holder's time left plus the
 -- window, so it outlives a follower's sleep until the lease runs out.
 -- Returns {outcome, value, pttl}: outcome 1 acquired, 2 adopted (already
 -- ours: a retry after a lost reply; refreshed to the TTL), 0 held by another
 -- (value is "TERM ID" of the holder, pttl its time left), 3 refused: a
--- spread group of this name is live (below).
+-- spread group of this name is live (below), 4 refused: the holder speaks
+-- a protocol the caller does not share an election with (below).
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local proto, protoMin = ARGV[8] or '1', ARGV[9] or '1'
 local function info(value, since)
   redis.call('DEL', KEYS[3])
   redis.call('HSET', KEYS[3], 'lease', value, 'ttl_ms', ARGV[2], 'renew_ms', ARGV[4],
-    'value', ARGV[5], 'since_ms', since)
+    'value', ARGV[5], 'since_ms', since, 'proto', proto, 'proto_min', protoMin)
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
   redis.call('ZREM', KEYS[4], ARGV[1])
 end
@@ -38,6 +42,22 @@ if cur then
     return {2, cur, tonumber(ARGV[2])}
   end
   local pttl = redis.call('PTTL', KEYS[1])
+  -- Version skew: the holder's protocol and the oldest it shares an
+  -- election with are in its info (absent: protocol 1, the one solo spoke
+  -- before it wrote them; a lease without its info is one of those). Two
+  -- protocols share an election when each is at least the other's oldest.
+  -- A caller that does not share one with the holder is refused and taken
+  -- off the candidates (it may have waited under a compatible holder):
+  -- {4, holder, pttl, "PROTO PROTO_MIN" of the holder}.
+  local hp, hm = 1, 1
+  if redis.call('HGET', KEYS[3], 'lease') == cur then
+    hp = tonumber(redis.call('HGET', KEYS[3], 'proto') or '1') or 1
+    hm = tonumber(redis.call('HGET', KEYS[3], 'proto_min') or '1') or 1
+  end
+  if hp < tonumber(protoMin) or tonumber(proto) < hm then
+    redis.call('ZREM', KEYS[4], ARGV[1])
+    return {4, cur, pttl, string.format('%d %d', hp, hm)}
+  end
   local left = math.max(pttl, 0) + tonumber(ARGV[6])
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', string.format('%d', nowms))
   redis.call('ZADD', KEYS[4], string.format('%d', nowms + left), ARGV[1])

@@ -21,6 +21,19 @@
 // lease expires: a follower sleeps the holder's remaining TTL (plus a few
 // milliseconds of jitter), so it costs Redis about one command per TTL.
 //
+// # Protocol and versions
+//
+// Protocol is the version of this layout in Redis, MinPeerProtocol the
+// oldest a build shares an election with. Acquire records the holder's
+// protocol in the info hash and, in the same script, refuses a caller
+// that does not share an election with the holder (ErrProtocolSkew, a
+// *ProtocolError): the Elector then does not campaign, logs it once at
+// error level, shows it in Status.ProtocolErr and ProtocolMetrics, and
+// campaigns once that holder is gone. The lease key and its "TERM ID"
+// value are the same in every protocol, so even builds that check
+// nothing never lead at once. docs/design.md, "Protocol and versions",
+// has the skew policy.
+//
 // # Timing: why two leaders never run at once
 //
 // All times are this process's monotonic clock, taken when a request is

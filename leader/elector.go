@@ -86,6 +86,11 @@ type Status struct {
 	RedisErr error
 	// Reached is true once Redis answered one of this elector's calls.
 	Reached bool
+	// ProtocolErr is set (a *ProtocolError) while this elector does not
+	// campaign because the holder speaks a protocol this build does not
+	// share an election with (version skew); nil once an acquire is
+	// answered otherwise.
+	ProtocolErr error
 }
 
 type resignRequest struct{ done chan struct{} }
@@ -287,6 +292,7 @@ type campaign struct {
 	runDone    chan struct{}
 
 	acquireFailing bool
+	skewRefused    bool // the last answered acquire was refused for version skew
 	// unconfirmed is set while an acquire whose outcome is unknown (an
 	// error, a lost reply, a call abandoned at its bound) may have taken
 	// the lease for this Elector; an answered acquire clears it. Run checks
@@ -355,7 +361,7 @@ func (c *campaign) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, ErrSpreadGroupLive) {
+			if errors.Is(err, ErrSpreadGroupLive) || errors.Is(err, ErrProtocolSkew) {
 				e.redisAnswered(nil) // an answer, not an outage
 			} else {
 				e.redisAnswered(err)
@@ -368,6 +374,11 @@ func (c *campaign) run(ctx context.Context) error {
 			continue
 		}
 		e.redisAnswered(nil)
+		if c.skewRefused {
+			c.skewRefused = false
+			e.protocolRefused(nil)
+			e.log.Info("campaigning again: the holder of an incompatible protocol is gone")
+		}
 		if c.acquireFailing {
 			c.acquireFailing = false
 			e.log.Info("acquire answered again") // Redis reachable, or the spread group of the name gone
@@ -450,7 +461,7 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 			c.unconfirmed = false
 			c.checkCollision(res.outcome, res.rec)
 		}
-		if errors.Is(res.err, ErrSpreadGroupLive) {
+		if errors.Is(res.err, ErrSpreadGroupLive) || errors.Is(res.err, ErrProtocolSkew) {
 			c.unconfirmed = false // refused: nothing was taken
 		}
 		return res.outcome, res.rec, res.err
@@ -579,6 +590,21 @@ func (c *campaign) observe(l Lease) {
 }
 
 func (c *campaign) acquireFailed(err error) {
+	if errors.Is(err, ErrProtocolSkew) {
+		// Version skew: the holder's build and this one do not share an
+		// election. Never guess: no campaigning, said once per episode at
+		// error level with the fix, shown in Status (and /readyz, the
+		// metrics); campaigning resumes once that holder is gone.
+		c.e.protocolRefused(err)
+		if !c.skewRefused {
+			c.skewRefused = true
+			c.e.log.Error("not campaigning: the holder speaks a protocol this build does not share an election with (version skew); "+
+				"finish the upgrade with a stop-the-world (stop every instance of the other protocol before starting this one), "+
+				"or roll back; campaigning resumes once that holder is gone",
+				zap.Error(err))
+		}
+		return
+	}
 	if errors.Is(err, ErrSpreadGroupLive) {
 		// Not a Redis failure: the name is run by a spread group. Said
 		// once per episode, at error level, with the fix.
@@ -1019,6 +1045,18 @@ func (e *Elector) redisAnswered(err error) {
 	e.mu.Unlock()
 	if m, ok := e.metrics.(RedisMetrics); ok {
 		m.Redis(err)
+	}
+}
+
+// protocolRefused records that acquires are refused for version skew
+// (err a *ProtocolError), or no longer (nil), and tells the metrics if
+// they listen.
+func (e *Elector) protocolRefused(err error) {
+	e.mu.Lock()
+	e.status.ProtocolErr = err
+	e.mu.Unlock()
+	if m, ok := e.metrics.(ProtocolMetrics); ok {
+		m.ProtocolRefused(err != nil)
 	}
 }
 

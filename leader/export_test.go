@@ -3,3 +3,7 @@ package leader
 // WithTerm lets the external tests build a context as a term's function
 // gets it.
 var WithTerm = withTerm
+
+// SetProtocol makes l speak protocol p and share an election with min
+// and up, as a build of another protocol would (the skew tests).
+func SetProtocol(l *RedisLock, p, min int) { l.proto, l.protoMin = p, min }

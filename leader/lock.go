@@ -93,6 +93,10 @@ type LeaseInfo struct {
 	Value string
 	// Since is when the lease was acquired, on the store's clock.
 	Since time.Time
+	// Protocol and MinPeerProtocol are the holder's protocol and the
+	// oldest it shares an election with (see Protocol); zero when it
+	// recorded none: a solo before v0.1.0, which speaks protocol 1.
+	Protocol, MinPeerProtocol int
 }
 
 // MaxCandidates bounds the candidates an election records (the most

@@ -35,6 +35,11 @@ type Holder struct {
 	// Value is the value the holder proclaims (Config.Value,
 	// Elector.Proclaim); empty when none.
 	Value string `json:"value"`
+	// Protocol is the protocol the holder speaks and MinPeerProtocol the
+	// oldest it shares an election with; zero when the holder recorded
+	// none (a solo before v0.1.0, which speaks protocol 1).
+	Protocol        int `json:"protocol"`
+	MinPeerProtocol int `json:"min_peer_protocol"`
 }
 
 // View is an election as one read of Redis shows it.
@@ -128,7 +133,8 @@ func lockFor(client redis.UniversalClient, cfg Config) (*RedisLock, Config, erro
 
 func holderOf(rec Record, now time.Time) Holder {
 	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL, Since: rec.Info.Since,
-		LeaseTTL: rec.Info.TTL, RenewInterval: rec.Info.RenewInterval, Value: rec.Info.Value}
+		LeaseTTL: rec.Info.TTL, RenewInterval: rec.Info.RenewInterval, Value: rec.Info.Value,
+		Protocol: rec.Info.Protocol, MinPeerProtocol: rec.Info.MinPeerProtocol}
 	if h.Since.IsZero() && rec.Term <= 1<<62 {
 		h.Since = time.UnixMicro(int64(rec.Term))
 	}

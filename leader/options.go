@@ -85,6 +85,15 @@ type RedisMetrics interface {
 	Redis(err error)
 }
 
+// ProtocolMetrics is an optional extension of Metrics: an elector whose
+// Metrics implement it reports whether its acquires are refused for
+// version skew (the holder speaks a protocol this build does not share an
+// election with: ErrProtocolSkew), after every answered acquire that
+// changes it. Calls must not block.
+type ProtocolMetrics interface {
+	ProtocolRefused(refused bool)
+}
+
 type nopMetrics struct{}
 
 func (nopMetrics) Transition(Transition, uint64) {}

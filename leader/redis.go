@@ -56,6 +56,8 @@ type RedisLock struct {
 	channel        string
 	renewMs        int64
 	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
+	proto          int                    // the protocol this lock speaks (protocol)
+	protoMin       int                    // the oldest it shares an election with (minPeerProtocol)
 	value          atomic.Pointer[string] // proclaimed with the next lease (Config.Value, Proclaim)
 	minReplicas    int
 	replicaTimeout time.Duration
@@ -91,6 +93,8 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 		channel:        cfg.EventsChannel(),
 		renewMs:        cfg.RenewInterval.Milliseconds(),
 		windowMs:       candidateWindow(cfg).Milliseconds(),
+		proto:          protocol,
+		protoMin:       minPeerProtocol,
 		minReplicas:    cfg.MinReplicas,
 		replicaTimeout: cfg.ReplicaTimeout,
 		healthEvery:    cfg.TTL,
@@ -125,13 +129,16 @@ func infoKeyOf(leaseKey string) string {
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
 	keys := []string{l.leaseKey, l.termKey, l.infoKey, l.candKey, l.spreadKey}
 	res, acked, err := l.eval(ctx, acquireScript, keys, id, pxMillis(ttl), l.channel,
-		l.renewMs, *l.value.Load(), l.windowMs, MaxCandidates)
+		l.renewMs, *l.value.Load(), l.windowMs, MaxCandidates, l.proto, l.protoMin)
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
-	outcome, rec, err := parseAcquire(res)
+	outcome, rec, err := parseAcquire(res, l.proto, l.protoMin)
 	if errors.Is(err, ErrSpreadGroupLive) {
 		return Held, rec, fmt.Errorf("acquire %s: member %s of the spread group %s: %w", l.leaseKey, rec.ID, l.spreadKey, err)
+	}
+	if errors.Is(err, ErrProtocolSkew) {
+		return Held, rec, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
@@ -251,6 +258,7 @@ func parseInfo(flat []any, v string) LeaseInfo {
 		RenewInterval: time.Duration(ms("renew_ms")) * time.Millisecond,
 		Value:         m["value"],
 	}
+	info.Protocol, info.MinPeerProtocol = int(ms("proto")), int(ms("proto_min"))
 	if s := ms("since_ms"); s > 0 {
 		info.Since = time.UnixMilli(s)
 	}
@@ -364,9 +372,11 @@ func (l *RedisLock) evalWait(ctx context.Context, c redis.Cmdable, s *redis.Scri
 	return res, acked, nil
 }
 
-func parseAcquire(res any) (Outcome, Record, error) {
+// parseAcquire reads acquire.lua's reply to a caller speaking protocol
+// proto (sharing an election with protoMin and up).
+func parseAcquire(res any, proto, protoMin int) (Outcome, Record, error) {
 	arr, ok := res.([]any)
-	if !ok || len(arr) != 3 {
+	if !ok || len(arr) != 3 && len(arr) != 4 {
 		return Held, Record{}, fmt.Errorf("unexpected reply %v", res)
 	}
 	code, _ := arr[0].(int64)
@@ -384,6 +394,12 @@ func parseAcquire(res any) (Outcome, Record, error) {
 		return Adopted, rec, nil
 	case 3:
 		return Held, rec, ErrSpreadGroupLive
+	case 4:
+		pe := &ProtocolError{Holder: lease, Own: proto, OwnMinPeer: protoMin}
+		if s, _ := arr[3].(string); len(arr) != 4 || !parseProtocols(s, &pe.Protocol, &pe.MinPeer) {
+			return Held, Record{}, fmt.Errorf("unexpected reply %v", res)
+		}
+		return Held, rec, pe
 	default:
 		return Held, rec, nil
 	}

@@ -47,6 +47,11 @@ type HolderInfo struct {
 	LastRenew time.Time `json:"last_renew,omitzero"`
 	// Value is the value the holder proclaims (election.value).
 	Value string `json:"value,omitempty"`
+	// Protocol is the protocol the holder speaks and ProtocolMin the
+	// oldest it shares an election with (leader.Protocol); left out when
+	// the holder recorded none (a solo before v0.1.0: protocol 1).
+	Protocol    int `json:"protocol,omitempty"`
+	ProtocolMin int `json:"protocol_min,omitempty"`
 }
 
 // NewHolderInfo returns h in the JSON vocabulary of /leader.
@@ -55,6 +60,7 @@ func NewHolderInfo(h leader.Holder) *HolderInfo {
 		ID: h.ID, Term: h.Term, Since: h.Since,
 		TTLMillis: h.LeaseTTL.Milliseconds(), TTLLeftMillis: h.TTL.Milliseconds(),
 		RenewMillis: h.RenewInterval.Milliseconds(), LastRenew: h.LastRenew, Value: h.Value,
+		Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol,
 	}
 }
 
@@ -132,10 +138,18 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	// lives on, campaigning no more, until someone fixes the job and
 	// restarts it. It does not fail while Redis is unreachable (a service
 	// that serves traffic as a follower keeps serving it), but says so in
-	// its body: "ok; redis unreachable: …".
+	// its body: "ok; redis unreachable: …". It fails while the elector
+	// does not campaign for version skew (leader.ErrProtocolSkew: the
+	// holder speaks a protocol this build does not share an election
+	// with), so a rolling deploy across incompatible protocols stalls on
+	// the first new instance instead of mixing them.
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.GaveUp(); err != nil {
 			writeText(rw, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		if err := w.elector.Status().ProtocolErr; err != nil {
+			writeText(rw, http.StatusServiceUnavailable, "not campaigning (version skew): "+err.Error())
 			return
 		}
 		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))

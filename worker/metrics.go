@@ -29,6 +29,7 @@ import (
 //	solo_worker_gave_up{election}               1 once this instance stopped campaigning after MaxFailedTerms failed terms
 //	solo_election_redis_up{election}            1 while Redis answers this elector's calls, 0 before the first answer and while it does not
 //	solo_job_running{election,job}              runs of the job in progress on this instance (0 or 1)
+//	solo_election_protocol_refused{election}    1 while this instance does not campaign: the holder speaks a protocol this build does not share an election with (leader.ErrProtocolSkew)
 //
 // Every series but solo_job_last_success_timestamp_seconds exists from
 // the start with its zero value: the election's series once its elector
@@ -54,6 +55,7 @@ type Metrics struct {
 	gaveUp         *prometheus.GaugeVec
 	redisUp        *prometheus.GaugeVec
 	jobRunning     *prometheus.GaugeVec
+	protoRefused   *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. Called again
@@ -83,6 +85,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		failedTermsN:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_failed_terms", Help: "The election's failed terms in a row (resigned after worker.max_failures job failures), as last read or written by this instance."}, el),
 		gaveUp:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_gave_up", Help: "1 once this instance stopped campaigning after worker.max_failed_terms failed terms in a row."}, el),
 		redisUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_redis_up", Help: "1 while Redis answers this instance's acquire and renew calls of the election, else 0 (also before the first answer)."}, el),
+		protoRefused:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_protocol_refused", Help: "1 while this instance does not campaign because the holder speaks a protocol this build does not share an election with (version skew)."}, el),
 		jobRunning:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_running", Help: "Runs of the job in progress on this instance."}, job),
 		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
@@ -92,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		register(reg, &m.jobFailures), register(reg, &m.jobRestarts), register(reg, &m.jobLastSuccess),
 		register(reg, &m.jobOverruns), register(reg, &m.jobSkipped), register(reg, &m.fenceClaims),
 		register(reg, &m.failedTermsN), register(reg, &m.gaveUp), register(reg, &m.redisUp),
-		register(reg, &m.jobRunning),
+		register(reg, &m.jobRunning), register(reg, &m.protoRefused),
 	)
 	if err != nil {
 		return nil, err
@@ -132,6 +135,7 @@ func (m *Metrics) Elector(election string) leader.Metrics {
 	}
 	m.overruns.WithLabelValues(election)
 	m.redisUp.WithLabelValues(election)
+	m.protoRefused.WithLabelValues(election)
 	return electorMetrics{m: m, election: election}
 }
 
@@ -197,6 +201,15 @@ func (e electorMetrics) Redis(err error) {
 		v = 0
 	}
 	e.m.redisUp.WithLabelValues(e.election).Set(v)
+}
+
+// ProtocolRefused implements leader.ProtocolMetrics.
+func (e electorMetrics) ProtocolRefused(refused bool) {
+	v := 0.0
+	if refused {
+		v = 1
+	}
+	e.m.protoRefused.WithLabelValues(e.election).Set(v)
 }
 
 func (e electorMetrics) Overrun(uint64) { e.m.overruns.WithLabelValues(e.election).Inc() }

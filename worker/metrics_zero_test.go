@@ -31,6 +31,7 @@ func TestMetrics_ZeroValuesFromStartAndRunningGauge(t *testing.T) {
 		want := map[string]float64{
 			"solo_election_leader":            0,
 			"solo_election_redis_up":          0,
+			"solo_election_protocol_refused":  0,
 			"solo_election_overruns_total":    0,
 			"solo_election_transitions_total": 0,
 			"solo_worker_gave_up":             0,

@@ -174,7 +174,7 @@ func TestHandler(t *testing.T) {
 	if got, want := strings.Join(slices.Sorted(maps.Keys(raw)), ","), "candidates,election,holder,self"; got != want {
 		t.Fatalf("/leader keys = %s, want %s", got, want)
 	}
-	if got, want := strings.Join(slices.Sorted(maps.Keys(holder)), ","), "id,last_renew,renew_ms,since,term,ttl_left_ms,ttl_ms,value"; got != want {
+	if got, want := strings.Join(slices.Sorted(maps.Keys(holder)), ","), "id,last_renew,protocol,protocol_min,renew_ms,since,term,ttl_left_ms,ttl_ms,value"; got != want {
 		t.Fatalf("/leader holder keys = %s, want %s", got, want)
 	}
 	if got, want := strings.Join(slices.Sorted(maps.Keys(self)), ","), "id,last_renew,role,since,term"; got != want {

@@ -99,7 +99,8 @@ func LookupAssignments(ctx context.Context, client redis.UniversalClient, cfg le
 		switch {
 		case err == nil:
 			a.Instance = InstanceOf(h.ID)
-			a.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew}
+			a.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew,
+				Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol}
 		case !errors.Is(err, leader.ErrNoLeader):
 			errs = append(errs, fmt.Errorf("job %q: %w", name, err))
 		}
@@ -147,7 +148,20 @@ func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeText(rw, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") })
+	// /readyz fails while a job's elector does not campaign for version
+	// skew (leader.ErrProtocolSkew), as Handler's does.
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		units := s.units
+		s.mu.Unlock()
+		for _, u := range units {
+			if err := u.e.Status().ProtocolErr; err != nil {
+				writeText(rw, http.StatusServiceUnavailable, "job "+u.name+": not campaigning (version skew): "+err.Error())
+				return
+			}
+		}
+		writeText(rw, http.StatusOK, "ok")
+	})
 	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
 		info := s.Info(ctx)
 		return info, info.Error != ""

@@ -32,6 +32,8 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/leader"
 )
 
 // Exit codes.
@@ -170,7 +172,8 @@ func dispatch(name string, args []string, stdout, stderr io.Writer, env []string
 	case "demo":
 		return demoCommand(args, stdout, stderr, env)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "solo", soloVersion())
+		p, m := leader.SpokenProtocol()
+		fmt.Fprintf(stdout, "solo %s (protocol %d, shares an election with %d and up)\n", soloVersion(), p, m)
 		return nil
 	}
 	return errUnknownCommand

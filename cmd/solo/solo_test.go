@@ -79,6 +79,12 @@ type proc struct {
 
 func startSolo(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startBin(t, soloBin, env, args...)
+}
+
+// startBin is startSolo with another solo binary (skew_test.go).
+func startBin(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
 	f, err := os.CreateTemp(t.TempDir(), "solo-*.log")
 	if err != nil {
@@ -86,7 +92,7 @@ func startSolo(t *testing.T, env []string, args ...string) *proc {
 	}
 	defer f.Close()
 	p.log = f.Name()
-	p.cmd = exec.Command(soloBin, args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -39,12 +39,15 @@ type holderJSON struct {
 	RenewMillis   int64  `json:"renew_ms,omitempty"`
 	LastRenew     msTime `json:"last_renew,omitzero"`
 	Value         string `json:"value,omitempty"`
+	Protocol      int    `json:"protocol,omitempty"`
+	ProtocolMin   int    `json:"protocol_min,omitempty"`
 }
 
 func newHolderJSON(h leader.Holder) *holderJSON {
 	i := worker.NewHolderInfo(h)
 	return &holderJSON{ID: i.ID, Term: i.Term, Since: msTime(i.Since), TTLMillis: i.TTLMillis,
-		TTLLeftMillis: i.TTLLeftMillis, RenewMillis: i.RenewMillis, LastRenew: msTime(i.LastRenew), Value: i.Value}
+		TTLLeftMillis: i.TTLLeftMillis, RenewMillis: i.RenewMillis, LastRenew: msTime(i.LastRenew), Value: i.Value,
+		Protocol: i.Protocol, ProtocolMin: i.ProtocolMin}
 }
 
 // msTime is a time in JSON as 2006-01-02T15:04:05.000Z.
@@ -229,7 +232,7 @@ func printStatus(w io.Writer, rows []statusRow) {
 // rows[i] (the election, or in spread mode the job).
 func printRows(w io.Writer, first string, labels []string, rows []statusRow) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, first+"\tHOLDER\tTERM\tTTL LEFT\tLEADING SINCE\tLAST RENEWAL\tVALUE\tCANDIDATES")
+	fmt.Fprintln(tw, first+"\tHOLDER\tTERM\tPROTOCOL\tTTL LEFT\tLEADING SINCE\tLAST RENEWAL\tVALUE\tCANDIDATES")
 	now := time.Now()
 	for i, r := range rows {
 		cands := "-"
@@ -238,7 +241,7 @@ func printRows(w io.Writer, first string, labels []string, rows []statusRow) {
 		}
 		h := r.Holder
 		if h == nil {
-			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\t-\t%s\n", labels[i], cands)
+			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\t-\t-\t%s\n", labels[i], cands)
 			continue
 		}
 		left := (time.Duration(h.TTLLeftMillis) * time.Millisecond).String()
@@ -253,8 +256,15 @@ func printRows(w io.Writer, first string, labels []string, rows []statusRow) {
 		if h.Value != "" {
 			value = strconv.Quote(h.Value)
 		}
+		proto := "1 (unrecorded)" // a holder before v0.1.0
+		if h.Protocol > 0 {
+			proto = strconv.Itoa(h.Protocol)
+			if h.ProtocolMin != h.Protocol {
+				proto += fmt.Sprintf(" (with %d+)", h.ProtocolMin)
+			}
+		}
 		since := time.Time(h.Since)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s (%s ago)\t%s\t%s\t%s\n", labels[i], h.ID, h.Term, left,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s (%s ago)\t%s\t%s\t%s\n", labels[i], h.ID, h.Term, proto, left,
 			since.Local().Format(time.DateTime), now.Sub(since).Round(time.Second), last, value, cands)
 	}
 	_ = tw.Flush()

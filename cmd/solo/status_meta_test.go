@@ -68,12 +68,12 @@ func TestStatus_HolderTimingsValueAndCandidates(t *testing.T) {
 	if got := strings.Join(slices.Sorted(maps.Keys(raw[0])), ","); got != "candidates,election,holder" {
 		t.Fatalf("status --json keys = %s", got)
 	}
-	if got := strings.Join(slices.Sorted(maps.Keys(hk)), ","); got != "id,last_renew,renew_ms,since,term,ttl_left_ms,ttl_ms,value" {
+	if got := strings.Join(slices.Sorted(maps.Keys(hk)), ","); got != "id,last_renew,protocol,protocol_min,renew_ms,since,term,ttl_left_ms,ttl_ms,value" {
 		t.Fatalf("status --json holder keys = %s", got)
 	}
 
 	code, text := soloRun(t, reader, "status", name)
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+a-\S+\s+\d+\s+\S+ of 4s\s+.+\(\d+s ago\)\s+(\S+) ago\s+"10\.0\.0\.7:8080"\s+(b-\S+)\s*$`)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+a-\S+\s+\d+\s+1\s+\S+ of 4s\s+.+\(\d+s ago\)\s+(\S+) ago\s+"10\.0\.0\.7:8080"\s+(b-\S+)\s*$`)
 	m := re.FindStringSubmatch(text)
 	if code != 0 || m == nil {
 		t.Fatalf("status = %d, want a row with the holder's TTL, last renewal, value and candidate:\n%s", code, text)
@@ -183,7 +183,7 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 	}
 	code, text := soloRun(t, reader, "status")
 	if code != 0 || !strings.Contains(text, "group grp (election.mode spread)") ||
-		!regexp.MustCompile(`(?m)^a\s+ia-\S+\s+\d+\s+\S+ of 2s\s+`).MatchString(text) {
+		!regexp.MustCompile(`(?m)^a\s+ia-\S+\s+\d+\s+1\s+\S+ of 2s\s+`).MatchString(text) {
 		t.Errorf("status = %d, want the group and job a's row with its holder and TTL:\n%s", code, text)
 	}
 

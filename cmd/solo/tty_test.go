@@ -133,7 +133,7 @@ func TestVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "solo " + recorded[1] + "\n"; string(out) != want {
+		if want := "solo " + recorded[1] + " (protocol 1, shares an election with 1 and up)\n"; string(out) != want {
 			t.Fatalf("solo %s = %q, want %q (the version recorded in the binary)", arg, out, want)
 		}
 	}
@@ -142,7 +142,7 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin, "version").Output()
-	if err != nil || string(out) != "solo v1.2.3-test\n" {
-		t.Fatalf("-ldflags build: solo version = %q, %v, want \"solo v1.2.3-test\\n\"", out, err)
+	if want := "solo v1.2.3-test (protocol 1, shares an election with 1 and up)\n"; err != nil || string(out) != want {
+		t.Fatalf("-ldflags build: solo version = %q, %v, want %q", out, err, want)
 	}
 }

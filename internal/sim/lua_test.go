@@ -72,6 +72,11 @@ func TestLua_Election(t *testing.T) {
 	eq(t, "candidates", n.cmd("ZRANGE", "s:{e}:cands", "0", "-1"), []any{"b"})
 	// The holder adopts its own lease.
 	eq(t, "adopt", acq("a"), []any{int64(2), "1700000000123456 a", int64(1000)})
+	// A caller of a protocol that does not share an election with the
+	// holder's is refused and not listed (version skew).
+	eq(t, "skew", n.must("leader/acquire.lua", keys, "c", "1000", "s:{e}:events", "300", "", "2500", "16", "2", "2"),
+		[]any{int64(4), "1700000000123456 a", int64(1000), "1 1"})
+	eq(t, "skew not listed", n.cmd("ZRANGE", "s:{e}:cands", "0", "-1"), []any{"b"})
 	// renew and release compare the exact value.
 	eq(t, "renew other", n.must("leader/renew.lua", keys[:1], "1 a", "1000"), int64(0))
 	eq(t, "renew", n.must("leader/renew.lua", []string{keys[0], keys[2]}, "1700000000123456 a", "1000"), int64(1))
