@@ -48,7 +48,10 @@ func staleLeader(t *testing.T, e *env, term uint64) (end func()) {
 // retry once the transaction has ended. Before, Claim waited as long as its
 // context allowed.
 func TestClaim_StaleCheckedTransactionDoesNotBlockForever(t *testing.T) {
-	e := pgEnv(t) // default options
+	// Default options but the idle timeout, off: only the lock timeout
+	// bounds the Claim (TestFence_LockTimeoutCoversTheIdleTimeout has the
+	// two together).
+	e := pgEnv(t, fence.WithIdleTimeout(0))
 	e.mustClaim(t, "el", 10)
 	end := staleLeader(t, e, 10)
 
