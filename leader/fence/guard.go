@@ -433,6 +433,12 @@ func (g *Guard) Begin(ctx context.Context, name string, term uint64, holder stri
 // returned as it is; a refusal wraps ErrStaleTerm or ErrHolderMismatch, a
 // context without a token ErrNoToken. fn must not commit or roll back tx
 // itself. Cancelling ctx rolls the transaction back.
+//
+// A write computed from reads made before the term's first Do (a stream
+// position, a balance) needs the term claimed before those reads: until
+// the claim, a transaction of an older term that passed its check may
+// still commit under them. The worker with WithFence claims before any
+// job runs; a lock holder calls ClaimToken(ctx, h.Token()) after Lock.
 func (g *Guard) Do(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tok, err := tokenOf(ctx)
 	if err != nil {
