@@ -232,3 +232,20 @@ func parses(text string) error {
 	_, err := parser.ParseFile(fset, "", "package p\nfunc _() {\n"+text+"\n}\n", 0)
 	return err
 }
+
+// TestDocs_FenceExampleRunsInFencetest: leader/fence's Example imports no
+// driver, so it only prints ("Prints:"); internal/fencetest runs the same
+// body against SQLite and checks its output.
+func TestDocs_FenceExampleRunsInFencetest(t *testing.T) {
+	body := func(path, fn string) string {
+		s := read(t, path)
+		i := strings.Index(s, fn)
+		if i < 0 {
+			t.Fatalf("%s: no %s", path, fn)
+		}
+		return strings.Replace(s[i+len(fn):], "// Output:", "// Prints:", 1)
+	}
+	if body("leader/fence/example_test.go", "func Example() {") != body("internal/fencetest/example_test.go", "func Example_sqlite() {") {
+		t.Fatal("internal/fencetest's Example_sqlite is not leader/fence's Example verbatim")
+	}
+}
