@@ -166,7 +166,7 @@ func TestCheck_LockTimeout(t *testing.T) {
 		if err := tx.QueryRowContext(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if want := "30s"; got != want {
+		if want := fmt.Sprintf("%ds", int(fence.DefaultIdleTimeout.Seconds())); got != want {
 			t.Errorf("after Check: idle_in_transaction_session_timeout %q, want %q (DefaultIdleTimeout)", got, want)
 		}
 		_ = tx.Rollback()
