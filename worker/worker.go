@@ -146,8 +146,9 @@ func WithMode(m Mode) Option {
 // the term (it sits out one election) so that another instance tries. It
 // does not tell a refusal from an outage: a refused Claim (a higher term
 // stored) normally means this term is already lost, which ends it anyway.
-// ModeAlways has no term and claims nothing. Default: none (jobs claim
-// themselves, or write unfenced).
+// ModeAlways has no term and claims nothing. Default: none (a job's first
+// fence.Guard.Do of a term claims it, after whatever the job read before;
+// claim before any job when jobs read what they then write).
 func WithFence(f Fence) Option {
 	return optionFunc(func(w *Worker) { w.fence = f })
 }
