@@ -63,9 +63,11 @@ func TestFence_LockTimeoutCoversTheIdleTimeout(t *testing.T) {
 	if d, n := claimAfterFreeze(t, covered, 0); n != 1 || d < 400*time.Millisecond {
 		t.Fatalf("lock timeout 5s, idle timeout 500ms: the Claim returned %v after the freeze in %d attempts, want 1 attempt after about 500ms", d, n)
 	}
-	short := pgEnv(t, fence.WithIdleTimeout(time.Second), fence.WithLockTimeout(200*time.Millisecond))
+	// 3s: the first Claim must reach the lock well before the server ends
+	// the frozen transaction, even when opening its connection is slow.
+	short := pgEnv(t, fence.WithIdleTimeout(3*time.Second), fence.WithLockTimeout(200*time.Millisecond))
 	if _, n := claimAfterFreeze(t, short, 0); n < 2 {
-		t.Fatalf("lock timeout 200ms, idle timeout 1s: %d attempts, want the first to time out", n)
+		t.Fatalf("lock timeout 200ms, idle timeout 3s: %d attempts, want the first to time out", n)
 	}
 }
 
