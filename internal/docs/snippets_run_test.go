@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	_ "modernc.org/sqlite"
 
 	"github.com/solo-run/solo/internal/redistest"
@@ -80,12 +82,17 @@ func await(t *testing.T, what string, cond func() bool) {
 // TestSnippet_Fx starts README's fx application: the job takes the graph's
 // *fence.Guard and writes with guard.Do(ctx, fn); the worker claimed the
 // term in that guard before the job ran.
+//
+// Mutation: worker.Module not taking a *fence.Guard as its fence fails
+// this with "the worker did not claim the term in the graph's *fence.Guard
+// before the job ran".
 func TestSnippet_Fx(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	db := openDB(t)
+	core, logs := observer.New(zapcore.InfoLevel)
 	app := fxSnippet(
 		func() redis.UniversalClient { return rdb },
-		zap.NewNop,
+		func() *zap.Logger { return zap.New(core) },
 		func() *sql.DB { return db },
 		func(db *sql.DB) (*fence.Guard, error) {
 			g, err := fence.New(db)
@@ -105,6 +112,9 @@ func TestSnippet_Fx(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, "the fx job's fenced write", func() bool { return countRows(t, db, "consumed") == 1 })
+	if logs.FilterMessage("term claimed in the fence").Len() != 1 {
+		t.Error("the worker did not claim the term in the graph's *fence.Guard before the job ran")
+	}
 	if err := app.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
