@@ -27,7 +27,10 @@
 // without claiming themselves.
 //
 // Every job's context carries the fencing term (leader.TermFrom; a cron
-// run also its tick, TickFrom) and is cancelled when the term ends. The
+// run also its tick, TickFrom), its elector (ElectorFrom) and, whenever
+// there is a term, the fencing token (fence.TokenFrom: the election, the
+// term, the elector's ID), so that a fenced write is one call,
+// guard.Do(ctx, fn); it is cancelled when the term ends. The
 // worker waits for every job before the elector may release the lease; a
 // job still running past the stop budget (TTL − renew deadline) is
 // reported in the log and in solo_job_overruns_total, and on a voluntary

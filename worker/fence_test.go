@@ -209,3 +209,69 @@ func TestWorker_FenceClaimFailures(t *testing.T) {
 		})
 	})
 }
+
+// TestWorker_JobContextCarriesTheToken: every job's context carries its
+// elector (ElectorFrom) and, when there is a term, the fencing token that
+// fence.Guard.Do writes with — the election's name, the term, the
+// elector's ID — for pull and cron jobs alike. Mode always has no term:
+// no token, so a fenced write is refused with fence.ErrNoToken rather
+// than made with a made-up term.
+//
+// Before, only a spread job's context carried its elector, and none a
+// token: a job needed the elector injected (a cycle in fx) to call
+// Guard.Do with the election, term and holder by hand.
+func TestWorker_JobContextCarriesTheToken(t *testing.T) {
+	type seen struct {
+		kind    string
+		tok     fence.Token
+		hasTok  bool
+		elector *leader.Elector
+		term    uint64
+	}
+	for _, mode := range []worker.Mode{worker.ModeElect, worker.ModeAlways} {
+		t.Run(string(mode), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				in := newInstance(t, leadertest.New(), "a", worker.WithMode(mode))
+				got := make(chan seen, 4)
+				job := func(kind string) func(ctx context.Context) error {
+					return func(ctx context.Context) error {
+						tok, ok := fence.TokenFrom(ctx)
+						e, _ := worker.ElectorFrom(ctx)
+						term, _ := leader.TermFrom(ctx)
+						select {
+						case got <- seen{kind, tok, ok, e, term}:
+						default:
+						}
+						if kind == "pull" {
+							<-ctx.Done()
+						}
+						return nil
+					}
+				}
+				_ = in.w.Pull("consume", job("pull"))
+				_ = in.w.Cron("report", "@every 1s", job("cron"))
+				in.start()
+				time.Sleep(1500 * time.Millisecond)
+				_ = in.stop()
+				close(got)
+				kinds := map[string]bool{}
+				for s := range got {
+					kinds[s.kind] = true
+					if s.elector != in.e {
+						t.Errorf("%s job: ElectorFrom = %p, want the worker's elector %p", s.kind, s.elector, in.e)
+					}
+					want := fence.Token{Election: "jobs", Term: s.term, Holder: in.e.ID()}
+					switch {
+					case mode == worker.ModeAlways && s.hasTok:
+						t.Errorf("%s job in mode always: token %v, want none (no term)", s.kind, s.tok)
+					case mode == worker.ModeElect && (!s.hasTok || s.tok != want || s.term == 0):
+						t.Errorf("%s job: token %v (%v), want %v", s.kind, s.tok, s.hasTok, want)
+					}
+				}
+				if !kinds["pull"] || !kinds["cron"] {
+					t.Fatalf("jobs seen: %v, want pull and cron", kinds)
+				}
+			})
+		})
+	}
+}

@@ -3,8 +3,9 @@ package worker
 import "context"
 
 // Job is a unit of work that runs only on the leader. Its Run receives a
-// context that carries the fencing term (leader.TermFrom) and is cancelled
-// when the term ends; Run must return soon after.
+// context that carries the fencing term (leader.TermFrom) and token
+// (fence.TokenFrom, for fence.Guard.Do) and is cancelled when the term
+// ends; Run must return soon after.
 //
 // A Job that also implements Scheduled is a cron job; otherwise it is a
 // pull job: a long-running loop, restarted while this instance leads.

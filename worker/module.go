@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/fence"
 )
 
 // JobGroup is the fx value group an unnamed Module collects its jobs from;
@@ -28,15 +29,21 @@ const JobGroup = "solo.jobs"
 //
 // It consumes from the application a redis.UniversalClient (it never
 // creates or closes clients), and optionally a *zap.Logger, a
-// prometheus.Registerer (+ prometheus.Gatherer for /metrics) and a Fence,
-// which the worker then claims every term in before any job runs
-// (WithFence):
+// prometheus.Registerer (+ prometheus.Gatherer for /metrics) and a fence:
+// a *fence.Guard (or, instead, a Fence), which the worker then claims every
+// term in before any job runs (WithFence). Provide the guard as it is, so
+// that jobs take it too:
 //
-//	fx.Provide(fx.Annotate(newGuard, fx.As(new(worker.Fence)))) // newGuard returns *fence.Guard
+//	fx.Provide(newGuard) // func(*sql.DB) (*fence.Guard, error)
 //
 // It provides the *Worker and its *leader.Elector, tagged name:"NAME" with
 // Named(NAME), so that an application can run several elections, and
-// nothing else: its internals are fx.Private.
+// nothing else: its internals are fx.Private. The elector is built apart
+// from the jobs, so a job constructor may take it (or the guard, the
+// logger, …); only the *Worker, which is built from the jobs, is out of a
+// job's reach (fx reports a cycle). A job needs neither for a fenced
+// write: its context carries the fence.Token, and guard.Do(ctx, fn) reads
+// it there.
 //
 // OnStart starts the worker on a context of its own and, with WithHTTP,
 // the HTTP server. Redis is not a start-up dependency: while it does not
@@ -54,12 +61,16 @@ const JobGroup = "solo.jobs"
 func Module(cfg leader.Config, opts ...ModuleOption) fx.Option {
 	mo := newModuleOptions(opts)
 	tag := mo.tag()
-	build := func(p moduleParams, jobs jobList) (*Worker, *leader.Elector, error) {
-		return newModuleWorker(p, jobs, cfg, mo)
+	base := func(p moduleParams) (*moduleBase, error) { return newModuleBase(p, cfg, mo) }
+	build := func(p moduleParams, b *moduleBase, jobs jobList) (*Worker, error) {
+		return newModuleWorker(p, b, jobs, mo)
 	}
 	return fx.Module(mo.moduleName("solo"),
 		mo.provideJobs(),
-		fx.Provide(fx.Annotate(build, fx.ResultTags(tag, tag))),
+		fx.Provide(fx.Private, base),
+		// The elector does not depend on the jobs: a job may take it.
+		fx.Provide(fx.Annotate(func(b *moduleBase) *leader.Elector { return b.e }, fx.ResultTags(tag))),
+		fx.Provide(fx.Annotate(build, fx.ResultTags(tag))),
 		// The module's purpose is to run the jobs: force the worker into
 		// existence, so applications need no Invoke of their own.
 		fx.Invoke(fx.Annotate(func(*Worker) {}, fx.ParamTags(tag))),
@@ -176,6 +187,18 @@ type moduleParams struct {
 	Registerer prometheus.Registerer `optional:"true"`
 	Gatherer   prometheus.Gatherer   `optional:"true"`
 	Fence      Fence                 `optional:"true"`
+	Guard      *fence.Guard          `optional:"true"`
+}
+
+// fence returns the graph's Fence, else its *fence.Guard, else nil.
+func (p moduleParams) fence() Fence {
+	switch {
+	case p.Fence != nil:
+		return p.Fence
+	case p.Guard != nil:
+		return p.Guard
+	}
+	return nil
 }
 
 // workerOptions returns the logger (a no-op one if the graph has none) and
@@ -193,7 +216,7 @@ func (p moduleParams) workerOptions(mo moduleOptions) (*zap.Logger, *Metrics, []
 			return nil, nil, nil, err
 		}
 	}
-	opts := append([]Option{WithLogger(log), WithMetrics(metrics), WithFence(p.Fence)}, mo.worker...)
+	opts := append([]Option{WithLogger(log), WithMetrics(metrics), WithFence(p.fence())}, mo.worker...)
 	return log, metrics, opts, nil
 }
 
@@ -204,24 +227,38 @@ func sortedJobs(jobs jobList) []Job {
 	return sorted
 }
 
-// newModuleWorker builds the elector and the Worker, registers the jobs (in
-// name order) and hooks the worker to the fx lifecycle.
-func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleOptions) (*Worker, *leader.Elector, error) {
+// moduleBase is what a Module builds before its jobs: the elector, and the
+// logger, metrics and Worker options it shares with the Worker.
+type moduleBase struct {
+	e    *leader.Elector
+	log  *zap.Logger
+	opts []Option
+}
+
+// newModuleBase builds the elector of a Module.
+func newModuleBase(p moduleParams, cfg leader.Config, mo moduleOptions) (*moduleBase, error) {
 	log, metrics, opts, err := p.workerOptions(mo)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	e, err := leader.New(p.Client, cfg, leader.WithLogger(log), leader.WithMetrics(metrics.Elector(cfg.Name)))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	w, err := New(e, opts...)
+	return &moduleBase{e: e, log: log, opts: opts}, nil
+}
+
+// newModuleWorker builds the Worker on b's elector, registers the jobs (in
+// name order) and hooks the worker to the fx lifecycle.
+func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptions) (*Worker, error) {
+	e, log := b.e, b.log
+	w, err := New(e, b.opts...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, j := range sortedJobs(jobs) {
 		if err := w.Add(j); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	r := &runner{
@@ -245,7 +282,7 @@ func newModuleWorker(p moduleParams, jobs jobList, cfg leader.Config, mo moduleO
 		},
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
-	return w, e, nil
+	return w, nil
 }
 
 // runner owns the goroutines a module (Module, SpreadModule) starts: the

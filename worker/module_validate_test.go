@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -76,5 +78,79 @@ func TestModule_Validate(t *testing.T) {
 		worker.Module(leader.Config{Name: "a"}), worker.Module(leader.Config{Name: "b"}))
 	if err == nil {
 		t.Fatal("two unnamed modules validated; want an already-provided error")
+	}
+}
+
+// billingParams is how a job constructor takes a named module's elector.
+type billingParams struct {
+	fx.In
+	Elector *leader.Elector `name:"billing"`
+}
+
+// TestModule_JobsTakeTheElectorAndTheGuard: every way the docs wire jobs
+// validates — a job constructor that takes the module's *leader.Elector
+// (named or not), a *fence.Guard provided as it is (which the worker then
+// claims in too), the logger; under Module and SpreadModule, shards
+// included. Only the *Worker and the *Spread, built from the jobs, are out
+// of a job's reach, and fx says so.
+//
+// Before, Module built the elector in the constructor that consumes the
+// job group, and documented the guard as fx.As(new(worker.Fence)):
+//
+//	cycle detected in dependency graph: func(worker.moduleParams, worker.jobList) (*worker.Worker, *leader.Elector, error) provided by "solo" …
+//	missing type: *fence.Guard (did you mean worker.Fence?)
+func TestModule_JobsTakeTheElectorAndTheGuard(t *testing.T) {
+	client := func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) }
+	newGuard := func() (*fence.Guard, error) { return nil, nil } // validation calls no constructor
+	jobTakingElector := func(e *leader.Elector, log *zap.Logger) worker.Job {
+		return worker.PullJob("e", func(context.Context) error { return nil })
+	}
+	jobTakingGuard := func(g *fence.Guard) worker.Job {
+		return worker.PullJob("g", func(context.Context) error { return nil })
+	}
+	shards := func(g *fence.Guard) ([]worker.Job, error) {
+		return worker.Sharded("s", 4, func(context.Context, int) error { return nil })
+	}
+	tests := []struct {
+		name string
+		opts []fx.Option
+	}{
+		{name: "module: jobs take the elector and the guard", opts: []fx.Option{
+			fx.Provide(client, zap.NewNop, newGuard),
+			worker.Module(leader.Config{Name: "orders"}),
+			fx.Provide(worker.AsJob(jobTakingElector), worker.AsJob(jobTakingGuard)),
+		}},
+		{name: "named module: a job takes its named elector", opts: []fx.Option{
+			fx.Provide(client, zap.NewNop, newGuard),
+			worker.Module(leader.Config{Name: "billing"}, worker.Named("billing")),
+			fx.Provide(worker.AsJobOf("billing", func(p billingParams) worker.Job { return jobTakingElector(p.Elector, nil) })),
+			fx.Provide(worker.AsJobOf("billing", jobTakingGuard)),
+		}},
+		{name: "spread module: jobs and shards take the guard", opts: []fx.Option{
+			fx.Provide(client, zap.NewNop, newGuard),
+			worker.SpreadModule(leader.Config{Name: "orders-svc"}, worker.SpreadConfig{}),
+			fx.Provide(worker.AsJob(jobTakingGuard)),
+			fx.Provide(fx.Annotate(shards, fx.ResultTags(`group:"solo.jobs,flatten"`))),
+		}},
+		{name: "a guard and a worker.Fence both provided", opts: []fx.Option{
+			fx.Provide(client, newGuard),
+			fx.Provide(fx.Annotate(func() nopFence { return nopFence{} }, fx.As(new(worker.Fence)))),
+			worker.Module(leader.Config{Name: "orders"}),
+			fx.Provide(worker.AsJob(jobTakingGuard)),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := fx.ValidateApp(append(tt.opts, fx.NopLogger)...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	// A job that takes the *Worker is a cycle: fx says so at validation.
+	err := fx.ValidateApp(fx.NopLogger, fx.Provide(client), worker.Module(leader.Config{Name: "a"}),
+		fx.Provide(worker.AsJob(func(*worker.Worker) worker.Job { return nil })))
+	if err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("a job taking the *Worker: %v, want a cycle", err)
 	}
 }

@@ -172,9 +172,11 @@ const ModeSpread Mode = "spread"
 // electorKey is the context key of a spread job's elector.
 type electorKey struct{}
 
-// ElectorFrom returns the elector of the job whose term ctx belongs to,
-// under a Spread (every job has its own); ok is false elsewhere. A job
-// reads its election's name, its holder ID and its status from it.
+// ElectorFrom returns the elector of the job whose context ctx is (or
+// descends from), in every mode: the worker's, or under a Spread the job's
+// own; ok is false elsewhere. A job reads its election's name, its holder
+// ID and its status from it. (A fenced write needs none of them: the job's
+// context carries its fence.Token.)
 func ElectorFrom(ctx context.Context) (e *leader.Elector, ok bool) {
 	e, ok = ctx.Value(electorKey{}).(*leader.Elector)
 	return e, ok
@@ -763,7 +765,7 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 		default:
 		}
 	}()
-	return u.w.term(context.WithValue(ctx, electorKey{}, u.e), u.w.jobs, u.e.Checkpoint, nil)
+	return u.w.term(ctx, u.w.jobs, u.e.Checkpoint, nil) // u.w's elector is u.e
 }
 
 //go:embed spread.lua

@@ -15,11 +15,14 @@ import (
 // the application's live instances — and provides the *Spread (tagged
 // name:"NAME" with Named). It takes the same things from the graph as
 // Module (a redis.UniversalClient; optionally a *zap.Logger, a
-// prometheus.Registerer and Gatherer, a Fence) and the same options
+// prometheus.Registerer and Gatherer, a *fence.Guard or a Fence) and the
+// same options
 // (Named, WithOptions, WithHTTP: there /leader serves SpreadInfo). A job
 // constructor may return one Job; shards are registered as a []Job
 // annotated into the group with fx.ResultTags(`group:"solo.jobs,flatten"`)
-// (Sharded returns them).
+// (Sharded returns them). A job constructor may take anything but the
+// *Spread (built from the jobs: fx reports a cycle); each job's context
+// carries its own elector (ElectorFrom) and fence.Token.
 //
 // OnStart checks that Redis answers; OnStop leaves the group and waits for
 // every job to drain and its lease to be released, bounded by the stop

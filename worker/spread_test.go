@@ -17,6 +17,7 @@ import (
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -161,6 +162,17 @@ func TestSpread_Sharded(t *testing.T) {
 	err = s.Sharded("orders", 4, func(ctx context.Context, shard int) error {
 		if got, ok := worker.ShardFrom(ctx); !ok || got != shard {
 			t.Errorf("ShardFrom = %d, %v; want %d", got, ok, shard)
+		}
+		// Each shard's context carries its own election's token.
+		term, _ := leader.TermFrom(ctx)
+		e, ok := worker.ElectorFrom(ctx)
+		if !ok || e.Config().Name != fmt.Sprintf("g2.orders/%d", shard) {
+			t.Errorf("shard %d: ElectorFrom = %v, %v", shard, e, ok)
+			return nil
+		}
+		want := fence.Token{Election: e.Config().Name, Term: term, Holder: e.ID()}
+		if tok, ok := fence.TokenFrom(ctx); !ok || tok != want || term == 0 {
+			t.Errorf("shard %d: token %v (%v), want %v", shard, tok, ok, want)
 		}
 		mu.Lock()
 		seen[shard] = true

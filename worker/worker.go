@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/fence"
 )
 
 // ErrRunning is returned when jobs are registered or Run is called while
@@ -67,8 +68,8 @@ type job struct {
 }
 
 // Fence is the SQL guard that refuses the writes of stale terms, as the
-// worker needs it: leader/fence's *fence.Guard satisfies it. (It is
-// declared here so that package worker does not depend on database/sql.)
+// worker needs it: leader/fence's *fence.Guard satisfies it. (An
+// interface, so that a test or another store can stand in.)
 type Fence interface {
 	// Claim records term, held by holder, as the election's current term,
 	// refusing a lower term than the stored one and a second holder of
@@ -145,8 +146,9 @@ func WithMode(m Mode) Option {
 // the term (it sits out one election) so that another instance tries. It
 // does not tell a refusal from an outage: a refused Claim (a higher term
 // stored) normally means this term is already lost, which ends it anyway.
-// ModeAlways has no term and claims nothing. Default: none (jobs claim
-// themselves, or write unfenced).
+// ModeAlways has no term and claims nothing. Default: none (a job's first
+// fence.Guard.Do of a term claims it, after whatever the job read before;
+// claim before any job when jobs read what they then write).
 func WithFence(f Fence) Option {
 	return optionFunc(func(w *Worker) { w.fence = f })
 }
@@ -492,8 +494,9 @@ type checkpointFunc func(ctx context.Context, key string, n int64) error
 // the jobs work: a pull job that returned nil or ran for
 // RestartBackoffMax, a cron run without error.
 func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healthy chan<- struct{}) error {
-	term, _ := leader.TermFrom(ctx)
+	term, ok := leader.TermFrom(ctx)
 	log := w.log.With(zap.Uint64("term", term))
+	ctx = w.jobContext(ctx, term, ok)
 	if w.fence != nil && cp != nil {
 		if err := w.claimFence(ctx, log, term); err != nil || ctx.Err() != nil {
 			return err
@@ -534,6 +537,19 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healt
 		return fmt.Errorf("%w: %w", resign, leader.ErrResigned)
 	}
 	return nil
+}
+
+// jobContext returns ctx carrying what a job reads from it besides the
+// term: its elector (ElectorFrom) and, when there is a term (every mode
+// but ModeAlways), the fencing token (fence.TokenFrom) that
+// fence.Guard.Do writes with: the election's name, the term, the
+// elector's ID.
+func (w *Worker) jobContext(ctx context.Context, term uint64, hasTerm bool) context.Context {
+	ctx = context.WithValue(ctx, electorKey{}, w.elector)
+	if !hasTerm || term == 0 {
+		return ctx
+	}
+	return fence.WithToken(ctx, fence.Token{Election: w.elector.Config().Name, Term: term, Holder: w.elector.ID()})
 }
 
 // claimFence claims term in the worker's fence before the term's jobs start,

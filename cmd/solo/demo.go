@@ -328,7 +328,7 @@ func (d *demo) ingest(ctx context.Context, c *candidate) error {
 }
 
 func (d *demo) write(ctx context.Context, id, holder string, term uint64) error {
-	err := d.guard.Do(ctx, demoElection, term, holder, func(tx *sql.Tx) error {
+	err := d.guard.DoTerm(ctx, demoElection, term, holder, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO writes (term, instance) VALUES (?, ?)`, int64(term), id)
 		return err
 	})

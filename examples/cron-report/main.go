@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -134,27 +133,20 @@ type reporter struct {
 	elector *leader.Elector
 	guard   *fence.Guard
 	log     *zap.Logger
-	claimed atomic.Uint64 // the last term claimed in the fence table
 }
 
 // report runs once per tick, on the leader only.
 func (r *reporter) report(ctx context.Context) error {
 	term, _ := leader.TermFrom(ctx)
-	name := r.elector.Config().Name
 	tick, err := r.tick(ctx)
 	if err != nil {
 		return err
 	}
 	log := r.log.With(zap.Uint64("term", term), zap.Time("tick", tick))
-	// The first run of a term claims it: from then on the database refuses
-	// every write of an older term, whatever its leader believes.
-	if r.claimed.Load() != term {
-		if err := r.guard.Claim(ctx, name, term, r.elector.ID()); err != nil {
-			return err
-		}
-		r.claimed.Store(term)
-	}
-	err = r.guard.Do(ctx, name, term, r.elector.ID(), func(tx *sql.Tx) error {
+	// The job's context carries the fencing token (election, term, holder):
+	// the first write of a term claims it, and from then on the database
+	// refuses every write of an older term, whatever its leader believes.
+	err = r.guard.Do(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO ticks (tick, term, instance) VALUES (?, ?, ?)`,
 			tick.UTC().Format(time.RFC3339), int64(term), r.elector.ID())
 		return err

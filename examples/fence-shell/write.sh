@@ -16,6 +16,9 @@ while :; do
 		-v election="$SOLO_ELECTION" -v term="$SOLO_TERM" -v holder="$SOLO_ID" \
 		-v fence="$SOLO_FENCE_TABLE" -v n="$n" <<'SQL'
 BEGIN;
+-- A frozen writer holds the next leader off at most this long (the guard's
+-- default; docs/design.md, "Failover with the fence").
+SET LOCAL idle_in_transaction_session_timeout = '4s';
 -- Queue fairly behind a new leader's claim (PostgreSQL advisory locks are FIFO).
 SELECT pg_advisory_xact_lock_shared(:'fence'::regclass::oid::integer, hashtext(:'election'));
 -- Division by zero unless the stored term and holder are ours; FOR SHARE

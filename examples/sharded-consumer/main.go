@@ -212,9 +212,8 @@ func consume(ctx context.Context, o options) error {
 // writes every batch, with the new position, in one transaction fenced by
 // the shard's term, until the term ends.
 func consumeShard(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, guard *fence.Guard, shard int, log *zap.Logger) error {
-	e, _ := worker.ElectorFrom(ctx)
 	term, _ := leader.TermFrom(ctx)
-	election, holder := e.Config().Name, e.ID()
+	tok, _ := fence.TokenFrom(ctx) // the shard's election, term and holder
 	last := "0"
 	err := db.QueryRowContext(ctx, `SELECT last_id FROM positions WHERE shard = ?`, shard).Scan(&last)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -233,11 +232,11 @@ func consumeShard(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, gu
 			return err
 		}
 		msgs := res[0].Messages
-		err = guard.Do(ctx, election, term, holder, func(tx *sql.Tx) error {
+		err = guard.Do(ctx, func(tx *sql.Tx) error { // fenced by the shard's token
 			for _, m := range msgs {
 				n, _ := strconv.Atoi(fmt.Sprint(m.Values["n"]))
 				if _, err := tx.ExecContext(ctx, `INSERT INTO messages (shard, msg_id, n, term, instance) VALUES (?, ?, ?, ?, ?)`,
-					shard, m.ID, n, term, worker.InstanceOf(holder)); err != nil {
+					shard, m.ID, n, term, worker.InstanceOf(tok.Holder)); err != nil {
 					return err
 				}
 			}

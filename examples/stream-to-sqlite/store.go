@@ -148,7 +148,7 @@ func (s *store) write(ctx context.Context, term uint64, msgs []message) (int, er
 	}
 	var err error
 	if s.guard != nil {
-		err = s.guard.Do(ctx, s.election, term, s.instance, fn)
+		err = s.guard.Do(ctx, fn) // the term, election and holder travel in ctx
 	} else {
 		err = unfenced(ctx, s.db, fn)
 	}

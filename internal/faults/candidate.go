@@ -394,7 +394,7 @@ func (c *candidate) write(wctx func() (context.Context, context.CancelFunc), ter
 	ctx, cancel := wctx()
 	defer cancel()
 	t0 := Mono()
-	err := c.guard.Do(ctx, c.cfg.Election, term, holder, func(tx *sql.Tx) error {
+	err := c.guard.DoTerm(ctx, c.cfg.Election, term, holder, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO witness (kind, term, cand, n, mono) VALUES ('write', ?, ?, ?, ?)`,
 			int64(term), c.cfg.ID, n, t0)
 		return err

@@ -106,7 +106,7 @@ func (e *env) insert(ctx context.Context, tx *sql.Tx, who string, term uint64) e
 
 // write runs one fenced transaction inserting a row.
 func (e *env) write(ctx context.Context, name, who string, term uint64) error {
-	return e.g.Do(ctx, name, term, h(term), func(tx *sql.Tx) error { return e.insert(ctx, tx, who, term) })
+	return e.g.DoTerm(ctx, name, term, h(term), func(tx *sql.Tx) error { return e.insert(ctx, tx, who, term) })
 }
 
 // count returns how many rows who has in the data table.

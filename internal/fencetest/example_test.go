@@ -24,25 +24,27 @@ func Example_sqlite() {
 
 	_ = fence.Init(ctx, db)
 	_, _ = db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, term BIGINT)")
-	// Each leader claims and writes with its term and its own ID (in a
-	// program: leader.TermFrom(ctx) and leader.Elector.ID()).
+	// Each leader writes under its fencing token. In a program the context
+	// carries it: a worker job's (the election, leader.TermFrom(ctx),
+	// leader.Elector.ID()) or a lock hold's (lock.Hold.Context).
 	write := func(term uint64, holder string) error {
-		return fence.WithTx(ctx, db, "billing", term, holder, func(tx *sql.Tx) error {
+		ctx := fence.WithToken(ctx, fence.Token{Election: "billing", Term: term, Holder: holder})
+		return fence.Do(ctx, db, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO orders (term) VALUES (?)", int64(term))
 			return err
 		})
 	}
 
-	// The old leader, term 41.
-	fmt.Println(fence.Claim(ctx, db, "billing", 41, "host-a-1f2e"), write(41, "host-a-1f2e"))
+	// The old leader, term 41: its first write claims the term.
+	fmt.Println(write(41, "host-a-1f2e"))
 	// A new leader takes over with term 42 while the old one is paused.
-	fmt.Println(fence.Claim(ctx, db, "billing", 42, "host-b-9c0d"))
+	fmt.Println(write(42, "host-b-9c0d"))
 	// The old leader wakes up and tries to write.
 	err := write(41, "host-a-1f2e")
 	fmt.Println(errors.Is(err, fence.ErrStaleTerm))
 	fmt.Println(err)
 	// Output:
-	// <nil> <nil>
+	// <nil>
 	// <nil>
 	// true
 	// fence: stale term: election "billing": offered term 41, stored term 42

@@ -127,7 +127,7 @@ func testStaleLeaderRefused(t *testing.T, e *env) {
 	e.mustClaim(t, "el", 11) // B takes over while A is, say, paused
 
 	called := false
-	err := e.g.Do(ctx, "el", 10, h(10), func(tx *sql.Tx) error {
+	err := e.g.DoTerm(ctx, "el", 10, h(10), func(tx *sql.Tx) error {
 		called = true
 		return e.insert(ctx, tx, "A", 10)
 	})
@@ -271,7 +271,7 @@ func testDoRollsBack(t *testing.T, e *env) {
 	ctx := ctxT(t)
 	e.mustClaim(t, "el", 1)
 	boom := errors.New("boom")
-	err := e.g.Do(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
+	err := e.g.DoTerm(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
 		if err := e.insert(ctx, tx, "fail", 1); err != nil {
 			return err
 		}
@@ -286,7 +286,7 @@ func testDoRollsBack(t *testing.T, e *env) {
 				t.Errorf("recovered %v, want the panic to go on", r)
 			}
 		}()
-		_ = e.g.Do(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
+		_ = e.g.DoTerm(ctx, "el", 1, h(1), func(tx *sql.Tx) error {
 			if err := e.insert(ctx, tx, "fail", 1); err != nil {
 				return err
 			}
@@ -482,12 +482,12 @@ func testBadInput(t *testing.T, e *env) {
 		{"claim term 0", func() error { return e.g.Claim(ctx, "el", 0, h(0)) }, "term 0"},
 		{"claim term above MaxInt64", func() error { return e.g.Claim(ctx, "el", math.MaxInt64+1, h(math.MaxInt64+1)) }, "exceeds"},
 		{"claim MaxUint64", func() error { return e.g.Claim(ctx, "el", math.MaxUint64, h(math.MaxUint64)) }, "exceeds"},
-		{"do empty name", func() error { return e.g.Do(ctx, "", 1, h(1), fn) }, "empty election name"},
-		{"do term 0", func() error { return e.g.Do(ctx, "el", 0, h(0), fn) }, "term 0"},
-		{"do nil fn", func() error { return e.g.Do(ctx, "el", 1, h(1), nil) }, "nil func"},
+		{"do empty name", func() error { return e.g.DoTerm(ctx, "", 1, h(1), fn) }, "empty election name"},
+		{"do term 0", func() error { return e.g.DoTerm(ctx, "el", 0, h(0), fn) }, "term 0"},
+		{"do nil fn", func() error { return e.g.DoTerm(ctx, "el", 1, h(1), nil) }, "nil func"},
 		{"check nil tx", func() error { return e.g.Check(ctx, nil, "el", 1, h(1)) }, "nil tx"},
 		{"claim empty holder", func() error { return e.g.Claim(ctx, "el", 1, "") }, "empty holder"},
-		{"do empty holder", func() error { return e.g.Do(ctx, "el", 1, "", fn) }, "empty holder"},
+		{"do empty holder", func() error { return e.g.DoTerm(ctx, "el", 1, "", fn) }, "empty holder"},
 		{"term empty name", func() error { _, err := e.g.Term(ctx, ""); return err }, "empty election name"},
 		{"package claim nil db", func() error { return fence.Claim(ctx, nil, "el", 1, h(1)) }, "nil db"},
 	} {
@@ -598,10 +598,10 @@ func testHolder(t *testing.T, e *env) {
 	insert := func(who string) func(*sql.Tx) error {
 		return func(tx *sql.Tx) error { return e.insert(ctx, tx, who, 7) }
 	}
-	if err := e.g.Do(ctx, "el", 7, "B", insert("B")); !errors.Is(err, fence.ErrHolderMismatch) {
+	if err := e.g.DoTerm(ctx, "el", 7, "B", insert("B")); !errors.Is(err, fence.ErrHolderMismatch) {
 		t.Fatalf("B writes with term 7: got %v, want ErrHolderMismatch", err)
 	}
-	if err := e.g.Do(ctx, "el", 7, "A", insert("A")); err != nil {
+	if err := e.g.DoTerm(ctx, "el", 7, "A", insert("A")); err != nil {
 		t.Fatalf("A writes with term 7: %v", err)
 	}
 	if a, b := e.count(t, "A"), e.count(t, "B"); a != 1 || b != 0 {
@@ -611,7 +611,7 @@ func testHolder(t *testing.T, e *env) {
 	if err := e.g.Claim(ctx, "el", 8, "B"); err != nil {
 		t.Fatalf("B claims 8: %v", err)
 	}
-	if err := e.g.Do(ctx, "el", 7, "A", insert("A")); !errors.Is(err, fence.ErrStaleTerm) {
+	if err := e.g.DoTerm(ctx, "el", 7, "A", insert("A")); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("A writes with term 7 after B claimed 8: got %v, want ErrStaleTerm", err)
 	}
 	if err := e.g.Claim(ctx, "el", 8, "A"); !errors.Is(err, fence.ErrHolderMismatch) {
@@ -661,7 +661,7 @@ func testMigrateHolder(t *testing.T, e *env) {
 	if err := g.Claim(ctx, "el", 6, "A"); err != nil {
 		t.Fatalf("claim 6: %v", err)
 	}
-	if err := g.Do(ctx, "el", 6, "A", func(tx *sql.Tx) error { return e.insert(ctx, tx, "A", 6) }); err != nil {
+	if err := g.DoTerm(ctx, "el", 6, "A", func(tx *sql.Tx) error { return e.insert(ctx, tx, "A", 6) }); err != nil {
 		t.Fatalf("write at 6: %v", err)
 	}
 }
@@ -723,11 +723,11 @@ func TestSQLite_Modes(t *testing.T) {
 				if err := <-claimed; err != nil {
 					t.Fatalf("claim 11: %v", err)
 				}
-				err = oldG.Do(ctx, "el", 10, "old", func(*sql.Tx) error { return nil })
+				err = oldG.DoTerm(ctx, "el", 10, "old", func(*sql.Tx) error { return nil })
 				if !errors.Is(err, fence.ErrStaleTerm) {
 					t.Fatalf("old leader's write on its own handle: got %v, want ErrStaleTerm", err)
 				}
-				if err := newG.Do(ctx, "el", 11, "new", func(*sql.Tx) error { return nil }); err != nil {
+				if err := newG.DoTerm(ctx, "el", 11, "new", func(*sql.Tx) error { return nil }); err != nil {
 					t.Fatalf("new leader's write: %v", err)
 				}
 			})

@@ -48,7 +48,7 @@ func TestLockFence(t *testing.T) {
 			t.Fatal(err)
 		}
 		write := func(h *lock.Hold, who string) error {
-			return e.g.Do(ctx, h.Name(), h.Term(), h.Owner(), func(tx *sql.Tx) error { return e.insert(ctx, tx, who, h.Term()) })
+			return e.g.DoTerm(ctx, h.Name(), h.Term(), h.Owner(), func(tx *sql.Tx) error { return e.insert(ctx, tx, who, h.Term()) })
 		}
 		if err := e.g.Claim(ctx, old.Name(), old.Term(), old.Owner()); err != nil {
 			t.Fatalf("claim of a lock's term: %v", err)

@@ -48,7 +48,10 @@ func staleLeader(t *testing.T, e *env, term uint64) (end func()) {
 // retry once the transaction has ended. Before, Claim waited as long as its
 // context allowed.
 func TestClaim_StaleCheckedTransactionDoesNotBlockForever(t *testing.T) {
-	e := pgEnv(t) // default options
+	// Default options but the idle timeout, off: only the lock timeout
+	// bounds the Claim (TestFence_LockTimeoutCoversTheIdleTimeout has the
+	// two together).
+	e := pgEnv(t, fence.WithIdleTimeout(0))
 	e.mustClaim(t, "el", 10)
 	end := staleLeader(t, e, 10)
 
@@ -163,7 +166,7 @@ func TestCheck_LockTimeout(t *testing.T) {
 		if err := tx.QueryRowContext(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if want := "30s"; got != want {
+		if want := fmt.Sprintf("%ds", int(fence.DefaultIdleTimeout.Seconds())); got != want {
 			t.Errorf("after Check: idle_in_transaction_session_timeout %q, want %q (DefaultIdleTimeout)", got, want)
 		}
 		_ = tx.Rollback()

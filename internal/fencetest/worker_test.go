@@ -71,7 +71,7 @@ func TestWorker_FencedWriteAtTermStart(t *testing.T) {
 	wrote := make(chan error, 1)
 	_ = in.w.Pull("consume", func(ctx context.Context) error {
 		term, _ := leader.TermFrom(ctx)
-		wrote <- g.Do(ctx, "jobs", term, in.e.ID(), func(tx *sql.Tx) error {
+		wrote <- g.DoTerm(ctx, "jobs", term, in.e.ID(), func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO orders (term) VALUES (?)", int64(term))
 			return err
 		})

@@ -19,11 +19,36 @@
 //     is a no-op; by another holder it returns [ErrHolderMismatch].
 //     worker.WithFence does this step for the jobs of a worker.
 //  3. For every write: run it in a transaction that begins with
-//     [Guard.Check], most simply through [WithTx], [Guard.Do] or
-//     [Guard.Begin], with the same term and holder. The check refuses the
-//     transaction with [ErrStaleTerm] when a higher term has been claimed
-//     ([ErrHolderMismatch], [ErrNotClaimed] in the cases they name), and
-//     holds until commit.
+//     [Guard.Check], most simply through [Guard.Do] (or [Do]), which takes
+//     the term and holder from the context's [Token]; or [Guard.DoTerm],
+//     [WithTx] or [Guard.Begin] with the term and holder by hand. The
+//     check refuses the transaction with [ErrStaleTerm] when a higher term
+//     has been claimed ([ErrHolderMismatch], [ErrNotClaimed] in the cases
+//     they name), and holds until commit.
+//
+// # The fencing token
+//
+// A [Token] is the election, the term and the holder of one leadership.
+// The worker puts it in every job's context (worker.Worker, worker.Spread:
+// the job's election, the term, the elector's ID), and a lock's
+// lock.Hold.Context carries its hold's (election lock:NAME, the hold's
+// term and owner); [WithToken] puts one in any context. The typical fenced
+// write is then one call that passes no IDs or terms:
+//
+//	err := guard.Do(ctx, func(tx *sql.Tx) error {
+//		_, err := tx.ExecContext(ctx, "INSERT INTO orders …")
+//		return err
+//	}) // fence.ErrStaleTerm once a newer leader has claimed
+//
+// Do claims the token's term at its first write when the fence has not
+// seen it yet (a lock's new hold; a worker without WithFence), so step 2
+// needs no code. A worker given the guard (worker.WithFence, or a
+// *fence.Guard in worker.Module's fx graph) claims before any job runs,
+// which a job that reads state before its first write (a stream
+// position) relies on: once the claim returned, no older term's
+// transaction can still commit what the job is about to read. A worker in
+// mode always has no term and gives no token: Do refuses with
+// [ErrNoToken].
 //
 // # Guarantees
 //
@@ -88,16 +113,41 @@
 //     locked") past it.
 //   - A leader paused (SIGSTOP, a frozen VM, a GC pause) inside a checked
 //     transaction blocks failover to the database until that transaction
-//     ends: no higher term can be claimed, so the next leader's Claim keeps
-//     failing and it cannot write. On PostgreSQL the guard sets
-//     idle_in_transaction_session_timeout for the transactions it checks
-//     ([WithIdleTimeout], default [DefaultIdleTimeout]): the server ends a
-//     transaction left idle that long, so failover waits at most that (plus
-//     a lock timeout). It does not cover a leader frozen in the middle of a
-//     statement (set statement_timeout, and TCP keepalives for a host that
-//     died). On SQLite nothing bounds it: the paused process holds the
-//     database write lock — the whole database, for every writer — until
-//     it resumes or dies.
+//     ends: no higher term can be claimed, so the next leader's Claim waits
+//     and it cannot write. See "Failover with the fence" below.
+//
+// # Failover with the fence
+//
+// The lease fails over from a crashed or frozen leader within its TTL
+// (10s by default; at least TTL − renew interval, 6.7s, after the freeze).
+// The fence adds to that only when the old leader froze inside a checked
+// transaction:
+//
+//   - PostgreSQL: the guard sets idle_in_transaction_session_timeout for
+//     the transactions it checks ([WithIdleTimeout], default
+//     [DefaultIdleTimeout], 4s): the server ends a transaction left idle
+//     that long, and the next leader's Claim, which waits for it at most
+//     the lock timeout ([WithLockTimeout], default [DefaultLockTimeout],
+//     5s, above the idle timeout so one Claim outlasts it), goes through.
+//     Failover with the fence is max(the lease's, 4s after the freeze):
+//     with the default TTL, the lease's. Measured (internal/fencetest,
+//     SOLO_FENCE_BOUND=1): a Claim made at once returned 4.0s after the
+//     freeze, in one attempt; with the old defaults (30s, 5s) it took
+//     30s and 6 attempts. The price of the short timeout: a fenced
+//     transaction left idle 4s between two statements (a slow call to
+//     another service inside it) is ended by the server and fails; raise
+//     WithIdleTimeout for such jobs, and the bound with it. A leader
+//     frozen in the middle of a statement that the server is still
+//     running is not covered (set statement_timeout), nor is a Claim of
+//     a guard whose idle timeout is zero (the server's setting, off by
+//     default).
+//   - SQLite: nothing bounds it. The paused process holds the database
+//     write lock — for every writer — until it resumes (its transaction
+//     then ends: its context was cancelled with its term) or dies (the
+//     lock goes with the process); the next leader's Claim fails with
+//     SQLITE_BUSY past the busy timeout and is retried. Measured: a
+//     leader frozen 8s held the Claim off 8.1s. Keep SQLite for one host
+//     and accept that bound, or use PostgreSQL.
 //
 // # Dialects
 //

@@ -11,9 +11,9 @@ import (
 	"github.com/solo-run/solo/leader/fence"
 )
 
-// A leader claims its term once, then fences each write transaction with it.
-// After a new leader claims a higher term, the old leader's writes are
-// refused. The program imports a driver (here modernc.org/sqlite, as
+// A leader fences each write transaction with its token; the first write of
+// a term claims it. After a new leader claimed a higher term, the old
+// leader's writes are refused. The program imports a driver (here modernc.org/sqlite, as
 // `_ "modernc.org/sqlite"`); this package's tests import none, so that
 // importing leader/fence costs no driver download: internal/fencetest runs
 // this example with SQLite and checks its output.
@@ -26,25 +26,27 @@ func Example() {
 
 	_ = fence.Init(ctx, db)
 	_, _ = db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, term BIGINT)")
-	// Each leader claims and writes with its term and its own ID (in a
-	// program: leader.TermFrom(ctx) and leader.Elector.ID()).
+	// Each leader writes under its fencing token. In a program the context
+	// carries it: a worker job's (the election, leader.TermFrom(ctx),
+	// leader.Elector.ID()) or a lock hold's (lock.Hold.Context).
 	write := func(term uint64, holder string) error {
-		return fence.WithTx(ctx, db, "billing", term, holder, func(tx *sql.Tx) error {
+		ctx := fence.WithToken(ctx, fence.Token{Election: "billing", Term: term, Holder: holder})
+		return fence.Do(ctx, db, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO orders (term) VALUES (?)", int64(term))
 			return err
 		})
 	}
 
-	// The old leader, term 41.
-	fmt.Println(fence.Claim(ctx, db, "billing", 41, "host-a-1f2e"), write(41, "host-a-1f2e"))
+	// The old leader, term 41: its first write claims the term.
+	fmt.Println(write(41, "host-a-1f2e"))
 	// A new leader takes over with term 42 while the old one is paused.
-	fmt.Println(fence.Claim(ctx, db, "billing", 42, "host-b-9c0d"))
+	fmt.Println(write(42, "host-b-9c0d"))
 	// The old leader wakes up and tries to write.
 	err := write(41, "host-a-1f2e")
 	fmt.Println(errors.Is(err, fence.ErrStaleTerm))
 	fmt.Println(err)
 	// Prints:
-	// <nil> <nil>
+	// <nil>
 	// <nil>
 	// true
 	// fence: stale term: election "billing": offered term 41, stored term 42

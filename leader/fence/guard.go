@@ -16,14 +16,22 @@ import (
 const DefaultTable = "solo_fence"
 
 // DefaultLockTimeout is how long, on PostgreSQL, Claim and Check wait for
-// the election's lock unless WithLockTimeout says otherwise.
+// the election's lock unless WithLockTimeout says otherwise. It is above
+// DefaultIdleTimeout, so that one Claim outlasts a leader frozen inside a
+// checked transaction: the server ends that transaction first, and the
+// Claim goes through with no retry.
 const DefaultLockTimeout = 5 * time.Second
 
 // DefaultIdleTimeout is, on PostgreSQL, the idle_in_transaction_session_timeout
 // that Check and Claim set for their transactions unless WithIdleTimeout
 // says otherwise: the longest a leader frozen inside a checked transaction
-// (between two statements) holds off the next leader's Claim.
-const DefaultIdleTimeout = 30 * time.Second
+// (between two statements) holds off the next leader's Claim. At 4s it is
+// below the time the lease takes to fail over from a frozen leader with
+// solo's default timings (TTL − renew interval = 6.7s at least), so the
+// fence adds nothing to that failover; the price is that a fenced
+// transaction idle 4s between two statements (a slow call to another
+// service inside it) is ended by the server. (It was 30s.)
+const DefaultIdleTimeout = 4 * time.Second
 
 // Guard fences the transactions of one database. It is safe for concurrent
 // use; it holds no state besides its configuration, so many Guards (and the
@@ -414,17 +422,53 @@ func (g *Guard) Begin(ctx context.Context, name string, term uint64, holder stri
 	return tx, nil
 }
 
-// Do runs fn in a transaction fenced by term and holder: it begins the
-// transaction, runs Check, then fn, then commits. If Check, fn or the
-// commit fails, or fn panics, the transaction is rolled back (and the panic
-// goes on). fn's error is returned as it is; a refusal wraps ErrStaleTerm,
-// ErrHolderMismatch or ErrNotClaimed. fn must not commit or roll back tx
+// Do runs fn in a transaction fenced by the Token that ctx carries (a
+// worker job's context, a spread job's, lock.Hold.Context; see WithToken):
+// it begins the transaction, runs Check, then fn, then commits. When the
+// fence has not seen the token's term yet (ErrNotClaimed: a lock's new
+// hold, a job whose worker has no WithFence), Do claims it first, then
+// checks again: the first write of a term claims it, and a lower term is
+// still refused. If Check, fn or the commit fails, or fn panics, the
+// transaction is rolled back (and the panic goes on). fn's error is
+// returned as it is; a refusal wraps ErrStaleTerm or ErrHolderMismatch, a
+// context without a token ErrNoToken. fn must not commit or roll back tx
 // itself. Cancelling ctx rolls the transaction back.
-func (g *Guard) Do(ctx context.Context, name string, term uint64, holder string, fn func(tx *sql.Tx) error) error {
+//
+// A write computed from reads made before the term's first Do (a stream
+// position, a balance) needs the term claimed before those reads: until
+// the claim, a transaction of an older term that passed its check may
+// still commit under them. The worker with WithFence claims before any
+// job runs; a lock holder calls ClaimToken(ctx, h.Token()) after Lock.
+func (g *Guard) Do(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tok, err := tokenOf(ctx)
+	if err != nil {
+		return err
+	}
+	return g.do(ctx, tok.Election, tok.Term, tok.Holder, true, fn)
+}
+
+// DoTerm is Do with the election, term and holder given by hand instead of
+// a Token in ctx, and no claim: a term the fence has not seen is refused
+// with ErrNotClaimed (claim it first with Claim). It was Do before the
+// token; programs that write outside a job or a hold (solo run's SOLO_TERM
+// and SOLO_ID) use it.
+func (g *Guard) DoTerm(ctx context.Context, name string, term uint64, holder string, fn func(tx *sql.Tx) error) error {
+	return g.do(ctx, name, term, holder, false, fn)
+}
+
+// do runs fn fenced by term and holder; with claim, a term not claimed yet
+// is claimed, then checked again.
+func (g *Guard) do(ctx context.Context, name string, term uint64, holder string, claim bool, fn func(tx *sql.Tx) error) error {
 	if fn == nil {
 		return errors.New("fence: nil func")
 	}
 	tx, err := g.Begin(ctx, name, term, holder, nil)
+	if claim && errors.Is(err, ErrNotClaimed) {
+		if err := g.Claim(ctx, name, term, holder); err != nil {
+			return err
+		}
+		tx, err = g.Begin(ctx, name, term, holder, nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -484,14 +528,24 @@ func Claim(ctx context.Context, db *sql.DB, name string, term uint64, holder str
 	return g.Claim(ctx, name, term, holder)
 }
 
+// Do runs fn in a transaction of db fenced by the Token that ctx carries,
+// using the default fence table and detecting the dialect; see Guard.Do.
+func Do(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	g, err := New(db)
+	if err != nil {
+		return err
+	}
+	return g.Do(ctx, fn)
+}
+
 // WithTx runs fn in a transaction of db fenced by term and holder, using
-// the default fence table and detecting the dialect; see Guard.Do.
+// the default fence table and detecting the dialect; see Guard.DoTerm.
 func WithTx(ctx context.Context, db *sql.DB, name string, term uint64, holder string, fn func(tx *sql.Tx) error) error {
 	g, err := New(db)
 	if err != nil {
 		return err
 	}
-	return g.Do(ctx, name, term, holder, fn)
+	return g.DoTerm(ctx, name, term, holder, fn)
 }
 
 // identRE matches a table name that is safe to use unquoted.

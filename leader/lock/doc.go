@@ -15,8 +15,10 @@
 //   - Every hold has a term (Hold.Term): a fencing token that grows with
 //     every new holding of the lock and is never reused, even when Redis
 //     loses its data (the term's floor is the Redis server's clock in
-//     microseconds). Give it to package leader/fence with Hold.Owner, or to
-//     any store that refuses lower terms.
+//     microseconds). Hold.Context carries it for package leader/fence as
+//     the hold's fence.Token (Hold.Token: election lock:NAME, the term,
+//     Hold.Owner), so fence.Guard.Do(h.Context(), fn) is a fenced write;
+//     or give Term and Owner to any store that refuses lower terms.
 //   - A holder learns it lost the lock before anyone else can take it: its
 //     hold context is cancelled by a local timer at the last successful
 //     renewal's send time + RenewDeadline, while the key lasts on the

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/leader/fence"
 )
 
 // Mutex is one named lock. Make it with Client.Mutex; it is safe for
@@ -875,7 +876,7 @@ func (l *lease) newHold(parent context.Context, h *Hold) *Hold {
 	// The hold's context takes its values from parent (and itself), never
 	// its cancellation; the lease ends it through end, synchronously, with
 	// no goroutine in between: registered under mu, or born ended.
-	h.vals = holdValues{Context: context.Background(), parent: parent, h: h}
+	h.vals = holdValues{Context: context.Background(), parent: fence.WithToken(parent, h.Token()), h: h}
 	h.ctx, h.cancel = context.WithCancelCause(&h.vals)
 	l.mu.Lock()
 	if l.refs == 0 {
@@ -983,8 +984,22 @@ func (h *Hold) Owner() string { return ownerOf(h.l.field) }
 // Name returns the lock's name.
 func (h *Hold) Name() string { return h.l.m.name }
 
+// FenceElection returns the name under which a lock's terms are claimed
+// and checked in a fence (leader/fence): "lock:" + the lock's name, apart
+// from the election of the same name, whose terms are counted apart.
+func FenceElection(lock string) string { return "lock:" + lock }
+
+// Token returns the hold's fencing token: the fence election
+// FenceElection(name), the term and the owner. Context carries it, so that
+// fence.Guard.Do(h.Context(), fn) writes fenced by this hold (claiming the
+// term at its first write).
+func (h *Hold) Token() fence.Token {
+	return fence.Token{Election: FenceElection(h.l.m.name), Term: h.l.term, Holder: h.Owner()}
+}
+
 // Context returns a context that carries the hold (so that Lock with it
-// re-enters) and the values of the context Lock was given, and that is
+// re-enters), its fencing token (Token, for fence.Guard.Do) and the
+// values of the context Lock was given, and that is
 // cancelled when the hold ends: with ErrUnlocked by Unlock, with
 // ErrRenewDeadline when no renewal succeeded within RenewDeadline of the
 // last one's send time, with ErrLockLost when a renewal found the lock

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/signal"
@@ -27,7 +28,7 @@ func main() {
 func run(log *zap.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	client, err := redisurl.NewClient("redis://127.0.0.1:6379/0")
+	client, err := redisurl.NewClient(cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"))
 	if err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func run(log *zap.Logger) error {
 	}
 	// Long-running, restarted with back-off while this instance leads.
 	if err := w.Pull("consume-orders", func(ctx context.Context) error {
-		term, _ := leader.TermFrom(ctx) // the fencing term: pass it with every write
+		term, _ := leader.TermFrom(ctx) // ctx also carries the fencing token: guard.Do(ctx, fn)
 		log.Info("consuming", zap.Uint64("term", term))
 		<-ctx.Done()
 		return nil
