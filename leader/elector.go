@@ -86,6 +86,12 @@ type Status struct {
 	RedisErr error
 	// Reached is true once Redis answered one of this elector's calls.
 	Reached bool
+	// ConfigErr is the error (a *RedisConfigError) of this elector's last
+	// acquire or renew that Redis refused as a configuration error: an ACL
+	// that lacks a command, key or channel, a wrong or missing password, a
+	// command the server does not know. Retrying cannot cure it; it is
+	// nil once a call is answered without one.
+	ConfigErr error
 }
 
 type resignRequest struct{ done chan struct{} }
@@ -294,6 +300,9 @@ type campaign struct {
 	unconfirmed bool
 	collided    map[string]bool // other candidates seen with our base ID
 	listed      bool            // the last answered acquire listed us as a waiting candidate
+	// configFailing is set while calls are refused as a configuration
+	// error (ErrRedisConfig), reported once per episode.
+	configFailing bool
 }
 
 // termEnd says what Run does after a term.
@@ -368,9 +377,10 @@ func (c *campaign) run(ctx context.Context) error {
 			continue
 		}
 		e.redisAnswered(nil)
+		c.configFailing = false
 		if c.acquireFailing {
 			c.acquireFailing = false
-			e.log.Info("acquire answered again") // Redis reachable, or the spread group of the name gone
+			e.log.Info("acquire answered again") // Redis reachable, the spread group of the name gone, or the configuration fixed
 		}
 		switch outcome {
 		case Held:
@@ -446,6 +456,7 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 	defer bound.Stop()
 	select {
 	case res := <-ch:
+		res.err = RedisConfig(res.err)
 		if res.err == nil {
 			c.unconfirmed = false
 			c.checkCollision(res.outcome, res.rec)
@@ -579,6 +590,11 @@ func (c *campaign) observe(l Lease) {
 }
 
 func (c *campaign) acquireFailed(err error) {
+	if errors.Is(err, ErrRedisConfig) {
+		c.acquireFailing = true
+		c.configRefused("acquire", err)
+		return
+	}
 	if errors.Is(err, ErrSpreadGroupLive) {
 		// Not a Redis failure: the name is run by a spread group. Said
 		// once per episode, at error level, with the fix.
@@ -596,6 +612,19 @@ func (c *campaign) acquireFailed(err error) {
 		return
 	}
 	c.e.log.Debug("acquire failed", zap.Error(err))
+}
+
+// configRefused reports a call Redis refused as a configuration error:
+// once per episode at error level, with the fix (err's text ends with it);
+// the refusals that follow at debug level.
+func (c *campaign) configRefused(call string, err error) {
+	if c.configFailing {
+		c.e.log.Debug(call+" refused: redis configuration error", zap.Error(err))
+		return
+	}
+	c.configFailing = true
+	c.e.log.Error(call+" refused by redis: a configuration error, retrying will not cure it; fix it (the elector retries every retry_interval meanwhile, leading nowhere)",
+		zap.Error(err), zap.Duration("retry_interval", c.e.cfg.RetryInterval))
 }
 
 // release hands back a lease no function of this Elector runs under,
@@ -898,7 +927,7 @@ func (t *term) startRenew(ctx context.Context) {
 	e.beat(now, true)
 	ch := t.renewCh
 	go func() {
-		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
+		err := RedisConfig(e.lock.Renew(rctx, t.lease, e.cfg.TTL))
 		took := time.Since(now)
 		e.metrics.Renew(took, err)
 		ch <- renewResult{sent: now, took: took, err: err}
@@ -925,6 +954,7 @@ func (t *term) renewed(res renewResult) {
 		// Answered after the deadline cancelled the term: the term is over
 		// (t.passed reports it), however fresh this renewal is.
 	case res.err == nil:
+		t.c.configFailing = false
 		if t.renewFailing {
 			t.renewFailing = false
 			t.log.Info("renew succeeded again")
@@ -937,6 +967,16 @@ func (t *term) renewed(res renewResult) {
 		t.renewAt.Reset(res.sent.Add(cfg.RenewInterval).Sub(now))
 	case errors.Is(res.err, ErrLeaseLost):
 		t.end(res.err, true)
+	case errors.Is(res.err, ErrRedisConfig):
+		// Refused, and every renewal until the deadline would be too:
+		// step down now rather than at the deadline. The lease stays ours
+		// until it expires; the loop keeps renewing while the function
+		// drains (in case the configuration is fixed meanwhile), and the
+		// deadline timer still ends the term at lastOK + RenewDeadline.
+		t.renewFailing = true
+		t.c.configRefused("renew", res.err)
+		t.end(res.err, false)
+		t.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
 	default:
 		if !t.renewFailing {
 			t.renewFailing = true
@@ -1009,14 +1049,26 @@ func (e *Elector) beginTerm(l Lease, sent time.Time) {
 // redisAnswered records the outcome of a Redis call: nil when Redis
 // answered, else the error; and tells the metrics if they listen.
 func (e *Elector) redisAnswered(err error) {
+	config := errors.Is(err, ErrRedisConfig) // an answer: a refusal
 	e.mu.Lock()
-	e.status.RedisErr = err
-	if err == nil {
-		e.status.Reached = true
+	switch {
+	case config:
+		e.status.RedisErr, e.status.ConfigErr, e.status.Reached = nil, err, true
+	case err == nil:
+		e.status.RedisErr, e.status.ConfigErr, e.status.Reached = nil, nil, true
+	default:
+		e.status.RedisErr = err
 	}
 	e.mu.Unlock()
 	if m, ok := e.metrics.(RedisMetrics); ok {
-		m.Redis(err)
+		if config {
+			m.Redis(nil)
+		} else {
+			m.Redis(err)
+		}
+	}
+	if m, ok := e.metrics.(RedisConfigMetrics); config && ok {
+		m.RedisConfigError(err)
 	}
 }
 
