@@ -132,10 +132,17 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	// lives on, campaigning no more, until someone fixes the job and
 	// restarts it. It does not fail while Redis is unreachable (a service
 	// that serves traffic as a follower keeps serving it), but says so in
-	// its body: "ok; redis unreachable: …".
+	// its body: "ok; redis unreachable: …". It fails while Redis refuses
+	// this instance's calls as a configuration error (an ACL that lacks a
+	// rule, a wrong password: leader.ErrRedisConfig), which no waiting
+	// cures, with the fix in the body.
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.GaveUp(); err != nil {
 			writeText(rw, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		if err := w.elector.Status().ConfigErr; err != nil {
+			writeText(rw, http.StatusServiceUnavailable, "redis configuration error: "+err.Error())
 			return
 		}
 		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))

@@ -147,7 +147,15 @@ func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeText(rw, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") })
+	// /readyz fails while Redis refuses the group's calls as a
+	// configuration error (RedisConfigErr), with the fix in the body.
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		if err := s.RedisConfigErr(); err != nil {
+			writeText(rw, http.StatusServiceUnavailable, "redis configuration error: "+err.Error())
+			return
+		}
+		writeText(rw, http.StatusOK, "ok")
+	})
 	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
 		info := s.Info(ctx)
 		return info, info.Error != ""
