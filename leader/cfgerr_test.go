@@ -3,6 +3,7 @@ package leader_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -133,5 +134,49 @@ func TestRedis_ConfigErrorWhileLeadingStepsDownAtOnce(t *testing.T) {
 	}
 	if logs.FilterMessage("leadership lost").Len() != 0 {
 		t.Fatal(`"leadership lost" logged: the term should end as a step-down, before its deadline`)
+	}
+}
+
+// A subscription Redis refuses (an ACL without SUBSCRIBE or the notice
+// channel) is reported as a configuration error too, once, while the
+// election works on (followers poll). Old code: retried silently for ever,
+// both for an elector's own watch and for a Hub's.
+func TestRedis_RefusedSubscriptionIsAConfigError(t *testing.T) {
+	for _, tt := range []struct{ name, rule, fix string }{
+		{"command", "-subscribe", "the ACL user lacks +subscribe"},
+		{"channel", "resetchannels", "channel patterns do not cover solo's notice channels"},
+	} {
+		for _, hub := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/hub=%v", tt.name, hub), func(t *testing.T) {
+				srv := redistest.Start(t)
+				client := aclUser(t, srv, "~*", "&*", "+@all", tt.rule)
+				core, logs := observer.New(zapcore.InfoLevel)
+				m := &configMetrics{}
+				opts := []leader.Option{leader.WithLogger(zap.New(core)), leader.WithMetrics(m)}
+				if hub {
+					h := leader.NewHub(client)
+					t.Cleanup(func() { _ = h.Close() })
+					opts = append(opts, leader.WithHub(h))
+				}
+				e := mustNew(t, client, redisConfig(t, "a"), opts...)
+				runRedis(t, e, func(ctx context.Context) error { <-ctx.Done(); return nil })
+				waitFor(t, 10*time.Second, "the refused subscription reported", func() bool { return e.Status().ConfigErr != nil })
+				if err := e.Status().ConfigErr; !errors.Is(err, leader.ErrRedisConfig) || !strings.Contains(err.Error(), tt.fix) {
+					t.Fatalf("ConfigErr = %v, want one naming %q", err, tt.fix)
+				}
+				waitFor(t, 10*time.Second, "leading", e.IsLeader) // the election works on
+				waitFor(t, 10*time.Second, "three reports", func() bool { return m.count() >= 3 })
+				// Without the channel the scripts' PUBLISH is refused too
+				// (an acquire, once): one line per cause.
+				if n := logs.FilterMessageSnippet("subscribe refused by redis").Len(); n != 1 {
+					t.Fatalf("%d subscribe refusals logged, want one", n)
+				}
+				for _, l := range logs.FilterLevelExact(zapcore.ErrorLevel).All() {
+					if !strings.Contains(l.Message, "refused by redis: a configuration error") || !strings.Contains(l.ContextMap()["error"].(string), tt.fix) {
+						t.Fatalf("error line %q %v, want a configuration error naming %q", l.Message, l.ContextMap(), tt.fix)
+					}
+				}
+			})
+		}
 	}
 }

@@ -301,8 +301,16 @@ type campaign struct {
 	collided    map[string]bool // other candidates seen with our base ID
 	listed      bool            // the last answered acquire listed us as a waiting candidate
 	// configFailing is set while calls are refused as a configuration
-	// error (ErrRedisConfig), reported once per episode.
+	// error (ErrRedisConfig), reported once per episode; watchRefused
+	// while the notices' subscription is.
 	configFailing bool
+	watchRefused  bool
+}
+
+// refusedWatch is a Watch that knows when Redis refused its subscription
+// as a configuration error (an ACL without SUBSCRIBE or the channel).
+type refusedWatch interface {
+	configErr() error
 }
 
 // termEnd says what Run does after a term.
@@ -378,6 +386,7 @@ func (c *campaign) run(ctx context.Context) error {
 		}
 		e.redisAnswered(nil)
 		c.configFailing = false
+		c.checkWatch()
 		if c.acquireFailing {
 			c.acquireFailing = false
 			e.log.Info("acquire answered again") // Redis reachable, the spread group of the name gone, or the configuration fixed
@@ -612,6 +621,29 @@ func (c *campaign) acquireFailed(err error) {
 		return
 	}
 	c.e.log.Debug("acquire failed", zap.Error(err))
+}
+
+// checkWatch, after an answered call, reports a subscription Redis refused
+// as a configuration error as it does a refused call (Status.ConfigErr,
+// RedisConfigMetrics), logged once per episode. Followers then poll at
+// RetryInterval, and a leader keeps its term: notices are an optimisation.
+func (c *campaign) checkWatch() {
+	w, ok := c.watch.(refusedWatch)
+	if !ok {
+		return
+	}
+	err := w.configErr()
+	if err == nil {
+		c.watchRefused = false
+		return
+	}
+	err = fmt.Errorf("subscribe to the notices: %w", err)
+	c.e.redisAnswered(err)
+	if !c.watchRefused {
+		c.watchRefused = true
+		c.e.log.Error("subscribe refused by redis: a configuration error, retrying will not cure it; fix it (the election works meanwhile, followers poll at retry_interval)",
+			zap.Error(err))
+	}
 }
 
 // configRefused reports a call Redis refused as a configuration error:
@@ -959,6 +991,7 @@ func (t *term) renewed(res renewResult) {
 			t.renewFailing = false
 			t.log.Info("renew succeeded again")
 		}
+		t.c.checkWatch()
 		t.log.Debug("renewed", zap.Duration("took", res.took))
 		t.lastOK = res.sent
 		e.renewed(res.sent)
