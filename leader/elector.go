@@ -233,8 +233,14 @@ func (e *Elector) Resign(ctx context.Context) error {
 // that function has returned before it campaigns (it returns ErrStopTimeout
 // again if its ctx ends first), so one Elector never runs two functions.
 // Otherwise Run returns nil once ctx is done. Redis errors are retried
-// within the timing rules and logged, never returned. It returns
-// ErrAlreadyRunning if this Elector already runs.
+// within the timing rules and logged, never returned. A call Redis refuses
+// as a configuration error (ErrRedisConfig: an ACL that lacks a command,
+// key or channel, a wrong password, an unknown command) is retried too,
+// every RetryInterval, so that a configuration fixed live needs no
+// restart; it is logged once at error level and reported in
+// Status.ConfigErr and to RedisConfigMetrics, and a renewal refused so
+// ends the term at once. It returns ErrAlreadyRunning if this Elector
+// already runs.
 func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return errors.New("leader: nil leader function")
