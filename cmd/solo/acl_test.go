@@ -492,7 +492,7 @@ func TestRedisConfigErrorsExit2FromEveryCommand(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			name := electionName(t)
 			for _, args := range [][]string{
-				{"run", "--", "true"}, {"run", "--once", "--", "true"}, {"status"}, {"status", "--json"}, {"resign"}, {"forget", name},
+				{"run", "--", "true"}, {"run", "--once", "--", "true"}, {"status"}, {"status", "--json"}, {"status", "--watch"}, {"resign"}, {"forget", name},
 			} {
 				if tt.name == "no HSET" && (args[0] == "status" || args[0] == "resign" || args[0] == "forget") {
 					continue // they run no script with HSET

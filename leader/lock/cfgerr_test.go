@@ -48,6 +48,23 @@ func TestLock_RedisConfigError(t *testing.T) {
 			t.Fatalf("Lock = %v (ctx %v), want a configuration error naming +evalsha, before the context ended", err, ctx.Err())
 		}
 	})
+	t.Run("Redlock Lock", func(t *testing.T) {
+		var masters []redis.UniversalClient
+		for range 3 {
+			masters = append(masters, aclUser(t, redistest.Start(t), "~*", "&*", "+@all", "-hset"))
+		}
+		c, err := lock.NewRedlockClient(masters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err = mustMutex(t, c, lockName(t)).Lock(ctx)
+		if !errors.Is(err, leader.ErrRedisConfig) || ctx.Err() != nil || !strings.Contains(err.Error(), "the ACL user lacks a command run by the lock acquire script (it runs ") {
+			t.Fatalf("Lock = %v (ctx %v), want a configuration error naming the lock acquire script, before the context ended", err, ctx.Err())
+		}
+	})
 	t.Run("renewal", func(t *testing.T) {
 		srv := redistest.Start(t)
 		rdb := aclUser(t, srv, "~*", "&*", "+@all")
