@@ -512,3 +512,38 @@ func TestRedisConfigErrorsExit2FromEveryCommand(t *testing.T) {
 		})
 	}
 }
+
+// The rules docs/operations.md lists as additions for options: each is
+// needed with its option (exit 2 naming it without), and enough with it.
+func TestACL_OptionRules(t *testing.T) {
+	args := aclSetUser(t)
+	for _, tt := range []struct {
+		rule, path string
+		env        []string
+		enough     bool // with the rule, solo run --once works (no replica for +wait)
+	}{
+		{"+select", "/1", nil, true},
+		{"+client|setname", "/0?client_name=solo-test", nil, true},
+		{"+wait", "/0", []string{"SOLO_ELECTION_MIN_REPLICAS=1", "SOLO_ELECTION_REPLICA_TIMEOUT=10ms"}, false},
+	} {
+		t.Run(tt.rule, func(t *testing.T) {
+			r := newACLRig(t)
+			url := "redis://solo:pw@" + r.srv.Addr() + tt.path
+			env := append(append(testEnv(url, electionName(t), "a"), "SOLO_LOG_LEVEL=error"), tt.env...)
+			applyACL(t, r.admin, args, "")
+			code, out := soloRun(t, env, "run", "--once", "--", "true")
+			if code != exitUsage || !namesRule(out, tt.rule) {
+				t.Fatalf("without %s: exit %d, want 2 naming it:\n%s", tt.rule, code, out)
+			}
+			if !tt.enough {
+				return
+			}
+			if err := r.admin.Do(context.Background(), "ACL", "SETUSER", "solo", tt.rule).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if code, out := soloRun(t, env, "run", "--once", "--", "true"); code != 0 {
+				t.Fatalf("with %s: exit %d, want 0:\n%s", tt.rule, code, out)
+			}
+		})
+	}
+}
