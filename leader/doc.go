@@ -106,6 +106,14 @@
 // logged as a configuration error.) When Run returns with an acquire of
 // unknown outcome outstanding, it looks for such a lease and releases it.
 //
+// A call Redis refuses as a configuration error — NOPERM (an ACL without a
+// command, key or channel the scripts need), WRONGPASS, NOAUTH, an unknown
+// command — is not an outage: it wraps ErrRedisConfig (*RedisConfigError,
+// whose Fix names the rule to add), is logged once at error level and
+// reported in Status.ConfigErr, and a renewal refused so ends the term at
+// once. The elector keeps trying every RetryInterval, so an ACL fixed live
+// needs no restart. docs/operations.md, ACL, gives the minimal ACL user.
+//
 // With Config.MinReplicas, acquire, renew and checkpoints are followed by
 // WAIT on the same connection: an acquire that too few replicas
 // acknowledged is refused and released (ErrNotReplicated), a renew counts

@@ -91,6 +91,12 @@ type Status struct {
 	// share an election with (version skew); nil once an acquire is
 	// answered otherwise.
 	ProtocolErr error
+	// ConfigErr is the error (a *RedisConfigError) of this elector's last
+	// acquire or renew that Redis refused as a configuration error: an ACL
+	// that lacks a command, key or channel, a wrong or missing password, a
+	// command the server does not know. Retrying cannot cure it; it is
+	// nil once a call is answered without one.
+	ConfigErr error
 }
 
 type resignRequest struct{ done chan struct{} }
@@ -232,8 +238,14 @@ func (e *Elector) Resign(ctx context.Context) error {
 // that function has returned before it campaigns (it returns ErrStopTimeout
 // again if its ctx ends first), so one Elector never runs two functions.
 // Otherwise Run returns nil once ctx is done. Redis errors are retried
-// within the timing rules and logged, never returned. It returns
-// ErrAlreadyRunning if this Elector already runs.
+// within the timing rules and logged, never returned. A call Redis refuses
+// as a configuration error (ErrRedisConfig: an ACL that lacks a command,
+// key or channel, a wrong password, an unknown command) is retried too,
+// every RetryInterval, so that a configuration fixed live needs no
+// restart; it is logged once at error level and reported in
+// Status.ConfigErr and to RedisConfigMetrics, and a renewal refused so
+// ends the term at once. It returns ErrAlreadyRunning if this Elector
+// already runs.
 func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return errors.New("leader: nil leader function")
@@ -300,6 +312,17 @@ type campaign struct {
 	unconfirmed bool
 	collided    map[string]bool // other candidates seen with our base ID
 	listed      bool            // the last answered acquire listed us as a waiting candidate
+	// configFailing is set while calls are refused as a configuration
+	// error (ErrRedisConfig), reported once per episode; watchRefused
+	// while the notices' subscription is.
+	configFailing bool
+	watchRefused  bool
+}
+
+// refusedWatch is a Watch that knows when Redis refused its subscription
+// as a configuration error (an ACL without SUBSCRIBE or the channel).
+type refusedWatch interface {
+	configErr() error
 }
 
 // termEnd says what Run does after a term.
@@ -379,9 +402,11 @@ func (c *campaign) run(ctx context.Context) error {
 			e.protocolRefused(nil)
 			e.log.Info("campaigning again: the holder of an incompatible protocol is gone")
 		}
+		c.configFailing = false
+		c.checkWatch()
 		if c.acquireFailing {
 			c.acquireFailing = false
-			e.log.Info("acquire answered again") // Redis reachable, or the spread group of the name gone
+			e.log.Info("acquire answered again") // Redis reachable, the spread group of the name gone, or the configuration fixed
 		}
 		switch outcome {
 		case Held:
@@ -457,6 +482,7 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 	defer bound.Stop()
 	select {
 	case res := <-ch:
+		res.err = RedisConfig(res.err)
 		if res.err == nil {
 			c.unconfirmed = false
 			c.checkCollision(res.outcome, res.rec)
@@ -605,6 +631,11 @@ func (c *campaign) acquireFailed(err error) {
 		}
 		return
 	}
+	if errors.Is(err, ErrRedisConfig) {
+		c.acquireFailing = true
+		c.configRefused("acquire", err)
+		return
+	}
 	if errors.Is(err, ErrSpreadGroupLive) {
 		// Not a Redis failure: the name is run by a spread group. Said
 		// once per episode, at error level, with the fix.
@@ -622,6 +653,42 @@ func (c *campaign) acquireFailed(err error) {
 		return
 	}
 	c.e.log.Debug("acquire failed", zap.Error(err))
+}
+
+// checkWatch, after an answered call, reports a subscription Redis refused
+// as a configuration error as it does a refused call (Status.ConfigErr,
+// RedisConfigMetrics), logged once per episode. Followers then poll at
+// RetryInterval, and a leader keeps its term: notices are an optimisation.
+func (c *campaign) checkWatch() {
+	w, ok := c.watch.(refusedWatch)
+	if !ok {
+		return
+	}
+	err := w.configErr()
+	if err == nil {
+		c.watchRefused = false
+		return
+	}
+	err = fmt.Errorf("subscribe to the notices: %w", err)
+	c.e.redisAnswered(err)
+	if !c.watchRefused {
+		c.watchRefused = true
+		c.e.log.Error("subscribe refused by redis: a configuration error, retrying will not cure it; fix it (the election works meanwhile, followers poll at retry_interval)",
+			zap.Error(err))
+	}
+}
+
+// configRefused reports a call Redis refused as a configuration error:
+// once per episode at error level, with the fix (err's text ends with it);
+// the refusals that follow at debug level.
+func (c *campaign) configRefused(call string, err error) {
+	if c.configFailing {
+		c.e.log.Debug(call+" refused: redis configuration error", zap.Error(err))
+		return
+	}
+	c.configFailing = true
+	c.e.log.Error(call+" refused by redis: a configuration error, retrying will not cure it; fix it (the elector retries every retry_interval meanwhile, leading nowhere)",
+		zap.Error(err), zap.Duration("retry_interval", c.e.cfg.RetryInterval))
 }
 
 // release hands back a lease no function of this Elector runs under,
@@ -926,7 +993,7 @@ func (t *term) startRenew(ctx context.Context) {
 	e.beat(now, true)
 	ch := t.renewCh
 	go func() {
-		err := e.lock.Renew(rctx, t.lease, e.cfg.TTL)
+		err := RedisConfig(e.lock.Renew(rctx, t.lease, e.cfg.TTL))
 		took := time.Since(now)
 		e.metrics.Renew(took, err)
 		ch <- renewResult{sent: now, took: took, err: err}
@@ -953,10 +1020,12 @@ func (t *term) renewed(res renewResult) {
 		// Answered after the deadline cancelled the term: the term is over
 		// (t.passed reports it), however fresh this renewal is.
 	case res.err == nil:
+		t.c.configFailing = false
 		if t.renewFailing {
 			t.renewFailing = false
 			t.log.Info("renew succeeded again")
 		}
+		t.c.checkWatch()
 		t.log.Debug("renewed", zap.Duration("took", res.took))
 		t.lastOK = res.sent
 		e.renewed(res.sent)
@@ -965,6 +1034,16 @@ func (t *term) renewed(res renewResult) {
 		t.renewAt.Reset(res.sent.Add(cfg.RenewInterval).Sub(now))
 	case errors.Is(res.err, ErrLeaseLost):
 		t.end(res.err, true)
+	case errors.Is(res.err, ErrRedisConfig):
+		// Refused, and every renewal until the deadline would be too:
+		// step down now rather than at the deadline. The lease stays ours
+		// until it expires; the loop keeps renewing while the function
+		// drains (in case the configuration is fixed meanwhile), and the
+		// deadline timer still ends the term at lastOK + RenewDeadline.
+		t.renewFailing = true
+		t.c.configRefused("renew", res.err)
+		t.end(res.err, false)
+		t.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
 	default:
 		if !t.renewFailing {
 			t.renewFailing = true
@@ -1037,14 +1116,26 @@ func (e *Elector) beginTerm(l Lease, sent time.Time) {
 // redisAnswered records the outcome of a Redis call: nil when Redis
 // answered, else the error; and tells the metrics if they listen.
 func (e *Elector) redisAnswered(err error) {
+	config := errors.Is(err, ErrRedisConfig) // an answer: a refusal
 	e.mu.Lock()
-	e.status.RedisErr = err
-	if err == nil {
-		e.status.Reached = true
+	switch {
+	case config:
+		e.status.RedisErr, e.status.ConfigErr, e.status.Reached = nil, err, true
+	case err == nil:
+		e.status.RedisErr, e.status.ConfigErr, e.status.Reached = nil, nil, true
+	default:
+		e.status.RedisErr = err
 	}
 	e.mu.Unlock()
 	if m, ok := e.metrics.(RedisMetrics); ok {
-		m.Redis(err)
+		if config {
+			m.Redis(nil)
+		} else {
+			m.Redis(err)
+		}
+	}
+	if m, ok := e.metrics.(RedisConfigMetrics); config && ok {
+		m.RedisConfigError(err)
 	}
 }
 

@@ -1,6 +1,10 @@
 package leader
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/solo-run/solo/internal/rediserr"
+)
 
 var (
 	// ErrLeaseLost reports that the lease is not (or no longer) held with
@@ -49,3 +53,34 @@ var (
 // ErrRenewStuck is returned by Elector.Healthy while this elector leads but
 // its renewal loop is wedged: it has not attempted a renewal in time.
 var ErrRenewStuck = errors.New("leader: leading, but the renewal loop is wedged")
+
+// ErrRedisConfig reports a call Redis refused for a reason retrying cannot
+// cure: the ACL user lacks a command, key or channel (NOPERM), the password
+// is wrong or missing (WRONGPASS, NOAUTH), or the server does not know a
+// command (renamed or disabled). Errors wrapping it are *RedisConfigError,
+// whose Fix says what to change (docs/operations.md, ACL).
+var ErrRedisConfig = errors.New("leader: redis configuration error")
+
+// RedisConfigError is a call Redis refused as a configuration error: it
+// wraps ErrRedisConfig and the call's error, which holds Redis's reply.
+type RedisConfigError struct {
+	Err error  // the call's error
+	Fix string // what to change, naming the rule where Redis names it
+}
+
+func (e *RedisConfigError) Error() string { return e.Err.Error() + ": " + e.Fix }
+
+// Unwrap returns the call's error and ErrRedisConfig.
+func (e *RedisConfigError) Unwrap() []error { return []error{e.Err, ErrRedisConfig} }
+
+// RedisConfig returns err as a *RedisConfigError when Redis refused the
+// call as a configuration error, else err unchanged (nil for nil).
+func RedisConfig(err error) error {
+	if err == nil || errors.Is(err, ErrRedisConfig) {
+		return err
+	}
+	if fix := rediserr.Fix(err); fix != "" {
+		return &RedisConfigError{Err: err, Fix: fix}
+	}
+	return err
+}

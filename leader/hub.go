@@ -88,9 +88,10 @@ type Hub struct {
 	qclosed bool
 
 	// Notices.
-	live      atomic.Bool   // the pub/sub connection answers
-	subKick   chan struct{} // size one: wakes the subscriber
-	recvStart chan struct{} // closed once the first SUBSCRIBE was sent
+	live      atomic.Bool           // the pub/sub connection answers
+	refused   atomic.Pointer[error] // the last SUBSCRIBE refused as a configuration error, nil once one is confirmed
+	subKick   chan struct{}         // size one: wakes the subscriber
+	recvStart chan struct{}         // closed once the first SUBSCRIBE was sent
 	recvOnce  sync.Once
 
 	mu     sync.Mutex // guards the fields below
@@ -559,6 +560,9 @@ func (h *Hub) receiver() {
 			return
 		}
 		if err != nil {
+			if ce := RedisConfig(err); errors.Is(ce, ErrRedisConfig) {
+				h.refused.Store(&ce) // SUBSCRIBE refused: watchers report it
+			}
 			var ne net.Error
 			timeout := errors.As(err, &ne) && ne.Timeout()
 			if timeout && !pinged {
@@ -581,6 +585,7 @@ func (h *Hub) receiver() {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			h.live.Store(true)
+			h.refused.Store(nil)
 			h.mu.Lock()
 			if c := h.chans[m.Channel]; c != nil {
 				c.confirmed.Store(m.Kind == "subscribe")
@@ -677,6 +682,14 @@ func (w *hubWatch) Events() <-chan Event { return w.events }
 // Live reports whether the hub's connection is up and the server confirmed
 // this channel's subscription on it.
 func (w *hubWatch) Live() bool { return w.h.live.Load() && w.c.confirmed.Load() }
+
+// configErr implements refusedWatch.
+func (w *hubWatch) configErr() error {
+	if p := w.h.refused.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Close unregisters the watch (the channel is unsubscribed when no other
 // watch of the hub uses it), stops its forwarding and closes Events.

@@ -94,6 +94,13 @@ type ProtocolMetrics interface {
 	ProtocolRefused(refused bool)
 }
 
+// RedisConfigMetrics is an optional extension of Metrics: an elector whose
+// Metrics implement it reports each acquire or renew that Redis refused as
+// a configuration error (err wraps ErrRedisConfig). Calls must not block.
+type RedisConfigMetrics interface {
+	RedisConfigError(err error)
+}
+
 type nopMetrics struct{}
 
 func (nopMetrics) Transition(Transition, uint64) {}

@@ -416,6 +416,7 @@ type redisWatch struct {
 	every   time.Duration
 	events  chan Event
 	live    atomic.Bool
+	refused atomic.Pointer[error] // the subscription's configuration error (refusedWatch)
 
 	mu sync.Mutex // guards ps against Close during a reconnect
 	ps *redis.PubSub
@@ -428,6 +429,14 @@ type redisWatch struct {
 func (w *redisWatch) Events() <-chan Event { return w.events }
 
 func (w *redisWatch) Live() bool { return w.live.Load() }
+
+// configErr implements refusedWatch.
+func (w *redisWatch) configErr() error {
+	if p := w.refused.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 func (w *redisWatch) Close() error {
 	w.stopOnce.Do(func() {
@@ -460,6 +469,9 @@ func (w *redisWatch) loop() {
 			return
 		}
 		if err != nil {
+			if ce := RedisConfig(err); errors.Is(ce, ErrRedisConfig) {
+				w.refused.Store(&ce)
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && !pinged {
 				pinged = true
@@ -480,6 +492,7 @@ func (w *redisWatch) loop() {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			w.live.Store(m.Kind == "subscribe")
+			w.refused.Store(nil)
 		case *redis.Pong:
 			w.live.Store(true)
 		case *redis.Message:

@@ -142,7 +142,10 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 	// does not campaign for version skew (leader.ErrProtocolSkew: the
 	// holder speaks a protocol this build does not share an election
 	// with), so a rolling deploy across incompatible protocols stalls on
-	// the first new instance instead of mixing them.
+	// the first new instance instead of mixing them. It fails while Redis refuses
+	// this instance's calls as a configuration error (an ACL that lacks a
+	// rule, a wrong password: leader.ErrRedisConfig), which no waiting
+	// cures, with the fix in the body.
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.GaveUp(); err != nil {
 			writeText(rw, http.StatusServiceUnavailable, err.Error())
@@ -150,6 +153,10 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 		}
 		if err := w.elector.Status().ProtocolErr; err != nil {
 			writeText(rw, http.StatusServiceUnavailable, "not campaigning (version skew): "+err.Error())
+			return
+		}
+		if err := w.elector.Status().ConfigErr; err != nil {
+			writeText(rw, http.StatusServiceUnavailable, "redis configuration error: "+err.Error())
 			return
 		}
 		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))

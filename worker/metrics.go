@@ -30,6 +30,7 @@ import (
 //	solo_election_redis_up{election}            1 while Redis answers this elector's calls, 0 before the first answer and while it does not
 //	solo_job_running{election,job}              runs of the job in progress on this instance (0 or 1)
 //	solo_election_protocol_refused{election}    1 while this instance does not campaign: the holder speaks a protocol this build does not share an election with (leader.ErrProtocolSkew)
+//	solo_election_redis_config_errors_total{election} calls Redis refused as a configuration error (NOPERM, WRONGPASS, NOAUTH, unknown command)
 //
 // Every series but solo_job_last_success_timestamp_seconds exists from
 // the start with its zero value: the election's series once its elector
@@ -56,6 +57,7 @@ type Metrics struct {
 	redisUp        *prometheus.GaugeVec
 	jobRunning     *prometheus.GaugeVec
 	protoRefused   *prometheus.GaugeVec
+	redisConfig    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. Called again
@@ -87,7 +89,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		redisUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_redis_up", Help: "1 while Redis answers this instance's acquire and renew calls of the election, else 0 (also before the first answer)."}, el),
 		protoRefused:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_protocol_refused", Help: "1 while this instance does not campaign because the holder speaks a protocol this build does not share an election with (version skew)."}, el),
 		jobRunning:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_running", Help: "Runs of the job in progress on this instance."}, job),
-		jobSkipped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
+		redisConfig: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_election_redis_config_errors_total",
+			Help: "Calls of this instance (acquire, renew; a spread group's heartbeat) that Redis refused as a configuration error: NOPERM (ACL), WRONGPASS, NOAUTH, unknown command. Retrying does not cure them: fix the configuration (docs/operations.md#acl)."}, el),
+		jobSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
 	err := errors.Join(
 		register(reg, &m.leading), register(reg, &m.term), register(reg, &m.transitions),
@@ -95,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		register(reg, &m.jobFailures), register(reg, &m.jobRestarts), register(reg, &m.jobLastSuccess),
 		register(reg, &m.jobOverruns), register(reg, &m.jobSkipped), register(reg, &m.fenceClaims),
 		register(reg, &m.failedTermsN), register(reg, &m.gaveUp), register(reg, &m.redisUp),
-		register(reg, &m.jobRunning), register(reg, &m.protoRefused),
+		register(reg, &m.jobRunning), register(reg, &m.protoRefused), register(reg, &m.redisConfig),
 	)
 	if err != nil {
 		return nil, err
@@ -136,6 +140,7 @@ func (m *Metrics) Elector(election string) leader.Metrics {
 	m.overruns.WithLabelValues(election)
 	m.redisUp.WithLabelValues(election)
 	m.protoRefused.WithLabelValues(election)
+	m.redisConfig.WithLabelValues(election)
 	return electorMetrics{m: m, election: election}
 }
 
@@ -210,6 +215,23 @@ func (e electorMetrics) ProtocolRefused(refused bool) {
 		v = 1
 	}
 	e.m.protoRefused.WithLabelValues(e.election).Set(v)
+}
+
+// RedisConfigError implements leader.RedisConfigMetrics.
+func (e electorMetrics) RedisConfigError(error) { e.m.redisConfigError(e.election) }
+
+// initGroup creates a spread group's own series (its heartbeat's) with
+// their zero values.
+func (m *Metrics) initGroup(group string) {
+	if m != nil {
+		m.redisConfig.WithLabelValues(group)
+	}
+}
+
+func (m *Metrics) redisConfigError(election string) {
+	if m != nil {
+		m.redisConfig.WithLabelValues(election).Inc()
+	}
 }
 
 func (e electorMetrics) Overrun(uint64) { e.m.overruns.WithLabelValues(e.election).Inc() }

@@ -29,20 +29,21 @@ func TestMetrics_ZeroValuesFromStartAndRunningGauge(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[string]float64{
-			"solo_election_leader":            0,
-			"solo_election_redis_up":          0,
-			"solo_election_protocol_refused":  0,
-			"solo_election_overruns_total":    0,
-			"solo_election_transitions_total": 0,
-			"solo_worker_gave_up":             0,
-			"solo_worker_failed_terms":        0,
-			"solo_fence_claim_failures_total": 0,
-			"solo_job_runs_total":             0,
-			"solo_job_failures_total":         0,
-			"solo_job_restarts_total":         0,
-			"solo_job_overruns_total":         0,
-			"solo_job_skipped_ticks_total":    0,
-			"solo_job_running":                0,
+			"solo_election_leader":                    0,
+			"solo_election_redis_up":                  0,
+			"solo_election_protocol_refused":          0,
+			"solo_election_redis_config_errors_total": 0,
+			"solo_election_overruns_total":            0,
+			"solo_election_transitions_total":         0,
+			"solo_worker_gave_up":                     0,
+			"solo_worker_failed_terms":                0,
+			"solo_fence_claim_failures_total":         0,
+			"solo_job_runs_total":                     0,
+			"solo_job_failures_total":                 0,
+			"solo_job_restarts_total":                 0,
+			"solo_job_overruns_total":                 0,
+			"solo_job_skipped_ticks_total":            0,
+			"solo_job_running":                        0,
 		}
 		for name, v := range want {
 			n, err := testutil.GatherAndCount(in.reg, name)

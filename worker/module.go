@@ -156,6 +156,16 @@ func WithHTTP(addr string) ModuleOption {
 // application's start ("worker: redis unreachable at start: …") when it
 // does not answer within the start timeout. Default: Redis is not a
 // start-up dependency; the module starts and campaigns in the background.
+//
+// With FailFast a configuration error of Redis fails the start too:
+// OnStart waits (within the start timeout) for the answer to the first
+// acquire (a Spread's first heartbeat), and fails with
+// "worker: redis configuration error at start: …" when Redis refused it
+// (leader.ErrRedisConfig: an ACL that lacks a rule, a wrong password, a
+// command the server does not know). Without FailFast such an error is
+// logged once at error level, counted in
+// solo_election_redis_config_errors_total and fails /readyz, and the
+// worker retries every retry_interval, so a fixed ACL needs no restart.
 func FailFast() ModuleOption {
 	return moduleOptionFunc(func(o *moduleOptions) { o.failFast = true })
 }
@@ -272,6 +282,13 @@ func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptio
 			return nil
 		},
 		handler: func() http.Handler { return Handler(w, p.Gatherer) },
+		answered: func() (bool, error) {
+			if w.mode == ModeAlways || w.mode == ModeStandby {
+				return true, nil // no acquire to wait for
+			}
+			st := e.Status()
+			return st.Reached || st.ConfigErr != nil, st.ConfigErr
+		},
 		run: func(ctx context.Context) error {
 			err := w.Run(ctx)
 			if errors.Is(err, ErrGaveUp) {
@@ -288,8 +305,12 @@ func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptio
 // runner owns the goroutines a module (Module, SpreadModule) starts: the
 // run function and, if configured, the HTTP server.
 type runner struct {
-	what     string                      // in the log: "<what> stopped"
-	ping     func(context.Context) error // at start, with failFast: Redis must answer
+	what string                      // in the log: "<what> stopped"
+	ping func(context.Context) error // at start, with failFast: Redis must answer
+	// answered, with failFast, says whether Redis answered run's first
+	// call, and its configuration error (leader.ErrRedisConfig) if it
+	// refused it: start fails on one.
+	answered func() (bool, error)
 	failFast bool
 	handler  func() http.Handler         // served on addr, if set
 	run      func(context.Context) error // runs until its context ends
@@ -338,7 +359,38 @@ func (r *runner) start(ctx context.Context) error {
 			_ = r.shutdown.Shutdown(fx.ExitCode(1))
 		}
 	}()
+	if r.failFast && r.answered != nil {
+		if err := r.firstAnswer(ctx); err != nil {
+			// fx does not call OnStop after a failed OnStart. Nothing
+			// leads on a refused call, so Run returns at once.
+			r.cancel()
+			<-r.done
+			if r.srv != nil {
+				_ = r.srv.Close()
+				<-r.srvDone
+			}
+			return fmt.Errorf("worker: redis configuration error at start: %w", err)
+		}
+	}
 	return nil
+}
+
+// firstAnswer waits, within ctx, for Redis to answer run's first call, and
+// returns the configuration error it refused it with, if any. A call not
+// answered by the end of ctx is not an error: the ping was.
+func (r *runner) firstAnswer(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if ok, err := r.answered(); ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 func (r *runner) stop(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -139,6 +140,11 @@ type Spread struct {
 	// conflict is the elect-mode lease of the group's name that refused
 	// the last heartbeat ("" when accepted).
 	conflict string
+	// configErr is the last heartbeat's error when Redis refused it as a
+	// configuration error (leader.ErrRedisConfig), else nil; answered is
+	// set once a heartbeat was answered (accepted, or refused so).
+	configErr error
+	answered  bool
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -275,7 +281,35 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 		s.base = probeW.log
 	}
 	s.log = s.base.Named("spread").With(zap.String("group", cfg.Name), zap.String("member", s.member))
+	tmpl.metrics.initGroup(cfg.Name)
 	return s, nil
+}
+
+// RedisConfigErr returns the error of the group's last heartbeat, or else
+// of the last acquire or renew of one of its jobs, when Redis refused it
+// as a configuration error (leader.ErrRedisConfig: an ACL that lacks a
+// rule, a wrong password, a command the server does not know); else nil.
+func (s *Spread) RedisConfigErr() error {
+	s.mu.Lock()
+	err, units := s.configErr, s.units
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, u := range units {
+		if err := u.e.Status().ConfigErr; err != nil {
+			return fmt.Errorf("job %q: %w", u.name, err)
+		}
+	}
+	return nil
+}
+
+// heartbeatAnswered reports whether Redis answered a heartbeat of the
+// current Run (accepted it, or refused it as a configuration error).
+func (s *Spread) heartbeatAnswered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answered
 }
 
 // Member returns this instance's member ID.
@@ -376,6 +410,7 @@ func (s *Spread) Run(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.units, s.members, s.limit = units, nil, 0
+	s.configErr, s.answered = nil, false
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -493,6 +528,7 @@ type control struct {
 	wantSince time.Time // since when this instance wants to campaign
 	failing   bool      // the last heartbeat failed (logged once)
 	refused   bool      // the last heartbeat was refused (logged once)
+	misconfig bool      // the last heartbeat was refused as a configuration error (logged once)
 
 	lapseTimer *time.Timer // runs Spread.lapse at memberUntil
 }
@@ -516,10 +552,26 @@ func (c *control) step() {
 	sent := time.Now()
 	peers, holder, err := s.heartbeat(hctx, held, s.sc.MemberTTL, s.sc.MemberTTL+s.cfg.TTL)
 	cancel()
-	if err != nil {
-		if c.ctx.Err() == nil && !c.failing {
-			s.log.Warn("heartbeat failed; keeping the last view of the group", zap.Error(err))
+	err = leader.RedisConfig(err)
+	config := errors.Is(err, leader.ErrRedisConfig)
+	s.mu.Lock()
+	s.configErr = nil
+	if config {
+		s.configErr = err
+	}
+	s.answered = s.answered || err == nil || config
+	s.mu.Unlock()
+	if config {
+		s.tmpl.metrics.redisConfigError(s.cfg.Name)
+		if !c.misconfig {
+			s.log.Error("heartbeat refused by redis: a configuration error, retrying will not cure it; fix it (the member retries every heartbeat meanwhile and runs no job)",
+				zap.Error(err))
 		}
+		c.misconfig, c.failing = true, true
+	} else if err != nil && c.ctx.Err() == nil && !c.failing {
+		s.log.Warn("heartbeat failed; keeping the last view of the group", zap.Error(err))
+	}
+	if err != nil {
 		c.failing = true
 		s.mu.Lock()
 		if !time.Now().Before(s.memberUntil) {
@@ -530,7 +582,7 @@ func (c *control) step() {
 	}
 	if c.failing {
 		s.log.Info("heartbeat works again")
-		c.failing = false
+		c.failing, c.misconfig = false, false
 	}
 	if holder != "" {
 		c.refuse(holder)
@@ -772,6 +824,8 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 var heartbeatLua string
 
 var heartbeatScript = redis.NewScript(heartbeatLua)
+
+func init() { rediserr.Register("spread heartbeat", heartbeatLua) }
 
 // membersKey, loadsKey and spreadKey are the group's keys.
 func (s *Spread) membersKey() string { return s.cfg.Key("members") }

@@ -148,9 +148,15 @@ func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeText(rw, http.StatusOK, "ok")
 	})
-	// /readyz fails while a job's elector does not campaign for version
-	// skew (leader.ErrProtocolSkew), as Handler's does.
+	// /readyz fails while Redis refuses the group's calls as a
+	// configuration error (RedisConfigErr), with the fix in the body, and
+	// while a job's elector does not campaign for version skew
+	// (leader.ErrProtocolSkew), as Handler's does.
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		if err := s.RedisConfigErr(); err != nil {
+			writeText(rw, http.StatusServiceUnavailable, "redis configuration error: "+err.Error())
+			return
+		}
 		s.mu.Lock()
 		units := s.units
 		s.mu.Unlock()

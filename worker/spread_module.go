@@ -59,7 +59,11 @@ func newModuleSpread(p moduleParams, jobs jobList, cfg leader.Config, sc SpreadC
 		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner, failFast: mo.failFast,
 		ping:    func(ctx context.Context) error { return s.client.Ping(ctx).Err() },
 		handler: func() http.Handler { return s.Handler(p.Gatherer) },
-		run:     s.Run,
+		answered: func() (bool, error) {
+			err := s.RedisConfigErr()
+			return s.heartbeatAnswered() || err != nil, err
+		},
+		run: s.Run,
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
 	return s, nil

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
 
+	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/leader/redisurl"
 )
 
@@ -260,8 +261,9 @@ func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait
 
 // redisConfigError returns, for an error of the server that retrying
 // cannot cure (a wrong password, a password missing, a database number the
-// server does not have), what to fix; else "". go-redis sends AUTH (or
-// HELLO) and SELECT on every new connection, so these come back from PING.
+// server does not have, an ACL that lacks a rule, a command the server does
+// not know), what to fix; else "". go-redis sends AUTH (or HELLO) and
+// SELECT on every new connection, so the first three come back from PING.
 func redisConfigError(err error) string {
 	if _, ok := errors.AsType[redis.Error](err); !ok {
 		return ""
@@ -280,7 +282,7 @@ func redisConfigError(err error) string {
 		strings.HasPrefix(msg, "ERR SELECT is not allowed in cluster mode"):
 		return "the database number in redis.url (the /DB path) does not exist on this server"
 	}
-	return ""
+	return rediserr.Fix(err) // an ACL that lacks a rule, a command the server does not know
 }
 
 // tlsError returns, for a TLS handshake that failed over certificates, what

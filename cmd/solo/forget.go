@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -24,7 +25,9 @@ const exitLeading = 6
 // the deletion cannot exist, so no term in use loses its record and no
 // checkpoint written under a live lease is deleted. It returns -1 when a
 // lease is held, else the number of keys deleted.
-var forgetScript = redis.NewScript(`
+var forgetScript = redis.NewScript(forgetLua)
+
+const forgetLua = `
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return -1
 end
@@ -33,7 +36,9 @@ for i = 2, #KEYS do
   n = n + redis.call('DEL', KEYS[i])
 end
 return n
-`)
+`
+
+func init() { rediserr.Register("forget", forgetLua) }
 
 // forgetCommand deletes an election's keys: see the usage text.
 func forgetCommand(args []string, stdout, stderr io.Writer, env []string) error {

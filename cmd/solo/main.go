@@ -134,6 +134,13 @@ func run(args []string, stdout, stderr io.Writer, env []string) int {
 	var ce *codeError
 	if errors.As(err, &ce) {
 		code = ce.code
+	} else if fix := redisConfigError(err); fix != "" {
+		// A call Redis refused as a configuration error (status, resign,
+		// forget): no retry cures it.
+		code = exitUsage
+		if !errors.Is(err, leader.ErrRedisConfig) { // else err ends with the fix
+			err = fmt.Errorf("%w: %s", err, fix)
+		}
 	}
 	if !errors.Is(err, errQuiet) {
 		fmt.Fprintln(stderr, "solo:", err)

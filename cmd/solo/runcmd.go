@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -231,7 +232,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		fenceTable = guard.Table()
 	}
 	if cfg.Election.Mode == worker.ModeSpread { // spread_run.go
-		return runSpread(ctx, cfg, client, reg, log, wopts, program{env: programEnv(env, passEnv), fenceTable: fenceTable,
+		return runSpread(ctx, cancel, cfg, client, reg, log, wopts, program{env: programEnv(env, passEnv), fenceTable: fenceTable,
 			killAfter: killAfter, stdout: stdout, stderr: stderr, sup: sup, log: log.Named("program")}, dashes)
 	}
 	w, err := worker.New(e, wopts...)
@@ -360,10 +361,17 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}()
 		defer func() { wstop(); <-wdone }()
 	}
+	// A configuration error of Redis (an ACL that lacks a rule, a wrong
+	// password: no retry cures it) stops solo, with exit 2: at start, and
+	// while leading, once the refused renewal ended the term.
+	cw := watchConfig(ctx, cancel, func() error { return e.Status().ConfigErr })
 	err = w.Run(ctx)
 	// Never exit while a program tree lives, whatever Run returned (after
 	// ErrStopTimeout the keeper is still killing it, on its own deadline).
 	sup.wait()
+	if cerr := cw.stop(); cerr != nil {
+		return usageErr("redis %s: %w", redisurl.Redact(cfg.Redis.ClientURL()), cerr)
+	}
 	if errors.Is(err, worker.ErrGaveUp) {
 		// Logged by the worker. Exit if asked; else stay up, campaigning
 		// no more, so that /readyz and the metric tell (a supervisor
@@ -392,6 +400,53 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		return nil
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// errRedisConfig stops solo run on a configuration error of Redis.
+var errRedisConfig = errors.New("redis configuration error")
+
+// configWatch stops solo run at the first configuration error of Redis
+// (leader.ErrRedisConfig) that configErr reports. It owns one goroutine,
+// ended by stop or by the end of the context it was started with.
+type configWatch struct {
+	found atomic.Pointer[error]
+	stopW context.CancelFunc
+	done  chan struct{}
+}
+
+// watchConfig starts a configWatch on ctx: on an error it records it and
+// cancels solo (cancel) with errRedisConfig.
+func watchConfig(ctx context.Context, cancel context.CancelCauseFunc, configErr func() error) *configWatch {
+	wctx, stop := context.WithCancel(ctx)
+	cw := &configWatch{stopW: stop, done: make(chan struct{})}
+	go func() {
+		defer close(cw.done)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := configErr(); err != nil {
+				cw.found.Store(&err)
+				cancel(errRedisConfig)
+				return
+			}
+		}
+	}()
+	return cw
+}
+
+// stop ends the watch and returns the configuration error it found, if any.
+func (cw *configWatch) stop() error {
+	cw.stopW()
+	<-cw.done
+	if p := cw.found.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
 

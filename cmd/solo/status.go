@@ -99,6 +99,15 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	}
 	defer client.Close()
 	if *watch {
+		// The watch retries what fails, as for an outage: a configuration
+		// error (an ACL without the inspect script's commands) would never
+		// heal, so one lookup first, failing with exit 2 on one.
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := lookupAll(lctx, client, cfg, t.elections)
+		cancel()
+		if err != nil && redisConfigError(err) != "" {
+			return err
+		}
 		return watchStatus(client, cfg, t, stdout, stderr)
 	}
 	if t.group != "" {

@@ -255,7 +255,7 @@ func checkMetrics(t *testing.T, name, body string) {
 	for _, n := range []string{
 		"solo_election_leader", "solo_election_redis_up", "solo_election_overruns_total",
 		"solo_fence_claim_failures_total", "solo_job_overruns_total", "solo_job_skipped_ticks_total",
-		"solo_job_running", "solo_worker_gave_up",
+		"solo_job_running", "solo_worker_gave_up", "solo_election_redis_config_errors_total",
 	} {
 		if !got[n] {
 			t.Errorf("solo run %s exports no %s", name, n)

@@ -471,11 +471,19 @@ func (c *Client) control() {
 func (c *Client) receive(ps *redis.PubSub) {
 	defer c.wg.Done()
 	every := max(c.cfg.TTL, time.Second)
-	pinged := false
+	pinged, refused := false, false
 	for {
 		msg, err := ps.ReceiveTimeout(c.ctx, every)
 		if c.ctx.Err() != nil {
 			return
+		}
+		if ce := leader.RedisConfig(err); errors.Is(ce, leader.ErrRedisConfig) && !refused {
+			// An ACL without SUBSCRIBE or the channel: waiters still wake
+			// when the holder's lease runs out, but never on a release.
+			// Said once per episode; a confirmed subscription ends it.
+			refused = true
+			c.log.Error("subscribe refused by redis: a configuration error, retrying will not cure it; fix it (waiters wake only when the holder's lease runs out meanwhile)",
+				zap.Error(ce))
 		}
 		if err != nil {
 			var ne interface{ Timeout() bool }
@@ -495,6 +503,7 @@ func (c *Client) receive(ps *redis.PubSub) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
+				refused = false
 				c.confirmed(m.Channel)
 			}
 		case *redis.Message:

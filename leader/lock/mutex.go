@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
 )
 
@@ -182,6 +183,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		// expiry later still, so a deadline measured from here is safe.
 		sent := time.Now()
 		rep, err := m.acquire(ctx, owner, adopt, wait)
+		err = leader.RedisConfig(err)
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrNotReplicated):
@@ -202,7 +204,9 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			if ctx.Err() != nil {
 				return giveUp(errors.Join(ctx.Err(), lastErr))
 			}
-			if !wait {
+			if !wait || errors.Is(err, leader.ErrRedisConfig) {
+				// A configuration error (an ACL without a command, key
+				// or channel the scripts need): retrying cannot cure it.
 				return giveUp(err)
 			}
 			if lastErr == nil {
@@ -613,7 +617,11 @@ func (m *Mutex) abandon(ctx context.Context, id string, owners []string) {
 	_, err := call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.st.abandon(ctx, id, owners)
 	})
-	if err != nil {
+	if ce := leader.RedisConfig(err); errors.Is(ce, leader.ErrRedisConfig) {
+		// Not an outage: no retry cures it (the entries lapse on their
+		// own). Asynchronous, so logged rather than returned.
+		m.log.Error("abandon refused by redis: a configuration error, retrying will not cure it; fix it", zap.Error(ce))
+	} else if err != nil {
 		m.log.Debug("abandon of attempts whose outcome is unknown", zap.Error(err))
 	}
 }
@@ -659,7 +667,7 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	// by the last Unlock, which deletes whatever the count).
 	l.unref(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: re-enter: %w", m.name, err)
+		return nil, leader.RedisConfig(fmt.Errorf("lock %s: re-enter: %w", m.name, err))
 	}
 	if rep.code == codeGone {
 		l.expire(ErrLockLost)
@@ -849,6 +857,15 @@ func (l *lease) renew() {
 	case err == nil && !ok:
 		l.expire(ErrLockLost)
 		logf = l.logLoss
+	case errors.Is(leader.RedisConfig(err), leader.ErrRedisConfig):
+		// Refused, and every renewal until the deadline would be too: end
+		// the hold now (its key expires on the server; the holds' contexts
+		// are cancelled with the error as the cause).
+		cerr := leader.RedisConfig(err)
+		l.expire(cerr)
+		logf = func() {
+			l.m.log.Error("renew refused by redis: a configuration error, retrying will not cure it; the hold ends now", zap.Uint64("term", l.term), zap.Error(cerr))
+		}
 	case err != nil:
 		if !l.failing {
 			l.failing = true
@@ -1054,7 +1071,7 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("unlock %s: %w", l.m.name, err)
+		return leader.RedisConfig(fmt.Errorf("unlock %s: %w", l.m.name, err))
 	case n < 0:
 		return lostError(l.m.name, ErrLockLost)
 	}
