@@ -248,3 +248,29 @@ func TestParse(t *testing.T) {
 		t.Error("Panel of a missing title: no error")
 	}
 }
+
+// TestValueTicks checks that an axis covers its data with 2 to 8 ticks
+// whose labels differ, terms (microsecond timestamps) included.
+func TestValueTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		unit   string
+	}{
+		{0, 0, ""}, {5, 5, ""}, {-3, -3, ""}, {0, 2.01, ""}, {0.0004, 0.7, "s"}, {0, 1.05, "ops"},
+		{1795720069000000, 1795720087000000, ""}, {1795720069000000, 1795720069000000, ""},
+	} {
+		ticks := valueTicks(c.lo, c.hi)
+		if len(ticks) < 2 || len(ticks) > 8 || ticks[0] > c.lo || ticks[len(ticks)-1] < c.hi {
+			t.Errorf("valueTicks(%v, %v) = %v: does not cover the range with 2 to 8 ticks", c.lo, c.hi, ticks)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, v := range ticks {
+			l := tickLabel(v, ticks, c.unit)
+			if seen[l] {
+				t.Errorf("valueTicks(%v, %v) = %v: label %q twice", c.lo, c.hi, ticks, l)
+			}
+			seen[l] = true
+		}
+	}
+}

@@ -199,11 +199,17 @@ func drawPanel(b *strings.Builder, p Picture, c Chart, x, y, w, h float64) {
 
 	top := y + titleH
 	var left, ph float64
+	var ticks []float64
 	if c.Kind == "state-timeline" {
 		left = x + 8 + float64(maxNameLen(c))*charW + 8
 		ph = float64(max(len(c.Series), 1)) * bandH
 	} else {
-		left = x + 64
+		ticks = valueTicks(dataRange(c))
+		widest := 0
+		for _, v := range ticks {
+			widest = max(widest, len(tickLabel(v, ticks, c.Unit)))
+		}
+		left = x + 16 + float64(widest)*charW
 		ph = plotH
 	}
 	right := x + w - 12
@@ -214,10 +220,10 @@ func drawPanel(b *strings.Builder, p Picture, c Chart, x, y, w, h float64) {
 	// Time axis: gridlines and labels.
 	tick := timeTick(p.End.Sub(p.Start), right-left)
 	for t := p.Start.Truncate(tick); !t.After(p.End); t = t.Add(tick) {
-		if t.Before(p.Start) {
+		xx := tx(t)
+		if t.Before(p.Start) || xx-left < 24 { // clear of the value axis' labels
 			continue
 		}
-		xx := tx(t)
 		fmt.Fprintf(b, `<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", xx, top, xx, top+ph)
 		fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", xx, top+ph+14, t.UTC().Format("15:04:05"))
 	}
@@ -225,17 +231,20 @@ func drawPanel(b *strings.Builder, p Picture, c Chart, x, y, w, h float64) {
 	if c.Kind == "state-timeline" {
 		drawBands(b, p, c, x, left, top, tx)
 	} else {
-		drawLines(b, p, c, left, right, top, tx)
+		drawLines(b, p, c, ticks, left, right, top, tx)
 	}
 
 	// Markers.
+	labelEnd := math.Inf(-1) // where the last marker's number ends
 	for i, m := range p.Markers {
 		if m.T.Before(p.Start) || m.T.After(p.End) {
 			continue
 		}
 		xx := tx(m.T)
 		fmt.Fprintf(b, `<line class="marker" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", xx, top-6, xx, top+ph)
-		fmt.Fprintf(b, `<text class="marker-label" x="%.1f" y="%.1f" fill="#C4162A" font-size="11" font-weight="bold">%d</text>`+"\n", xx+3, top-1, i+1)
+		lx := max(xx+3, labelEnd+4)
+		fmt.Fprintf(b, `<text class="marker-label" x="%.1f" y="%.1f" fill="#C4162A" font-size="11" font-weight="bold">%d</text>`+"\n", lx, top-1, i+1)
+		labelEnd = lx + float64(len(strconv.Itoa(i+1)))*charW
 	}
 
 	// Legend.
@@ -291,25 +300,15 @@ func drawBands(b *strings.Builder, p Picture, c Chart, x, left, top float64, tx 
 	}
 }
 
-// drawLines draws a time series chart: a y axis from 0 (or the lowest
-// value) to a round number above the highest, a line per series broken
-// at gaps.
-func drawLines(b *strings.Builder, p Picture, c Chart, left, right, top float64, tx func(time.Time) float64) {
-	lo, hi := 0.0, 0.0
-	for _, s := range c.Series {
-		for _, pt := range s.Points {
-			if finite(pt.V) {
-				lo, hi = math.Min(lo, pt.V), math.Max(hi, pt.V)
-			}
-		}
-	}
-	ticks := valueTicks(lo, hi)
-	lo, hi = ticks[0], ticks[len(ticks)-1]
+// drawLines draws a time series chart: a y axis over ticks, a line per
+// series broken at gaps.
+func drawLines(b *strings.Builder, p Picture, c Chart, ticks []float64, left, right, top float64, tx func(time.Time) float64) {
+	lo, hi := ticks[0], ticks[len(ticks)-1]
 	ty := func(v float64) float64 { return top + plotH - plotH*(v-lo)/(hi-lo) }
 	for _, v := range ticks {
 		yy := ty(v)
 		fmt.Fprintf(b, `<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", left, yy, right, yy)
-		fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, yy+4, esc(formatValue(v, c.Unit)))
+		fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, yy+4, esc(tickLabel(v, ticks, c.Unit)))
 	}
 	gap := p.Step * 3 / 2
 	for i, s := range c.Series {
@@ -351,6 +350,34 @@ func dots(d string) string {
 	return strings.Join(out, " ")
 }
 
+// dataRange is the lowest and highest finite value of c's series, as
+// Grafana scales a time series axis by default (not from 0).
+func dataRange(c Chart) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, s := range c.Series {
+		for _, pt := range s.Points {
+			if finite(pt.V) {
+				lo, hi = math.Min(lo, pt.V), math.Max(hi, pt.V)
+			}
+		}
+	}
+	if lo > hi {
+		return 0, 1
+	}
+	return lo, hi
+}
+
+// tickLabel writes the tick v of an axis in c's unit, with the digits
+// that tell the ticks apart (a term, a microsecond timestamp, needs all
+// sixteen).
+func tickLabel(v float64, ticks []float64, unit string) string {
+	if unit == "" && len(ticks) > 1 {
+		step := ticks[1] - ticks[0]
+		return strconv.FormatFloat(v, 'f', max(0, -int(math.Floor(math.Log10(step)))), 64)
+	}
+	return formatValue(v, unit)
+}
+
 // timeTick is a round interval that puts time labels at least 90 pixels
 // apart on a span of px pixels.
 func timeTick(span time.Duration, px float64) time.Duration {
@@ -363,10 +390,18 @@ func timeTick(span time.Duration, px float64) time.Duration {
 	return time.Hour
 }
 
-// valueTicks returns 3 to 6 round values from at most lo to at least hi.
+// valueTicks returns 2 to 8 round values from at most lo to at least hi.
+// A flat series gets an axis from 0.
 func valueTicks(lo, hi float64) []float64 {
-	if hi-lo <= 0 {
-		hi = lo + 1
+	if hi <= lo {
+		switch {
+		case lo > 0:
+			lo = 0
+		case lo < 0:
+			hi = 0
+		default:
+			hi = 1
+		}
 	}
 	raw := (hi - lo) / 4
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
@@ -379,7 +414,8 @@ func valueTicks(lo, hi float64) []float64 {
 	}
 	start := math.Floor(lo/step) * step
 	var ticks []float64
-	for v := start; ; v += step {
+	for i := 0; i < 8; i++ {
+		v := start + float64(i)*step
 		ticks = append(ticks, v)
 		if v >= hi-step*1e-9 {
 			break
@@ -392,6 +428,9 @@ func valueTicks(lo, hi float64) []float64 {
 // operations per second, or a plain number.
 func formatValue(v float64, unit string) string {
 	num := func(x float64) string { return strconv.FormatFloat(x, 'g', 3, 64) }
+	if unit == "" && v == math.Trunc(v) && math.Abs(v) < 1e17 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
 	switch unit {
 	case "s":
 		if v != 0 && math.Abs(v) < 1 {
