@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/solo-run/solo/deploy/check/internal/dashpic"
 )
 
 // TestAlert_NoLeaderEndToEnd runs a real Prometheus with the shipped rules
@@ -23,7 +24,6 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes about a minute")
 	}
-	promBin := tool(t, "prometheus", "prometheus")
 	redis, redisAddr := startRedis(t)
 	solo := buildSolo(t)
 	root := repoRoot(t)
@@ -34,7 +34,7 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		p             *proc
 	}
 	var instances []*instance
-	var targets []string
+	var targets []promTarget
 	for _, name := range []string{"a", "b"} {
 		port := freePort(t)
 		env := []string{"SOLO_CONFIG=/dev/null", "SOLO_REDIS_URL=redis://" + redisAddr + "/0",
@@ -42,7 +42,7 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 			fmt.Sprintf("SOLO_HTTP_ADDR=127.0.0.1:%d", port)}
 		p := startProc(t, "solo-"+name, env, solo, "run", "--", "sleep", "1000")
 		instances = append(instances, &instance{name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), p: p})
-		targets = append(targets, fmt.Sprintf("'127.0.0.1:%d'", port))
+		targets = append(targets, promTarget{instance: "solo-" + name, addr: fmt.Sprintf("127.0.0.1:%d", port)})
 	}
 	// The leader is the instance whose /metrics says so.
 	var leader *instance
@@ -57,29 +57,10 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		return fmt.Errorf("no instance reports leading")
 	})
 
-	dir := t.TempDir()
-	promPort := freePort(t)
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 900ms
-  evaluation_interval: 1s
-rule_files:
-  - %s
-scrape_configs:
-  - job_name: solo
-    static_configs:
-      - targets: [%s]
-`, filepath.Join(root, "deploy/prometheus/solo-alerts.yml"), strings.Join(targets, ", "))
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	startProc(t, "prometheus", nil, promBin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
-	api := fmt.Sprintf("http://127.0.0.1:%d/api/v1/", promPort)
+	api := startPrometheus(t, filepath.Join(root, "deploy/prometheus/solo-alerts.yml"), targets)
 
 	// Prometheus has seen the leader lead before anything is frozen.
+	var seen time.Time
 	waitFor(t, 60*time.Second, "Prometheus to scrape the leader", func() error {
 		v, err := promQuery(api, `solo_election_leader{election="`+election+`"} == 1`)
 		if err != nil {
@@ -88,6 +69,7 @@ scrape_configs:
 		if v == 0 {
 			return fmt.Errorf("no leading series yet")
 		}
+		seen = time.Now()
 		return nil
 	})
 	// Inactive once the leader is seen. A follower exports
@@ -126,6 +108,31 @@ scrape_configs:
 		return nil
 	})
 	t.Logf("resolved %s after the thaw", time.Since(thawed).Round(time.Second))
+
+	// The dashboard's main panels draw this run from Prometheus's data
+	// (every query a finite sample), as TestDashboardPicture draws
+	// docs/img/dashboard-failover.svg; the SVG goes to a temporary
+	// directory. Renew latency needs renewals in a rate window after the
+	// thaw (before the freeze there were hardly two scrapes): a rate of
+	// renewals a second ago is one at the last step of the range too.
+	waitFor(t, 60*time.Second, "Prometheus to see renewals after the thaw", func() error {
+		n, err := promQuery(api, `rate(solo_election_renew_duration_seconds_count{election="`+election+`"}[4s] offset 1s) > 0`)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("no renewal in the last 4s")
+		}
+		return nil
+	})
+	panels := []string{
+		"Leader per election", "Term", "Failovers (terms won) per hour", "Transitions", "Leases lost and step-downs",
+		"Renew latency against the deadline", "Renewals by result", "Job runs",
+	}
+	pic := drawDashboard(t, api, election, panels, seen.Add(-time.Second), time.Now(), nil)
+	pic.Title = "TestAlert_NoLeaderEndToEnd"
+	pic.Markers = []dashpic.Marker{{T: frozen, Label: "leader and Redis frozen"}, {T: thawed, Label: "thawed"}}
+	renderPicture(t, pic, filepath.Join(t.TempDir(), "dashboard.svg"))
 }
 
 // alertState returns the state (pending, firing) of SoloElectionNoLeader

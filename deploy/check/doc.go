@@ -2,7 +2,9 @@
 // alert rules (with promtool), the Grafana dashboard's and the rules'
 // queries (parsed as PromQL, every series name checked against a live
 // scrape of solo run) and the Kubernetes manifests (decoded strictly into
-// the API types).
+// the API types). TestDashboardPicture draws the dashboard's main panels
+// over a real failover into docs/img/dashboard-failover.svg (only with
+// DASHBOARD_PICTURE=FILE; see docs/operations.md).
 //
 // It is a module of its own so that its dependencies (Prometheus, the
 // Kubernetes API) never reach the library's users. Run it from this
