@@ -73,7 +73,7 @@ func runSpread(ctx context.Context, cfg Config, client redis.UniversalClient, re
 			}
 		}()
 		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 			<-served
