@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -45,6 +46,10 @@ func TestExitBound(t *testing.T) {
 		{name: "read_timeout above renew_deadline", yaml: minimal + "redis:\n  url: redis+sentinel://s1:26379/m/0?read_timeout=30s\n",
 			want: 10*time.Second + 6666666666 + time.Second,
 			sum:  "election.shutdown_timeout 10s + 1 Redis round trip of 6.666666666s (the release) + 1s log flush"},
+		// The sum saturates instead of wrapping to a negative bound.
+		// Old code: exitBound() = -2562047h47m14.854775809s.
+		{name: "largest shutdown_timeout", yaml: minimal + "  shutdown_timeout: 2562047h47m16.854775807s\n", want: math.MaxInt64,
+			sum: "election.shutdown_timeout 2562047h47m16.854775807s + 1 Redis round trip of 1s (the release) + 1s log flush"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -93,7 +94,7 @@ const (
 // and the lease expires after the TTL as it would have. A tree with a
 // process that even SIGKILL cannot end (uninterruptible sleep) holds solo
 // past any bound: solo never exits while a program tree lives.
-func exitBound(c Config) (bound time.Duration, sum string) {
+func exitBound(c Config) (time.Duration, string) {
 	lc := c.LeaderConfig()
 	if lc.TTL == 0 {
 		lc.TTL = leader.DefaultTTL
@@ -107,18 +108,21 @@ func exitBound(c Config) (bound time.Duration, sum string) {
 		roundTrip = opts.ReadTimeout
 	}
 	roundTrip = min(roundTrip, lc.TTL-lc.StopBudget()) // renew_deadline, defaults applied
+	var sum string
 	n, calls := 1, "1 Redis round trip of %s (the release)"
 	if c.Election.Mode == worker.ModeSpread {
 		n, calls = 3, "3 Redis round trips of %s (leave, releases, entry removal)"
 	}
-	bound = drain + time.Duration(n)*roundTrip + logSyncTimeout
+	tail := time.Duration(n)*roundTrip + logSyncTimeout
 	sum = fmt.Sprintf("election.shutdown_timeout %s + "+calls, drain, roundTrip)
 	if c.HTTP.Addr != "" {
-		bound += httpShutdownTimeout
+		tail += httpShutdownTimeout
 		sum += fmt.Sprintf(" + %s http shutdown", httpShutdownTimeout)
 	}
 	sum += fmt.Sprintf(" + %s log flush", logSyncTimeout)
-	return bound, sum
+	// A shutdown_timeout near the largest Duration (292 years) must not
+	// wrap the sum around to a negative bound that any grace period passes.
+	return drain + min(tail, math.MaxInt64-drain), sum
 }
 
 // programEnv is env without solo's own SOLO_* variables (its configuration,
