@@ -33,6 +33,8 @@ type common struct {
 	fenceDSN, fenceTable string
 	// logFormat is --log-format: auto, console or json.
 	logFormat string
+	// gracePeriod is --grace-period.
+	gracePeriod string
 	// set records which flags were given.
 	set map[string]bool
 	// cmd and positional are register's.
@@ -54,6 +56,7 @@ func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	fs.StringVar(&c.value, "value", "", "`value` proclaimed while this instance leads, such as its address (status and /leader show it), overrides election.value")
 	fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
 	fs.StringVar(&c.fenceTable, "fence-table", "", "fence `table`, overrides fence.table (default solo_fence)")
+	fs.StringVar(&c.gracePeriod, "grace-period", "", "time this process gets after SIGTERM before it is killed, such as Kubernetes' terminationGracePeriodSeconds (`duration`, overrides election.grace_period); refused when shorter than solo run's exit bound")
 	fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
 }
@@ -61,12 +64,13 @@ func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 // flagEnv maps each override flag to the variable it is passed as; flags
 // come after the environment, so they win.
 var flagEnv = map[string]string{
-	"redis":       "SOLO_REDIS_URL",
-	"name":        "SOLO_ELECTION_NAME",
-	"ttl":         "SOLO_ELECTION_TTL",
-	"value":       "SOLO_ELECTION_VALUE",
-	"fence-dsn":   "SOLO_FENCE_DSN",
-	"fence-table": "SOLO_FENCE_TABLE",
+	"redis":        "SOLO_REDIS_URL",
+	"name":         "SOLO_ELECTION_NAME",
+	"ttl":          "SOLO_ELECTION_TTL",
+	"value":        "SOLO_ELECTION_VALUE",
+	"fence-dsn":    "SOLO_FENCE_DSN",
+	"fence-table":  "SOLO_FENCE_TABLE",
+	"grace-period": "SOLO_ELECTION_GRACE_PERIOD",
 }
 
 // loadOne parses args (flags on fs, at most one election name) of the
@@ -118,7 +122,7 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, erro
 		env = append(env, "SOLO_ELECTION_NAME="+name)
 	}
 	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl, "value": c.value,
-		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable} {
+		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable, "grace-period": c.gracePeriod} {
 		if c.set[flagName] {
 			env = append(env, flagEnv[flagName]+"="+v)
 		}

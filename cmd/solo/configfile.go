@@ -134,6 +134,13 @@ type ElectionConfig struct {
 
 	// Mode is elect, standby or always. Default elect.
 	Mode worker.Mode `yaml:"mode"`
+
+	// GracePeriod is the time this process is given, after SIGTERM, before
+	// it is killed: Kubernetes' terminationGracePeriodSeconds, which the
+	// container cannot read, so the manifest sets it here too (as
+	// SOLO_ELECTION_GRACE_PERIOD). Validate refuses one shorter than solo
+	// run's exit bound (exitBound). Default 0: not told, not checked.
+	GracePeriod time.Duration `yaml:"grace_period"`
 }
 
 // HTTPConfig is the status and metrics endpoint.
@@ -372,6 +379,14 @@ func (c Config) Validate() error {
 	case worker.ModeElect, worker.ModeStandby, worker.ModeAlways, worker.ModeSpread:
 	default:
 		return &ConfigError{Key: "election.mode", Value: strconv.Quote(string(c.Election.Mode)), Reason: "must be one of elect, standby, always, spread"}
+	}
+	if g := c.Election.GracePeriod; g < 0 {
+		return &ConfigError{Key: "election.grace_period", Value: g.String(), Reason: "must be positive"}
+	} else if g != 0 {
+		if bound, sum := exitBound(c); g < bound {
+			return &ConfigError{Key: "election.grace_period", Value: g.String(),
+				Reason: fmt.Sprintf("shorter than solo run's exit bound %s (%s): the SIGKILL at the end of the grace period could come before solo released the lease; raise the grace period (terminationGracePeriodSeconds) and this value together, or lower election.shutdown_timeout", bound, sum)}
+		}
 	}
 	if err := c.Spread.Validate(c.LeaderConfig()); err != nil {
 		if le, ok := errors.AsType[*leader.ConfigError](err); ok {

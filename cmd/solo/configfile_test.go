@@ -20,6 +20,10 @@ import (
 // minimal is the smallest valid file; error cases append to it or replace it.
 const minimal = "election:\n  name: orders-sync\n"
 
+// graceRemedy ends the message of a grace period shorter than the exit
+// bound.
+const graceRemedy = "the SIGKILL at the end of the grace period could come before solo released the lease; raise the grace period (terminationGracePeriodSeconds) and this value together, or lower election.shutdown_timeout"
+
 func TestParse_Errors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -112,6 +116,19 @@ func TestParse_Errors(t *testing.T) {
 			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "env unknown variable, nothing near", yaml: minimal, env: []string{"SOLO_COLOUR=blue"},
 			want: `unknown environment variable SOLO_COLOUR; SOLO_* variables name configuration keys (config.yaml)`},
+
+		// election.grace_period (issue 23, item 8): parsed as every
+		// duration, then held against solo run's exit bound (exitBound):
+		// here 10s shutdown_timeout + 1s release + 1s log flush = 12s.
+		{name: "negative grace period", yaml: minimal + "  grace_period: -1s\n", want: `config.yaml:3: election.grace_period -1s: must be positive`},
+		{name: "unparsable grace period", yaml: minimal + "  grace_period: soon\n", want: `config.yaml:3: election.grace_period "soon": want a duration such as "10s"`},
+		{name: "grace period in bare seconds", yaml: minimal, env: []string{"SOLO_ELECTION_GRACE_PERIOD=15"}, want: `SOLO_ELECTION_GRACE_PERIOD="15": want a duration such as "10s"`},
+		{name: "grace period too short", yaml: minimal + "  grace_period: 11s\n",
+			want: `config.yaml:3: election.grace_period 11s: shorter than solo run's exit bound 12s (election.shutdown_timeout 10s + 1 Redis round trip of 1s (the release) + 1s log flush): ` + graceRemedy},
+		{name: "grace period too short from env", yaml: minimal + "  shutdown_timeout: 20s\nhttp:\n  addr: :8080\n", env: []string{"SOLO_ELECTION_GRACE_PERIOD=15s"},
+			want: `SOLO_ELECTION_GRACE_PERIOD="15s": shorter than solo run's exit bound 24s (election.shutdown_timeout 20s + 1 Redis round trip of 1s (the release) + 2s http shutdown + 1s log flush): ` + graceRemedy},
+		{name: "grace period too short in spread mode", yaml: minimal + "  grace_period: 12s\n  mode: spread\nredis:\n  url: redis://r:6379/0?read_timeout=500ms\n",
+			want: `config.yaml:3: election.grace_period 12s: shorter than solo run's exit bound 12.5s (election.shutdown_timeout 10s + 3 Redis round trips of 500ms (leave, releases, entry removal) + 1s log flush): ` + graceRemedy},
 		{name: "file error before env", yaml: minimal + "  ttl: 0s\n", env: []string{"SOLO_ELECTION_TTL=5s"}, want: `config.yaml:3: election.ttl 0s: must be positive`},
 	}
 	for _, tt := range tests {
@@ -316,6 +333,7 @@ func TestEnvVars(t *testing.T) {
 		"SOLO_ELECTION_RENEW_INTERVAL", "SOLO_ELECTION_RENEW_DEADLINE", "SOLO_ELECTION_RETRY_INTERVAL",
 		"SOLO_ELECTION_RESIGN_COOLDOWN", "SOLO_ELECTION_SHUTDOWN_TIMEOUT", "SOLO_ELECTION_DRIFT",
 		"SOLO_ELECTION_MIN_REPLICAS", "SOLO_ELECTION_REPLICA_TIMEOUT", "SOLO_ELECTION_VALUE", "SOLO_ELECTION_MODE",
+		"SOLO_ELECTION_GRACE_PERIOD",
 		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX", "SOLO_WORKER_MAX_FAILED_TERMS",
 		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
 		"SOLO_SPREAD_HEARTBEAT", "SOLO_SPREAD_MEMBER_TTL", "SOLO_SPREAD_MIN_HOLD",
@@ -340,7 +358,8 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 				ResignCooldown: 4 * time.Second, ShutdownTimeout: 20 * time.Second, Drift: 0.02,
 				MinReplicas: 1, ReplicaTimeout: 500 * time.Millisecond, Value: "10.0.0.7:8080",
 			},
-			Mode: worker.ModeStandby,
+			Mode:        worker.ModeStandby,
+			GracePeriod: 25 * time.Second,
 		},
 		Worker: worker.Policy{MaxFailures: 3, RestartBackoff: 2 * time.Second, RestartBackoffMax: time.Minute, MaxFailedTerms: 4},
 		HTTP:   HTTPConfig{Addr: "127.0.0.1:8080"},

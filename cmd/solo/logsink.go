@@ -106,9 +106,10 @@ func (s *logSink) drain() {
 	}
 }
 
-// Sync waits up to a second for the queue to drain (zap calls it at exit).
+// Sync waits up to logSyncTimeout for the queue to drain (zap calls it at
+// exit).
 func (s *logSink) Sync() error {
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(logSyncTimeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
 		n := s.queued
 		s.mu.Unlock()

@@ -546,6 +546,19 @@ func TestBadInput(t *testing.T) {
 			want: "%s: not executable"},
 		{name: "bad log format", cfg: base, args: []string{"run", "--log-format", "xml", "--", "true"}, code: 2,
 			want: `--log-format "xml": want auto, console or json`},
+		// A grace period shorter than solo run's exit bound (issue 23, item
+		// 8): as Kubernetes manifests pass it, from the file, and as a flag.
+		{name: "grace period shorter than the exit bound", cfg: base + "  shutdown_timeout: 20s\nhttp:\n  addr: 127.0.0.1:0\n",
+			env: []string{"SOLO_ELECTION_GRACE_PERIOD=15s"}, args: []string{"run", "--", "true"}, code: 2,
+			want: `SOLO_ELECTION_GRACE_PERIOD="15s": shorter than solo run's exit bound 24s (election.shutdown_timeout 20s + 1 Redis round trip of 1s (the release) + 2s http shutdown + 1s log flush): ` + graceRemedy},
+		{name: "grace period in the file", cfg: base + "  grace_period: 10s\n", args: []string{"run", "--", "true"}, code: 2,
+			want: `%s:5: election.grace_period 10s: shorter than solo run's exit bound 12s (election.shutdown_timeout 10s + 1 Redis round trip of 1s (the release) + 1s log flush): ` + graceRemedy},
+		{name: "grace period flag", cfg: base, args: []string{"run", "--grace-period", "11s", "--", "true"}, code: 2,
+			want: `--grace-period="11s": shorter than solo run's exit bound 12s (election.shutdown_timeout 10s + 1 Redis round trip of 1s (the release) + 1s log flush): ` + graceRemedy},
+		{name: "negative grace period flag", cfg: base, args: []string{"run", "--grace-period", "-1s", "--", "true"}, code: 2,
+			want: `--grace-period="-1s": must be positive`},
+		{name: "grace period in seconds", cfg: base, env: []string{"SOLO_ELECTION_GRACE_PERIOD=15"}, args: []string{"run", "--", "true"}, code: 2,
+			want: `SOLO_ELECTION_GRACE_PERIOD="15": want a duration such as "10s"`},
 		// An unreachable Redis no longer fails solo run (issue 23): see
 		// TestRun_KeepsTryingWhileRedisIsDownAtStart.
 	}
@@ -556,7 +569,11 @@ func TestBadInput(t *testing.T) {
 			for i := range args {
 				args[i] = strings.ReplaceAll(args[i], "%s", path) // the config file: not executable
 			}
-			cmd := exec.Command(soloBin, append(append([]string{}, args[0], "-c", path), args[1:]...)...)
+			// Bounded: a bad input that is accepted leaves solo run
+			// campaigning for ever against the unreachable Redis.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, soloBin, append(append([]string{}, args[0], "-c", path), args[1:]...)...)
 			cmd.Env = append(append(os.Environ(), "SOLO_CONFIG="), tt.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr

@@ -74,7 +74,7 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, 
 			}
 		}()
 		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 			<-served

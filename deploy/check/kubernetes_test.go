@@ -119,9 +119,14 @@ func stripComments(s string) string {
 
 // checkDeployment checks the probes and the grace period of d. For a solo
 // run container (its command starts with solo run) the grace period must be
-// at least the configured election.shutdown_timeout (default ttl, default
-// 10s) + 5s; for an embedded one, fx.StopTimeout (30s in examples/fxapp) +
-// 5s.
+// at least solo run's exit bound with an http.addr and the default read
+// timeout, election.shutdown_timeout (default ttl, default 10s) + 1s (the
+// release) + 2s (HTTP shutdown) + 1s (log flush), and the container must
+// tell solo the same number as SOLO_ELECTION_GRACE_PERIOD (Kubernetes does
+// not show it to the container; solo refuses to start when it is shorter
+// than its exit bound: cmd/solo's TestKubernetesManifest_GracePeriodPassesSolo
+// runs solo's own loader on this file). For an embedded one,
+// fx.StopTimeout (30s in examples/fxapp) + 5s.
 func checkDeployment(t *testing.T, d *appsv1.Deployment, configs []*corev1.ConfigMap) {
 	t.Helper()
 	spec := d.Spec.Template.Spec
@@ -144,7 +149,16 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, configs []*corev1.Confi
 	grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
 	want := 30*time.Second + 5*time.Second // embedded: fx.StopTimeout + 5s
 	if len(c.Command) >= 2 && strings.HasSuffix(c.Command[0], "/solo") && c.Command[1] == "run" {
-		want = shutdownTimeout(t, configs) + 5*time.Second
+		want = shutdownTimeout(t, configs) + 4*time.Second
+		told := ""
+		for _, e := range c.Env {
+			if e.Name == "SOLO_ELECTION_GRACE_PERIOD" {
+				told = e.Value
+			}
+		}
+		if v, err := time.ParseDuration(told); err != nil || v != grace {
+			t.Errorf("Deployment %s: SOLO_ELECTION_GRACE_PERIOD %q, want terminationGracePeriodSeconds %s (%q)", d.Name, told, grace, grace.String())
+		}
 	}
 	if grace < want {
 		t.Errorf("Deployment %s: terminationGracePeriodSeconds %s, want at least %s", d.Name, grace, want)
