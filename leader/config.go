@@ -138,7 +138,9 @@ func (c Config) withDefaults() Config {
 		c.RenewInterval = c.TTL / 3
 	}
 	if c.RenewDeadline == 0 {
-		c.RenewDeadline = c.TTL * 2 / 3
+		// TTL×2/3 without the overflow of TTL×2 near the largest
+		// duration (which gave a negative or zero deadline).
+		c.RenewDeadline = c.TTL/3*2 + c.TTL%3*2/3
 	}
 	if c.RetryInterval == 0 {
 		c.RetryInterval = c.TTL / 5

@@ -2,6 +2,7 @@ package leader_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ func TestConfig_Validate(t *testing.T) {
 		want string // exact error text; "" means valid
 	}{
 		{name: "defaults", cfg: leader.Config{Name: "orders-sync"}},
+		// TTL×2 overflows here: the default deadline came out negative.
+		{name: "largest ttl", cfg: leader.Config{Name: "a", TTL: math.MaxInt64}},
 		{name: "explicit valid", cfg: leader.Config{Name: "a", TTL: 2 * time.Second, RenewInterval: 600 * time.Millisecond, RenewDeadline: 1400 * time.Millisecond, RetryInterval: 100 * time.Millisecond}},
 		{name: "empty name", cfg: leader.Config{}, want: `invalid name "": must not be empty`},
 		{name: "name with open brace", cfg: leader.Config{Name: "a{b"}, want: `invalid name "a{b": must not contain '{' or '}'`},
