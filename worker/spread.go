@@ -1085,10 +1085,11 @@ func score(job, member string) uint64 {
 	return x
 }
 
-// InstanceOf returns the member ID in a job's holder ID (MEMBER-RANDOM).
-func InstanceOf(holderID string) string {
-	if i := strings.LastIndexByte(holderID, '-'); i > 0 {
-		return holderID[:i]
+// MemberOf returns the member ID in a spread job's holder ID
+// (MEMBER-RANDOM): the instance that runs the job.
+func MemberOf(holder string) string {
+	if i := strings.LastIndexByte(holder, '-'); i > 0 {
+		return holder[:i]
 	}
-	return holderID
+	return holder
 }

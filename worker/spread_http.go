@@ -98,7 +98,7 @@ func LookupAssignments(ctx context.Context, client redis.UniversalClient, cfg le
 		h, err := leader.Lookup(ctx, client, c)
 		switch {
 		case err == nil:
-			a.Instance = InstanceOf(h.ID)
+			a.Instance = MemberOf(h.ID)
 			a.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew,
 				Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol}
 		case !errors.Is(err, leader.ErrNoLeader):

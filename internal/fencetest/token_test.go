@@ -83,7 +83,7 @@ func TestDo_Token(t *testing.T) {
 // wrote, the older one's writes are refused.
 //
 // Before, README's lock snippet called Guard.Do with h.Term() and
-// h.Owner() and no Claim, and every write was refused:
+// h.Holder() and no Claim, and every write was refused:
 //
 //	fence: term not claimed: election "lock-account-42": term …: no row in solo_fence
 func TestLockFence_OneCall(t *testing.T) {
@@ -111,7 +111,7 @@ func TestLockFence_OneCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		if tok, ok := fence.TokenFrom(old.Context()); !ok || tok != old.Token() ||
-			tok != (fence.Token{Election: "lock:" + name, Term: old.Term(), Holder: old.Owner()}) {
+			tok != (fence.Token{Election: "lock:" + name, Term: old.Term(), Holder: old.Holder()}) {
 			t.Fatalf("hold's context token %v %v, want %v", tok, ok, old.Token())
 		}
 		if err := write(old, "old"); err != nil {

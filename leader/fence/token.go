@@ -23,7 +23,7 @@ type Token struct {
 	// Term is the fencing term (leader.TermFrom, lock.Hold.Term).
 	Term uint64
 	// Holder is the term's holder: the elector's ID (leader.Elector.ID),
-	// or the lock hold's owner (lock.Hold.Owner).
+	// or the lock hold's (lock.Hold.Holder).
 	Holder string
 }
 
