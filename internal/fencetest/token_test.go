@@ -49,10 +49,8 @@ func TestDo_Token(t *testing.T) {
 			t.Fatalf("term 10 by B: %v, want ErrHolderMismatch", err)
 		}
 		// A new leader's first write claims term 11; term 10 is stale.
-		if e.g.Table() == fence.DefaultTable { // fence.Do uses the default table
-			if err := fence.Do(at(11, "B"), e.db, func(*sql.Tx) error { return nil }); err != nil {
-				t.Fatalf("fence.Do of term 11: %v", err)
-			}
+		if err := e.g.Do(at(11, "B"), func(*sql.Tx) error { return nil }); err != nil {
+			t.Fatalf("Do of term 11: %v", err)
 		}
 		if err := write(at(12, "B"), "B12"); err != nil {
 			t.Fatalf("first write of term 12: %v", err)
