@@ -438,7 +438,7 @@ func (g *Guard) Begin(ctx context.Context, name string, term uint64, holder stri
 // position, a balance) needs the term claimed before those reads: until
 // the claim, a transaction of an older term that passed its check may
 // still commit under them. The worker with WithFence claims before any
-// job runs; a lock holder calls ClaimToken(ctx, h.Token()) after Lock.
+// job runs; a lock holder claims its Hold.Token after Lock.
 func (g *Guard) Do(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tok, err := tokenOf(ctx)
 	if err != nil {
