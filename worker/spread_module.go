@@ -17,7 +17,7 @@ import (
 // Module (a redis.UniversalClient; optionally a *zap.Logger, a
 // prometheus.Registerer and Gatherer, a *fence.Guard or a Fence) and the
 // same options
-// (Named, WithOptions, WithHTTP: there /leader serves SpreadInfo). A job
+// (Named, WithOptions, WithHTTP: there /leader serves the group's assignment). A job
 // constructor may return one Job; shards are registered as a []Job
 // annotated into the group with fx.ResultTags(`group:"solo.jobs,flatten"`)
 // (Sharded returns them). A job constructor may take anything but the

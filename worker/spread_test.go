@@ -194,10 +194,9 @@ func TestSpread_Sharded(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("not every shard started")
 	}
-	info := s.Info(context.Background())
 	rec := httptest.NewRecorder()
 	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
-	var served worker.SpreadInfo
+	var served spreadBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &served); err != nil || rec.Code != 200 || len(served.Jobs) != 4 ||
 		served.Members[0].ID != s.Member() || served.Share != 4 || served.Jobs[3].Holder == nil {
 		t.Errorf("/leader: %d %v %s", rec.Code, err, rec.Body)
@@ -206,8 +205,8 @@ func TestSpread_Sharded(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if len(info.Jobs) != 4 || info.Jobs[0].Election != "g2.orders/0" || info.Jobs[0].Instance != s.Member() {
-		t.Errorf("info %+v", info)
+	if len(served.Jobs) != 4 || served.Jobs[0].Election != "g2.orders/0" || served.Jobs[0].Instance != s.Member() {
+		t.Errorf("/leader jobs %+v", served.Jobs)
 	}
 }
 
@@ -279,8 +278,7 @@ func TestSpreadModule_RunsShardsPerElection(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("terms %v: want three distinct terms, one per election", seen)
 	}
-	info := s.Info(context.Background())
-	for _, a := range info.Jobs {
+	for _, a := range spreadServed(t, s).Jobs {
 		if !a.Self || a.Instance != s.Member() || a.Holder == nil {
 			t.Errorf("assignment %+v: want held here", a)
 		}
