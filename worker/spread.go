@@ -247,6 +247,9 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	for _, o := range opts {
 		o.apply(&probeW)
 	}
+	if probeW.optErr != nil {
+		return nil, probeW.optErr
+	}
 	switch probeW.mode {
 	case "", ModeElect, ModeSpread:
 		opts = append(slices.Clone(opts), WithMode(ModeElect)) // each job: one election

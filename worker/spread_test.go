@@ -18,6 +18,7 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/leadertest"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -223,6 +224,20 @@ func TestSpread_BadInput(t *testing.T) {
 	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{}, worker.WithPolicy(worker.Policy{MaxFailedTerms: 3})); err == nil ||
 		err.Error() != "worker: spread: invalid max_failed_terms 3: not supported when spreading jobs (election.mode spread): set it to 0" {
 		t.Errorf("max_failed_terms in a spread: %v", err)
+	}
+	// One Option type for New, NewSpread and the modules: a module-only
+	// option is refused by name.
+	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{}, worker.WithHTTP(":0")); err == nil ||
+		err.Error() != "worker: WithHTTP is an option of Module and SpreadModule, not of New or NewSpread" {
+		t.Errorf("WithHTTP given to NewSpread: %v", err)
+	}
+	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := worker.New(e, worker.WithPolicy(worker.DefaultPolicy()), worker.Named("x")); err == nil ||
+		err.Error() != "worker: Named is an option of Module and SpreadModule, not of New or NewSpread" {
+		t.Errorf("Named given to New: %v", err)
 	}
 	s, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{})
 	if err != nil {
