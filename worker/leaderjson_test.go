@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -69,4 +70,24 @@ func spreadServed(t *testing.T, s *worker.Spread) spreadBody {
 		t.Fatalf("/leader: %d %v %s", rec.Code, err, rec.Body)
 	}
 	return b
+}
+
+// TestAssignment_JSON: an Assignment (its Holder a *leader.Holder since the
+// API review) marshals to exactly the body a Spread's /leader served
+// before, when the holder was a worker.HolderInfo: want is what commit
+// d2a7097 marshalled for the same values.
+func TestAssignment_JSON(t *testing.T) {
+	since := time.Date(2026, 11, 26, 10, 0, 0, 123000000, time.UTC)
+	a := []worker.Assignment{{Job: "j", Election: "g.j", Instance: "m", Self: true,
+		Holder: &leader.Holder{ID: "m-1f", Term: 7, TTL: 3 * time.Second, Since: since, LastRenew: since.Add(time.Second), Protocol: 1, MinPeerProtocol: 1,
+			LeaseTTL: 10 * time.Second, RenewInterval: 3 * time.Second, Value: "v"}},
+		{Job: "k", Election: "g.k"}}
+	got, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `[{"job":"j","election":"g.j","instance":"m","holder":{"id":"m-1f","term":7,"since":"2026-11-26T10:00:00.123Z","ttl_ms":3000,"ttl_left_ms":0,"last_renew":"2026-11-26T10:00:01.123Z","protocol":1,"protocol_min":1},"self":true},{"job":"k","election":"g.k","holder":null,"self":false}]`
+	if string(got) != want {
+		t.Fatalf("Assignment JSON\n%s\nwant\n%s", got, want)
+	}
 }
