@@ -31,7 +31,7 @@ type Config struct {
 	// Name is the election: candidates with the same Name and KeyPrefix
 	// compete for one lease. Required; must not contain '{', '}' or white
 	// space (it is the Redis Cluster hash tag of the election's keys).
-	Name string `yaml:"name"`
+	Name string
 
 	// ID names this candidate in the lease value. The Elector always
 	// appends "-" and a random part of its own (Elector.ID returns the
@@ -39,69 +39,71 @@ type Config struct {
 	// configuration cannot make two Electors share an ID. Default
 	// "HOST-PID", so the ID reads "HOST-PID-RANDOM". Must not contain white
 	// space.
-	ID string `yaml:"id"`
+	ID string
 
 	// KeyPrefix starts every Redis key of the election: PREFIX:{NAME}:lease.
 	// Default "solo".
-	KeyPrefix string `yaml:"key_prefix"`
+	KeyPrefix string
 
 	// TTL is the lease length on the Redis server. Default 10s; at least 1ms.
-	TTL time.Duration `yaml:"ttl"`
+	TTL time.Duration
 
 	// RenewInterval is how often the leader renews the lease, measured from
 	// the send time of the last successful renewal. Default TTL/3.
-	RenewInterval time.Duration `yaml:"renew_interval"`
+	RenewInterval time.Duration
 
 	// RenewDeadline bounds the time since the send time of the last
 	// successful renewal (or the acquire): past it the leader cancels its
 	// jobs' context and steps down. Default 2/3 of TTL.
-	RenewDeadline time.Duration `yaml:"renew_deadline"`
+	RenewDeadline time.Duration
 
 	// RetryInterval bounds a follower's wait when it has neither a release
 	// notice nor the holder's remaining TTL to go by, and is the back-off
 	// after a failed acquire or a term that ended in failure. Default TTL/5.
-	RetryInterval time.Duration `yaml:"retry_interval"`
+	RetryInterval time.Duration
 
 	// ResignCooldown is how long a candidate that resigned stays out of the
 	// election, unless another leader shows up earlier. Default
 	// RetryInterval.
-	ResignCooldown time.Duration `yaml:"resign_cooldown"`
+	ResignCooldown time.Duration
 
 	// ShutdownTimeout bounds how long Run, once its context is done, keeps
 	// renewing while the leader function drains. Past it renewing stops and
 	// the lease is left to expire, never released under a running
 	// function. Default TTL.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	ShutdownTimeout time.Duration
 
 	// Drift is the assumed maximum relative rate difference between this
 	// host's monotonic clock and the Redis server's clock (0.01 = 1%).
 	// Default 0.01; must be in [0, 0.5).
-	Drift float64 `yaml:"drift"`
+	Drift float64
 
 	// MinReplicas, when positive, makes acquire and renew wait (WAIT) until
 	// that many replicas acknowledged the write, on the same connection.
 	// An acquire acknowledged by fewer is refused; such a renew counts as
 	// failed. Use it with Sentinel so a failover cannot lose a fresh lease.
 	// Default 0 (off).
-	MinReplicas int `yaml:"min_replicas"`
+	MinReplicas int
 
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default
 	// min(RenewInterval/2, 500ms). Must be below RenewDeadline−RenewInterval.
-	ReplicaTimeout time.Duration `yaml:"replica_timeout"`
+	ReplicaTimeout time.Duration
 
 	// Value is proclaimed with the leadership, as etcd's Campaign value:
 	// stored beside the lease when this candidate takes it, and shown by
 	// Lookup, Observe, /leader and solo status (for instance the leader's
 	// address, so followers can route to it). Elector.Proclaim replaces it
 	// while leading. Optional; valid UTF-8, at most MaxValueLen bytes.
-	Value string `yaml:"value"`
+	Value string
 }
 
 // MaxValueLen bounds Config.Value and Elector.Proclaim's value.
 const MaxValueLen = 4096
 
-// ConfigError reports one bad configuration value. Field is the yaml name of
-// the field; loaders that nest the config may prefix it (election.ttl).
+// ConfigError reports one bad configuration value. Field is the field's
+// name in snake case (renew_interval for RenewInterval), the key solo's
+// configuration file gives it; loaders that nest the config may prefix it
+// (election.ttl).
 type ConfigError struct {
 	Field  string
 	Value  any

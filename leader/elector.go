@@ -76,9 +76,9 @@ type Status struct {
 	// of the acquire) of the current or last term. The renew deadline runs
 	// from it.
 	LastRenew time.Time
-	// Leader is the holder last observed (this candidate while Leading);
+	// Holder is the holder last observed (this candidate while Leading);
 	// zero before any holder was seen.
-	Leader Lease
+	Holder Lease
 	// RedisErr is the error of this elector's last acquire or renew that
 	// got no answer from Redis (down, frozen, unreachable), nil once one
 	// is answered again. It is ErrNotStarted... never: before the first
@@ -607,8 +607,8 @@ func (c *campaign) followWait(pttl time.Duration) time.Duration {
 func (c *campaign) observe(l Lease) {
 	e := c.e
 	e.mu.Lock()
-	changed := e.status.Leader != l
-	e.status.Leader = l
+	changed := e.status.Holder != l
+	e.status.Holder = l
 	e.mu.Unlock()
 	if changed {
 		e.log.Info("leader observed", zap.String("leader", l.ID), zap.Uint64("term", l.Term))
@@ -1107,7 +1107,7 @@ func (e *Elector) beginTerm(l Lease, sent time.Time) {
 	e.status.Term = l.Term
 	e.status.Since = sent
 	e.status.LastRenew = sent
-	e.status.Leader = l
+	e.status.Holder = l
 	e.loopBeat, e.renewBusy = sent, false
 	e.openTerm, e.expiredAt = l.Term, time.Time{}
 	e.termDone = make(chan struct{})

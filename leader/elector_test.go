@@ -547,7 +547,7 @@ func TestElector_FollowerTakesOverWhenLeaseExpires(t *testing.T) {
 		rec := newRecorder()
 		stop := run(t, e, rec.fn("b"))
 		synctest.Wait()
-		if got := e.Status().Leader; got != dead {
+		if got := e.Status().Holder; got != dead {
 			t.Fatalf("observed leader %v, want %v", got, dead)
 		}
 		s := <-rec.started
@@ -634,7 +634,7 @@ func TestElector_RunTwice(t *testing.T) {
 			t.Fatalf("second Run() = %v, want ErrAlreadyRunning", err)
 		}
 		st := e.Status()
-		if !st.Leading || st.Term == 0 || st.Leader.ID != e.ID() || !strings.HasPrefix(st.ID, "a-") {
+		if !st.Leading || st.Term == 0 || st.Holder.ID != e.ID() || !strings.HasPrefix(st.ID, "a-") {
 			t.Fatalf("Status() = %+v", st)
 		}
 		_ = stop()

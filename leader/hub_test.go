@@ -171,7 +171,7 @@ func TestHub_ManyElectorsShareOneSubscriptionAndHandOverByNotice(t *testing.T) {
 		if err != nil || got.ID != l.e.ID() {
 			t.Fatalf("election %d: lease %v %v, want held by %s", i, got, err, l.e.ID())
 		}
-		hubWait(t, 5*time.Second, "follower observes the leader", func() bool { return f.e.Status().Leader.ID == l.e.ID() })
+		hubWait(t, 5*time.Second, "follower observes the leader", func() bool { return f.e.Status().Holder.ID == l.e.ID() })
 	}
 
 	all, pubsub := clientConns(t, probe)
@@ -627,7 +627,7 @@ func TestHub_ClusterOneSubscriptionForAllSlots(t *testing.T) {
 	}
 	hubWait(t, 10*time.Second, "every channel subscribed", func() bool { return hub.confirmedChannels() == len(pairs) })
 	for _, p := range pairs {
-		hubWait(t, 5*time.Second, "b observes a", func() bool { return p.b.Status().Leader.ID == p.a.ID() })
+		hubWait(t, 5*time.Second, "b observes a", func() bool { return p.b.Status().Holder.ID == p.a.ID() })
 	}
 	subs := 0
 	for _, n := range cl.Nodes() {

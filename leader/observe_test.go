@@ -131,7 +131,7 @@ func TestRedis_ObserveFollowsHandoffsByNotice(t *testing.T) {
 	stopA := runRedis(t, a, func(ctx context.Context) error { <-ctx.Done(); return nil })
 	next("elected a")
 	runRedis(t, b, func(ctx context.Context) error { <-ctx.Done(); return nil })
-	waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == a.ID() })
+	waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Holder.ID == a.ID() })
 	waitSubscribed(t, c, cfg.EventsChannel(), 3) // a, b and the observer
 	_ = stopA()
 	next("released a")

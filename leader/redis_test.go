@@ -257,7 +257,7 @@ func TestRedis_GracefulHandoffWakesFollowerByNotice(t *testing.T) {
 				<-ctx.Done()
 				return nil
 			})
-			waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == a.ID() })
+			waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Holder.ID == a.ID() })
 			waitSubscribed(t, clientB, cfgB.EventsChannel(), 2)
 			evalsBefore := cb.get("evalsha") + cb.get("eval")
 
@@ -304,7 +304,7 @@ func TestRedis_CrashedLeaderIsReplacedAfterExpiry(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	waitFor(t, 5*time.Second, "follower observes the child", func() bool { return f.Status().Leader.Term == term })
+	waitFor(t, 5*time.Second, "follower observes the child", func() bool { return f.Status().Holder.Term == term })
 
 	child.kill(t)
 	// The server-side expiry of the dead leader's lease, bracketed by the
@@ -741,7 +741,7 @@ func TestRedis_ClusterManyElectionsNoCrossSlot(t *testing.T) {
 	stopA := runRedis(t, a, func(ctx context.Context) error { aStarted <- struct{}{}; <-ctx.Done(); return nil })
 	<-aStarted
 	runRedis(t, b, func(ctx context.Context) error { bStarted <- struct{}{}; <-ctx.Done(); return nil })
-	waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Leader.ID == a.ID() })
+	waitFor(t, 5*time.Second, "b observes a", func() bool { return b.Status().Holder.ID == a.ID() })
 	waitSubscribed(t, c, cfgB.EventsChannel(), 2)
 	_ = stopA()
 	select {

@@ -54,7 +54,7 @@ func TestModule_RedisConfigErrorIsReportedAndFailsReadiness(t *testing.T) {
 			// run but the start ping (the inspect script, PING) does not.
 			client := aclClient(t, srv, "~*", "&*", "+@all", "-hset")
 			cfg := fxConfig(t)
-			module := func(opts ...worker.ModuleOption) fx.Option {
+			module := func(opts ...worker.Option) fx.Option {
 				if mode == "spread" {
 					return worker.SpreadModule(cfg, worker.SpreadConfig{}, opts...)
 				}

@@ -12,27 +12,27 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
-// LeaderInfo is the JSON body of /leader. Its words are the ones
+// leaderInfo is the JSON body of /leader. Its words are the ones
 // `solo status --json` uses: "holder" is who holds the lease (null when
 // nobody does), "candidates" who waits for it, "self" this instance.
-type LeaderInfo struct {
+type leaderInfo struct {
 	Election string `json:"election"`
 	// Holder is the current lease holder as Redis reports it; nil when
 	// nobody leads (or Redis could not be asked: see Error).
-	Holder *HolderInfo `json:"holder"`
+	Holder *holderInfo `json:"holder"`
 	// Candidates are the IDs of the candidates waiting for the lease,
 	// sorted; never null.
 	Candidates []string `json:"candidates"`
 	// Self is this instance's own view.
-	Self SelfInfo `json:"self"`
+	Self selfInfo `json:"self"`
 	// Error is set when Redis could not be asked.
 	Error string `json:"error,omitempty"`
 }
 
-// HolderInfo describes the lease holder: the JSON "holder" object of
+// holderInfo describes the lease holder: the JSON "holder" object of
 // /leader and of `solo status --json`. A field the holder did not record
 // (a lease taken by an older solo) is left out.
-type HolderInfo struct {
+type holderInfo struct {
 	ID   string `json:"id"`
 	Term uint64 `json:"term"`
 	// Since is when the term began.
@@ -54,9 +54,9 @@ type HolderInfo struct {
 	ProtocolMin int `json:"protocol_min,omitempty"`
 }
 
-// NewHolderInfo returns h in the JSON vocabulary of /leader.
-func NewHolderInfo(h leader.Holder) *HolderInfo {
-	return &HolderInfo{
+// newHolderInfo returns h in the JSON vocabulary of /leader.
+func newHolderInfo(h leader.Holder) *holderInfo {
+	return &holderInfo{
 		ID: h.ID, Term: h.Term, Since: h.Since,
 		TTLMillis: h.LeaseTTL.Milliseconds(), TTLLeftMillis: h.TTL.Milliseconds(),
 		RenewMillis: h.RenewInterval.Milliseconds(), LastRenew: h.LastRenew, Value: h.Value,
@@ -64,8 +64,8 @@ func NewHolderInfo(h leader.Holder) *HolderInfo {
 	}
 }
 
-// SelfInfo is this instance's view of its own leadership.
-type SelfInfo struct {
+// selfInfo is this instance's view of its own leadership.
+type selfInfo struct {
 	ID string `json:"id"`
 	// Role is leader, follower, standby (never leads) or always (runs its
 	// jobs without an election).
@@ -77,14 +77,14 @@ type SelfInfo struct {
 	LastRenew time.Time `json:"last_renew,omitzero"`
 }
 
-// Info returns what /leader serves: one Redis round trip.
-func (w *Worker) Info(ctx context.Context) LeaderInfo {
+// info returns what /leader serves: one Redis round trip.
+func (w *Worker) info(ctx context.Context) leaderInfo {
 	e := w.elector
 	st := e.Status()
-	info := LeaderInfo{
+	info := leaderInfo{
 		Election:   e.Config().Name,
 		Candidates: []string{},
-		Self:       SelfInfo{ID: st.ID, Role: "follower"},
+		Self:       selfInfo{ID: st.ID, Role: "follower"},
 	}
 	switch {
 	case w.mode == ModeStandby:
@@ -101,7 +101,7 @@ func (w *Worker) Info(ctx context.Context) LeaderInfo {
 		return info
 	}
 	if v.Holder != nil {
-		info.Holder = NewHolderInfo(*v.Holder)
+		info.Holder = newHolderInfo(*v.Holder)
 	}
 	if v.Candidates != nil {
 		info.Candidates = v.Candidates
@@ -110,7 +110,7 @@ func (w *Worker) Info(ctx context.Context) LeaderInfo {
 }
 
 // Handler serves /livez and /readyz (neither depends on being leader: a
-// follower is healthy), /leader (LeaderInfo as JSON) and, when gatherer is
+// follower is healthy), /leader (the election as JSON: election, holder, candidates, self) and, when gatherer is
 // not nil, /metrics.
 //
 // /livez is for a liveness probe: it reflects this process's own health
@@ -162,7 +162,7 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))
 	})
 	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
-		info := w.Info(ctx)
+		info := w.info(ctx)
 		return info, info.Error != ""
 	}, gatherer)
 	return mux

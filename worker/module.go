@@ -58,7 +58,7 @@ const JobGroup = "solo.jobs"
 //
 // To spread the jobs over the instances instead, each job an election of
 // its own, use SpreadModule (same job group, same options).
-func Module(cfg leader.Config, opts ...ModuleOption) fx.Option {
+func Module(cfg leader.Config, opts ...Option) fx.Option {
 	mo := newModuleOptions(opts)
 	tag := mo.tag()
 	base := func(p moduleParams) (*moduleBase, error) { return newModuleBase(p, cfg, mo) }
@@ -77,11 +77,6 @@ func Module(cfg leader.Config, opts ...ModuleOption) fx.Option {
 	)
 }
 
-// ModuleOption configures a Module.
-type ModuleOption interface {
-	applyModule(*moduleOptions)
-}
-
 type moduleOptions struct {
 	name     string
 	httpAddr string
@@ -89,11 +84,23 @@ type moduleOptions struct {
 	worker   []Option
 }
 
-type moduleOptionFunc func(*moduleOptions)
+// moduleOption is an Option of Module and SpreadModule only; name is the
+// function that made it, for New's error.
+type moduleOption struct {
+	name string
+	f    func(*moduleOptions)
+}
 
-func (f moduleOptionFunc) applyModule(o *moduleOptions) { f(o) }
+func (o moduleOption) applyModule(mo *moduleOptions) { o.f(mo) }
 
-func newModuleOptions(opts []ModuleOption) moduleOptions {
+// apply makes New fail: the option configures a module, not a Worker.
+func (o moduleOption) apply(w *Worker) {
+	if w.optErr == nil {
+		w.optErr = fmt.Errorf("worker: %s is an option of Module and SpreadModule, not of New or NewSpread", o.name)
+	}
+}
+
+func newModuleOptions(opts []Option) moduleOptions {
 	var mo moduleOptions
 	for _, o := range opts {
 		o.applyModule(&mo)
@@ -135,21 +142,14 @@ func (mo moduleOptions) provideJobs() fx.Option {
 // collects its jobs from the group JobGroup + "." + NAME (AsJobOf), so that
 // one application can run several elections. Default: untagged, jobs from
 // JobGroup.
-func Named(name string) ModuleOption {
-	return moduleOptionFunc(func(o *moduleOptions) { o.name = name })
-}
-
-// WithOptions passes Worker options (WithPolicy, WithMode, WithLocation,
-// WithOnLeaderChange, …) to the module's worker. The logger, metrics and
-// fence come from the graph.
-func WithOptions(opts ...Option) ModuleOption {
-	return moduleOptionFunc(func(o *moduleOptions) { o.worker = append(o.worker, opts...) })
+func Named(name string) Option {
+	return moduleOption{"Named", func(o *moduleOptions) { o.name = name }}
 }
 
 // WithHTTP serves Handler (/livez, /readyz, /leader, /metrics) on addr, such
 // as "127.0.0.1:8080", while the module runs. Default: no HTTP server.
-func WithHTTP(addr string) ModuleOption {
-	return moduleOptionFunc(func(o *moduleOptions) { o.httpAddr = addr })
+func WithHTTP(addr string) Option {
+	return moduleOption{"WithHTTP", func(o *moduleOptions) { o.httpAddr = addr }}
 }
 
 // FailFast makes the module's OnStart ping Redis and fail the
@@ -166,8 +166,8 @@ func WithHTTP(addr string) ModuleOption {
 // logged once at error level, counted in
 // solo_election_redis_config_errors_total and fails /readyz, and the
 // worker retries every retry_interval, so a fixed ACL needs no restart.
-func FailFast() ModuleOption {
-	return moduleOptionFunc(func(o *moduleOptions) { o.failFast = true })
+func FailFast() Option {
+	return moduleOption{"FailFast", func(o *moduleOptions) { o.failFast = true }}
 }
 
 // AsJob annotates a job constructor so that its result, which must
@@ -213,7 +213,7 @@ func (p moduleParams) fence() Fence {
 
 // workerOptions returns the logger (a no-op one if the graph has none) and
 // the Worker options a module passes on: logger, metrics (when the graph
-// has a Registerer), fence, then the module's WithOptions.
+// has a Registerer), fence, then the Worker options given to the module.
 func (p moduleParams) workerOptions(mo moduleOptions) (*zap.Logger, *Metrics, []Option, error) {
 	log := p.Logger
 	if log == nil {

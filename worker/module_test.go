@@ -156,7 +156,7 @@ func TestHandler(t *testing.T) {
 		}
 	}
 	code, body := get("/leader")
-	var info worker.LeaderInfo
+	var info leaderBody
 	if err := json.Unmarshal([]byte(body), &info); err != nil || code != http.StatusOK {
 		t.Fatalf("/leader = %d %s (%v)", code, body, err)
 	}

@@ -43,7 +43,7 @@ func TestModule_Validate(t *testing.T) {
 			}),
 			fx.Provide(fx.Annotate(func() nopFence { return nopFence{} }, fx.As(new(worker.Fence)))),
 			worker.Module(cfg, worker.WithHTTP("127.0.0.1:0"),
-				worker.WithOptions(worker.WithPolicy(worker.DefaultPolicy()), worker.WithMode(worker.ModeStandby))),
+				worker.WithPolicy(worker.DefaultPolicy()), worker.WithMode(worker.ModeStandby)),
 			fx.Provide(worker.AsJob(job)),
 		}},
 		{name: "app provides its own leader.Config and uses the elector", opts: []fx.Option{

@@ -49,21 +49,22 @@ const (
 	DefaultRestartBackoffMax = 30 * time.Second
 )
 
-// Policy is how a worker restarts failing pull jobs (WithPolicy). The yaml
-// keys are those of the worker: section of solo's config.yaml.
+// Policy is how a worker restarts failing pull jobs (WithPolicy). solo's
+// config.yaml sets it in its worker: section (max_failures for
+// MaxFailures, and so on).
 type Policy struct {
 	// MaxFailures is the number of consecutive job failures after which the
 	// instance resigns so that another candidate can try. Default 5; at
 	// least 1.
-	MaxFailures int `yaml:"max_failures"`
+	MaxFailures int
 
 	// RestartBackoff is the first restart delay of a failed pull job; it
 	// doubles with each further consecutive failure. Default 1s.
-	RestartBackoff time.Duration `yaml:"restart_backoff"`
+	RestartBackoff time.Duration
 
 	// RestartBackoffMax caps the restart delay. Default 30s; not below
 	// RestartBackoff.
-	RestartBackoffMax time.Duration `yaml:"restart_backoff_max"`
+	RestartBackoffMax time.Duration
 
 	// MaxFailedTerms is the number of failed terms in a row, counted
 	// across every instance of the election, after which every instance
@@ -75,7 +76,7 @@ type Policy struct {
 	// (PREFIX:{NAME}:cp:failed-terms). Default 0: never give up (a job
 	// that always fails moves from instance to instance for ever). A
 	// Spread refuses it (NewSpread): it does not count failed terms.
-	MaxFailedTerms int `yaml:"max_failed_terms"`
+	MaxFailedTerms int
 }
 
 // DefaultPolicy returns the defaults: 5 failures, back-off from 1s to 30s.

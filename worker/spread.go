@@ -27,18 +27,18 @@ import (
 type SpreadConfig struct {
 	// Heartbeat is how often every member writes its heartbeat (and its
 	// load) and rebalances. Default TTL/3.
-	Heartbeat time.Duration `yaml:"heartbeat"`
+	Heartbeat time.Duration
 
 	// MemberTTL is how long a member stays in the group after its last
 	// heartbeat, on the Redis server's clock: a crashed instance leaves
 	// the group this long after its last heartbeat. Default TTL; at least
 	// twice Heartbeat.
-	MemberTTL time.Duration `yaml:"member_ttl"`
+	MemberTTL time.Duration
 
 	// MinHold is the least time an instance runs a job before it may shed
 	// it to rebalance (never applies to shutdown or a lost lease). Default
 	// TTL.
-	MinHold time.Duration `yaml:"min_hold"`
+	MinHold time.Duration
 }
 
 // withDefaults fills zero fields from the group's election config.
@@ -246,6 +246,9 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	var probeW Worker
 	for _, o := range opts {
 		o.apply(&probeW)
+	}
+	if probeW.optErr != nil {
+		return nil, probeW.optErr
 	}
 	switch probeW.mode {
 	case "", ModeElect, ModeSpread:
@@ -1085,10 +1088,11 @@ func score(job, member string) uint64 {
 	return x
 }
 
-// InstanceOf returns the member ID in a job's holder ID (MEMBER-RANDOM).
-func InstanceOf(holderID string) string {
-	if i := strings.LastIndexByte(holderID, '-'); i > 0 {
-		return holderID[:i]
+// MemberOf returns the member ID in a spread job's holder ID
+// (MEMBER-RANDOM): the instance that runs the job.
+func MemberOf(holder string) string {
+	if i := strings.LastIndexByte(holder, '-'); i > 0 {
+		return holder[:i]
 	}
-	return holderID
+	return holder
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,9 +15,9 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
-// SpreadInfo is the JSON body of a Spread's /leader: the group and the
+// spreadInfo is the JSON body of a Spread's /leader: the group and the
 // assignment of its jobs.
-type SpreadInfo struct {
+type spreadInfo struct {
 	Group string `json:"group"`
 	// Member is this instance's member ID.
 	Member string `json:"member"`
@@ -40,20 +41,39 @@ type SpreadInfo struct {
 
 // Assignment is one job of a group and who runs it.
 type Assignment struct {
-	Job      string `json:"job"`
-	Election string `json:"election"`
+	Job      string
+	Election string
 	// Instance is the member whose elector holds the job's lease ("" when
-	// nobody does); Holder is the lease as Redis reports it.
-	Instance string      `json:"instance,omitempty"`
-	Holder   *HolderInfo `json:"holder"`
+	// nobody does); Holder is the lease's holder as Redis reports it (nil
+	// when nobody holds it).
+	Instance string
+	Holder   *leader.Holder
 	// Self is true when the job runs on this instance now.
-	Self bool `json:"self"`
+	Self bool
 }
 
-// Info returns what /leader serves: one Redis round trip per job.
-func (s *Spread) Info(ctx context.Context) SpreadInfo {
+// MarshalJSON writes a as one job of a Spread's /leader: job, election,
+// instance (left out when empty), holder (null when nobody holds it) and
+// self.
+func (a Assignment) MarshalJSON() ([]byte, error) {
+	var h *holderInfo
+	if a.Holder != nil {
+		h = &holderInfo{ID: a.Holder.ID, Term: a.Holder.Term, TTLMillis: a.Holder.TTL.Milliseconds(), Since: a.Holder.Since,
+			LastRenew: a.Holder.LastRenew, Protocol: a.Holder.Protocol, ProtocolMin: a.Holder.MinPeerProtocol}
+	}
+	return json.Marshal(struct {
+		Job      string      `json:"job"`
+		Election string      `json:"election"`
+		Instance string      `json:"instance,omitempty"`
+		Holder   *holderInfo `json:"holder"`
+		Self     bool        `json:"self"`
+	}{a.Job, a.Election, a.Instance, h, a.Self})
+}
+
+// info returns what /leader serves: one Redis round trip per job.
+func (s *Spread) info(ctx context.Context) spreadInfo {
 	s.mu.Lock()
-	info := SpreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit, Conflict: s.conflict}
+	info := spreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit, Conflict: s.conflict}
 	units := s.units
 	self := map[string]bool{}
 	for _, u := range units {
@@ -98,9 +118,8 @@ func LookupAssignments(ctx context.Context, client redis.UniversalClient, cfg le
 		h, err := leader.Lookup(ctx, client, c)
 		switch {
 		case err == nil:
-			a.Instance = InstanceOf(h.ID)
-			a.Holder = &HolderInfo{ID: h.ID, Term: h.Term, TTLMillis: h.TTL.Milliseconds(), Since: h.Since, LastRenew: h.LastRenew,
-				Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol}
+			a.Instance = MemberOf(h.ID)
+			a.Holder = &h
 		case !errors.Is(err, leader.ErrNoLeader):
 			errs = append(errs, fmt.Errorf("job %q: %w", name, err))
 		}
@@ -132,7 +151,8 @@ func LookupMembers(ctx context.Context, client redis.UniversalClient, cfg leader
 
 // Handler serves, for a Spread, /livez (fails while a job's renewal loop
 // is wedged, as Handler does for one election; never for Redis), /readyz, /leader
-// (SpreadInfo as JSON) and, when gatherer is not nil, /metrics.
+// (the group and its assignment as JSON: group, member, members, share,
+// jobs [Assignment], conflict) and, when gatherer is not nil, /metrics.
 func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	tolerance := (s.cfg.RenewDeadline - s.cfg.RenewInterval) / 2
@@ -169,7 +189,7 @@ func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 		writeText(rw, http.StatusOK, "ok")
 	})
 	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
-		info := s.Info(ctx)
+		info := s.info(ctx)
 		return info, info.Error != ""
 	}, gatherer)
 	return mux

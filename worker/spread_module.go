@@ -17,7 +17,7 @@ import (
 // Module (a redis.UniversalClient; optionally a *zap.Logger, a
 // prometheus.Registerer and Gatherer, a *fence.Guard or a Fence) and the
 // same options
-// (Named, WithOptions, WithHTTP: there /leader serves SpreadInfo). A job
+// (Named, WithHTTP, the Worker options: there /leader serves the group's assignment). A job
 // constructor may return one Job; shards are registered as a []Job
 // annotated into the group with fx.ResultTags(`group:"solo.jobs,flatten"`)
 // (Sharded returns them). A job constructor may take anything but the
@@ -27,7 +27,7 @@ import (
 // OnStart checks that Redis answers; OnStop leaves the group and waits for
 // every job to drain and its lease to be released, bounded by the stop
 // context: set fx.StopTimeout above cfg.ShutdownTimeout plus a second.
-func SpreadModule(cfg leader.Config, sc SpreadConfig, opts ...ModuleOption) fx.Option {
+func SpreadModule(cfg leader.Config, sc SpreadConfig, opts ...Option) fx.Option {
 	mo := newModuleOptions(opts)
 	tag := mo.tag()
 	build := func(p moduleParams, jobs jobList) (*Spread, error) {

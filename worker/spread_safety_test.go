@@ -165,7 +165,7 @@ func TestSpread_ModeSwitchExcludes(t *testing.T) {
 	a := startInstance(t, client, k, "sw", "a", 2)
 	b := startInstance(t, client, k, "sw", "b", 2)
 	deadline := time.Now().Add(10 * time.Second)
-	for a.s.Info(context.Background()).Conflict == "" || b.s.Info(context.Background()).Conflict == "" {
+	for spreadServed(t, a.s).Conflict == "" || spreadServed(t, b.s).Conflict == "" {
 		if time.Now().After(deadline) {
 			t.Fatal("spread members never reported the elect-mode lease that keeps them out")
 		}
@@ -179,7 +179,7 @@ func TestSpread_ModeSwitchExcludes(t *testing.T) {
 	// Switch elect → spread: stop the elect-mode instance.
 	e.stop()
 	k.waitLoads(t, 10*time.Second, []int{0, 1, 1}, "e", "a", "b")
-	if c := a.s.Info(context.Background()).Conflict; c != "" {
+	if c := spreadServed(t, a.s).Conflict; c != "" {
 		t.Errorf("conflict %q after joining", c)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/leadertest"
 	"github.com/solo-run/solo/worker"
 )
 
@@ -194,10 +195,9 @@ func TestSpread_Sharded(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("not every shard started")
 	}
-	info := s.Info(context.Background())
 	rec := httptest.NewRecorder()
 	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
-	var served worker.SpreadInfo
+	var served spreadBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &served); err != nil || rec.Code != 200 || len(served.Jobs) != 4 ||
 		served.Members[0].ID != s.Member() || served.Share != 4 || served.Jobs[3].Holder == nil {
 		t.Errorf("/leader: %d %v %s", rec.Code, err, rec.Body)
@@ -206,8 +206,8 @@ func TestSpread_Sharded(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if len(info.Jobs) != 4 || info.Jobs[0].Election != "g2.orders/0" || info.Jobs[0].Instance != s.Member() {
-		t.Errorf("info %+v", info)
+	if len(served.Jobs) != 4 || served.Jobs[0].Election != "g2.orders/0" || served.Jobs[0].Instance != s.Member() {
+		t.Errorf("/leader jobs %+v", served.Jobs)
 	}
 }
 
@@ -224,6 +224,20 @@ func TestSpread_BadInput(t *testing.T) {
 	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{}, worker.WithPolicy(worker.Policy{MaxFailedTerms: 3})); err == nil ||
 		err.Error() != "worker: spread: invalid max_failed_terms 3: not supported when spreading jobs (election.mode spread): set it to 0" {
 		t.Errorf("max_failed_terms in a spread: %v", err)
+	}
+	// One Option type for New, NewSpread and the modules: a module-only
+	// option is refused by name.
+	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{}, worker.WithHTTP(":0")); err == nil ||
+		err.Error() != "worker: WithHTTP is an option of Module and SpreadModule, not of New or NewSpread" {
+		t.Errorf("WithHTTP given to NewSpread: %v", err)
+	}
+	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := worker.New(e, worker.WithPolicy(worker.DefaultPolicy()), worker.Named("x")); err == nil ||
+		err.Error() != "worker: Named is an option of Module and SpreadModule, not of New or NewSpread" {
+		t.Errorf("Named given to New: %v", err)
 	}
 	s, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{})
 	if err != nil {
@@ -279,8 +293,7 @@ func TestSpreadModule_RunsShardsPerElection(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("terms %v: want three distinct terms, one per election", seen)
 	}
-	info := s.Info(context.Background())
-	for _, a := range info.Jobs {
+	for _, a := range spreadServed(t, s).Jobs {
 		if !a.Self || a.Instance != s.Member() || a.Holder == nil {
 			t.Errorf("assignment %+v: want held here", a)
 		}

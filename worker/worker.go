@@ -39,7 +39,8 @@ var errTermFailed = errors.New("failed term")
 type Worker struct {
 	elector  *leader.Elector
 	log      *zap.Logger
-	logSet   bool // WithLogger was given
+	logSet   bool  // WithLogger was given
+	optErr   error // a module-only Option given to New
 	metrics  *Metrics
 	policy   Policy
 	mode     Mode
@@ -77,14 +78,21 @@ type Fence interface {
 	Claim(ctx context.Context, election string, term uint64, holder string) error
 }
 
-// Option configures a Worker.
+// Option configures a Worker (New, NewSpread) or a Module (Module,
+// SpreadModule). A Worker option given to a Module configures the module's
+// worker; the module-only options (Named, WithHTTP, FailFast) make New and
+// NewSpread fail.
 type Option interface {
 	apply(*Worker)
+	applyModule(*moduleOptions)
 }
 
 type optionFunc func(*Worker)
 
 func (f optionFunc) apply(w *Worker) { f(w) }
+
+// applyModule passes a Worker option on to the module's worker.
+func (f optionFunc) applyModule(o *moduleOptions) { o.worker = append(o.worker, f) }
 
 // WithLogger sets the logger; the worker logs under the name "worker".
 // The elector logs through it too (under "leader") unless it was given a
@@ -194,6 +202,9 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	}
 	for _, o := range opts {
 		o.apply(w)
+	}
+	if w.optErr != nil {
+		return nil, w.optErr
 	}
 	switch w.mode {
 	case ModeElect, ModeStandby, ModeAlways:

@@ -492,3 +492,56 @@ func TestParse_NeverFiringSchedule(t *testing.T) {
 		t.Errorf("config: got %v\nwant %s", err, want)
 	}
 }
+
+// TestLibraryKeys_EveryField: every exported field of the library types in
+// Config has a file key, the field's name in snake case (as
+// leader.ConfigError.Field names it), and every key names a field: a field
+// added to leader.Config, worker.Policy or worker.SpreadConfig fails here
+// until solo's file has its key.
+func TestLibraryKeys_EveryField(t *testing.T) {
+	for typ, keys := range libraryKeys {
+		fields := map[string]bool{}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			fields[f.Name] = true
+			key, ok := keys[f.Name]
+			if !ok {
+				t.Errorf("%s.%s has no key in libraryKeys", typ, f.Name)
+				continue
+			}
+			if want := snakeCase(f.Name); key != want {
+				t.Errorf("%s.%s: key %q, want %q", typ, f.Name, key, want)
+			}
+		}
+		for name := range keys {
+			if !fields[name] {
+				t.Errorf("libraryKeys[%s] names %s, which is no exported field", typ, name)
+			}
+		}
+	}
+}
+
+// snakeCase returns a Go field name in snake case: RenewInterval
+// renew_interval, MemberTTL member_ttl, ID id.
+func snakeCase(name string) string {
+	var b strings.Builder
+	r := []rune(name)
+	for i, c := range r {
+		upper := c >= 'A' && c <= 'Z'
+		if upper && i > 0 {
+			prevLower := r[i-1] >= 'a' && r[i-1] <= 'z'
+			nextLower := i+1 < len(r) && r[i+1] >= 'a' && r[i+1] <= 'z'
+			if prevLower || (nextLower && r[i-1] >= 'A' && r[i-1] <= 'Z') {
+				b.WriteByte('_')
+			}
+		}
+		if upper {
+			c += 'a' - 'A'
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

@@ -538,18 +538,18 @@ func watchAcquire(ctx context.Context, e *leader.Elector, once bool, try time.Du
 		case <-t.C:
 		}
 		st := e.Status()
-		if st.Leading || st.Leader.ID == e.ID() {
+		if st.Leading || st.Holder.ID == e.ID() {
 			return nil, false
 		}
-		held := st.Leader.ID != ""
+		held := st.Holder.ID != ""
 		if once && try == 0 && held {
 			// Not a failure: the job runs elsewhere. run prints the line
 			// and exits 0.
-			return &codeError{code: exitOK, err: fmt.Errorf("election %q is held by %s (term %d): --once, not run", name, st.Leader.ID, st.Leader.Term)}, true
+			return &codeError{code: exitOK, err: fmt.Errorf("election %q is held by %s (term %d): --once, not run", name, st.Holder.ID, st.Holder.Term)}, true
 		}
 		if try > 0 && time.Since(start) >= try {
 			if held {
-				return fmt.Errorf("election %q: lease not acquired within --try %s (held by %s, term %d)", name, try, st.Leader.ID, st.Leader.Term), true
+				return fmt.Errorf("election %q: lease not acquired within --try %s (held by %s, term %d)", name, try, st.Holder.ID, st.Holder.Term), true
 			}
 			return fmt.Errorf("election %q: lease not acquired within --try %s", name, try), true
 		}

@@ -27,8 +27,8 @@ type statusRow struct {
 	Candidates []string    `json:"candidates"`
 }
 
-// holderJSON is worker.HolderInfo — the words of /leader — with every time
-// in milliseconds, UTC, three decimals always (time.Time's own JSON drops
+// holderJSON is the "holder" object of /leader — the same words — with
+// every time in milliseconds, UTC, three decimals always (time.Time's own JSON drops
 // trailing zeros and mixes milliseconds and nanoseconds).
 type holderJSON struct {
 	ID            string `json:"id"`
@@ -44,10 +44,9 @@ type holderJSON struct {
 }
 
 func newHolderJSON(h leader.Holder) *holderJSON {
-	i := worker.NewHolderInfo(h)
-	return &holderJSON{ID: i.ID, Term: i.Term, Since: msTime(i.Since), TTLMillis: i.TTLMillis,
-		TTLLeftMillis: i.TTLLeftMillis, RenewMillis: i.RenewMillis, LastRenew: msTime(i.LastRenew), Value: i.Value,
-		Protocol: i.Protocol, ProtocolMin: i.ProtocolMin}
+	return &holderJSON{ID: h.ID, Term: h.Term, Since: msTime(h.Since), TTLMillis: h.LeaseTTL.Milliseconds(),
+		TTLLeftMillis: h.TTL.Milliseconds(), RenewMillis: h.RenewInterval.Milliseconds(), LastRenew: msTime(h.LastRenew), Value: h.Value,
+		Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol}
 }
 
 // msTime is a time in JSON as 2006-01-02T15:04:05.000Z.

@@ -66,7 +66,7 @@ func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config,
 	for i, r := range rows {
 		row.Jobs[i] = spreadJobRow{Job: t.jobs[i], Election: r.Election, Holder: r.Holder, Candidates: r.Candidates}
 		if r.Holder != nil {
-			row.Jobs[i].Instance = worker.InstanceOf(r.Holder.ID)
+			row.Jobs[i].Instance = worker.MemberOf(r.Holder.ID)
 		}
 	}
 	if asJSON {

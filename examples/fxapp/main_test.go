@@ -17,7 +17,6 @@ import (
 	"github.com/solo-run/solo/examples/internal/proctest"
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
-	"github.com/solo-run/solo/worker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,7 +47,18 @@ func TestFxApp(t *testing.T) {
 	}
 
 	// /leader says leader once the first term has started.
-	var info worker.LeaderInfo
+	var info struct { // /leader's JSON body, the fields this test reads
+		Election string `json:"election"`
+		Holder   *struct {
+			ID   string `json:"id"`
+			Term uint64 `json:"term"`
+		} `json:"holder"`
+		Self struct {
+			ID   string `json:"id"`
+			Role string `json:"role"`
+			Term uint64 `json:"term"`
+		} `json:"self"`
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, body, err := get("/leader")

@@ -236,7 +236,7 @@ func consumeShard(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, gu
 			for _, m := range msgs {
 				n, _ := strconv.Atoi(fmt.Sprint(m.Values["n"]))
 				if _, err := tx.ExecContext(ctx, `INSERT INTO messages (shard, msg_id, n, term, instance) VALUES (?, ?, ?, ?, ?)`,
-					shard, m.ID, n, term, worker.InstanceOf(tok.Holder)); err != nil {
+					shard, m.ID, n, term, worker.MemberOf(tok.Holder)); err != nil {
 					return err
 				}
 			}

@@ -142,11 +142,11 @@ func accountIDs(ctx context.Context, db *sql.DB) ([]int64, error) {
 //
 //  1. Lock both accounts, the lower id first: every process takes locks in
 //     the same order, so none waits for another in a cycle.
-//  2. Claim both holds' tokens in the database (fence.Guard.ClaimToken): from
+//  2. Claim both holds' tokens in the database (fence.Guard.Claim of each Hold.Token): from
 //     then on it refuses every write of an older term of those accounts.
 //  3. Read both balances, think, then write both new balances and the
 //     ledger row in one transaction that first checks both terms
-//     (fence.Guard.CheckToken): a process that was paused past its locks' TTL
+//     (fence.Guard.Check): a process that was paused past its locks' TTL
 //     meanwhile — another process may have taken the locks and written
 //     since — has its write refused (ErrStaleTerm) instead of overwriting
 //     newer balances with ones computed from old reads.
@@ -187,7 +187,8 @@ func (r *runner) transfer(ctx context.Context) error {
 
 	if r.guard != nil {
 		for _, h := range []*lock.Hold{h1, h2} {
-			if err := r.guard.ClaimToken(ctx, h.Token()); err != nil { // lock:NAME, the hold's term and owner
+			tok := h.Token()
+			if err := r.guard.Claim(ctx, tok.Election, tok.Term, tok.Holder); err != nil { // lock:NAME, the hold's term and holder
 				if errors.Is(err, fence.ErrStaleTerm) {
 					r.refused++
 					log.Info("stale write refused", zap.String("at", "claim"), zap.Error(err))
@@ -245,7 +246,8 @@ func (r *runner) write(ctx context.Context, t transfer) error {
 	var srcTerm, dstTerm uint64
 	if r.guard != nil {
 		for _, h := range []*lock.Hold{t.srcHold, t.dstHold} {
-			if err := r.guard.CheckToken(ctx, tx, h.Token()); err != nil {
+			tok := h.Token()
+			if err := r.guard.Check(ctx, tx, tok.Election, tok.Term, tok.Holder); err != nil {
 				return err
 			}
 		}

@@ -64,7 +64,11 @@ func initCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	if err := fence.Init(ctx, db); err != nil {
+	g, err := fence.New(db)
+	if err != nil {
+		return err
+	}
+	if err := g.EnsureTable(ctx); err != nil {
 		return err
 	}
 	for _, q := range schema {

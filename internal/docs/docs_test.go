@@ -61,7 +61,7 @@ const fragmentMark = "// Fragment, does not run alone: "
 //     Go statements or declarations.
 //
 // Mutation: README's lock snippet as it was (guard.Do with h.Term(),
-// h.Owner() and "{ … }") fails this with "README.md: ```go block at line
+// h.Holder() and "{ … }") fails this with "README.md: ```go block at line
 // 695: not run by any test and not marked (begin it with "// Fragment,
 // does not run alone: " and the reason)".
 func TestDocs_EveryGoSnippetRuns(t *testing.T) {

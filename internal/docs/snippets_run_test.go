@@ -165,7 +165,7 @@ func TestSnippet_Spread(t *testing.T) {
 // TestSnippet_Lock runs README's lock snippet: its one fenced write under
 // the hold claims the hold's term and goes through.
 //
-// Before (README's snippet called guard.Do with h.Term() and h.Owner()
+// Before (README's snippet called guard.Do with h.Term() and h.Holder()
 // and no Claim):
 //
 //	fence: term not claimed: election "lock-account-42": term …: no row in solo_fence

@@ -98,7 +98,7 @@ func lockSnippet(ctx context.Context, rdb redis.UniversalClient, guard *fence.Gu
 	// h.Context() is cancelled before the lock can pass to anyone else
 	// (ErrRenewDeadline, ErrLockLost): stop when it is done. It carries the
 	// hold's fencing token (h.Token(): lock:account-42, the term, the
-	// owner): the first write claims the term, a stale holder's are refused.
+	// holder): the first write claims the term, a stale holder's are refused.
 	return guard.Do(h.Context(), func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(h.Context(), "UPDATE accounts SET balance = balance - 10 WHERE id = 42")
 		return err

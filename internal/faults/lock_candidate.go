@@ -16,7 +16,7 @@ import (
 // LockMode makes a candidate a user of package leader/lock instead of an
 // elector: it loops Lock, a fenced hold of random length, Unlock, a short
 // gap, for as long as it runs. The lock's name is the rig's Election, which
-// is also the fence's election name; the fence's holder is Hold.Owner.
+// is also the fence's election name; the fence's holder is Hold.Holder.
 //
 // The hold's events take the places of the leader function's: KindAcquire
 // when Lock returns (Mono is when it was called, Dur how long it took,
@@ -110,7 +110,7 @@ func (c *candidate) holdOnce(ctx context.Context) {
 		}
 		return
 	}
-	ev.Result, ev.Term, ev.Detail = "acquired", h.Term(), h.Owner()
+	ev.Result, ev.Term, ev.Detail = "acquired", h.Term(), h.Holder()
 	c.out.emit(ev)
 
 	c.hold(ctx, h)
@@ -136,7 +136,7 @@ func (c *candidate) holdOnce(ctx context.Context) {
 // which it may write, as a leader function's do.
 func (c *candidate) hold(ctx context.Context, h *lock.Hold) {
 	hctx := h.Context()
-	term, owner := h.Term(), h.Owner()
+	term, owner := h.Term(), h.Holder()
 	start := Mono()
 	mode := c.cfg.Lock
 	end := start + int64(mode.HoldMin) + c.rnd.Int64N(int64(mode.HoldMax-mode.HoldMin)+1)

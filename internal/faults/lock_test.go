@@ -13,7 +13,7 @@ import (
 
 // Rows about package leader/lock (issue 11): candidates in LOCK mode loop
 // Lock, a fenced hold of 400ms–1.5s, Unlock, on one lock whose name is also
-// the fence's election; the fence's holder is Hold.Owner. Level 1: no two
+// the fence's election; the fence's holder is Hold.Holder. Level 1: no two
 // holds at once where the lease model covers the fault; level 2: no stale
 // write accepted, in every row. Timing: faults.LockTiming (TTL 1s, stop
 // budget 300ms).

@@ -206,7 +206,11 @@ func (r *Rig) createStore() {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := fence.Init(ctx, db); err != nil {
+	g, err := fence.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.EnsureTable(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, witnessSchema); err != nil {

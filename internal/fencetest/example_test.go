@@ -22,14 +22,15 @@ func Example_sqlite() {
 	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
 	defer func() { _ = db.Close() }()
 
-	_ = fence.Init(ctx, db)
+	guard, _ := fence.New(db) // the default table, the dialect detected
+	_ = guard.EnsureTable(ctx)
 	_, _ = db.ExecContext(ctx, "CREATE TABLE orders (id INTEGER PRIMARY KEY, term BIGINT)")
 	// Each leader writes under its fencing token. In a program the context
 	// carries it: a worker job's (the election, leader.TermFrom(ctx),
 	// leader.Elector.ID()) or a lock hold's (lock.Hold.Context).
 	write := func(term uint64, holder string) error {
 		ctx := fence.WithToken(ctx, fence.Token{Election: "billing", Term: term, Holder: holder})
-		return fence.Do(ctx, db, func(tx *sql.Tx) error {
+		return guard.Do(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO orders (term) VALUES (?)", int64(term))
 			return err
 		})

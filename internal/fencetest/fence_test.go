@@ -26,7 +26,7 @@ func TestGuard(t *testing.T) {
 			test func(t *testing.T, e *env)
 		}{
 			{"Claim", testClaim},
-			{"PackageLevel", testPackageLevel},
+			{"DefaultGuard", testDefaultGuard},
 			{"StaleLeaderRefused", testStaleLeaderRefused},
 			{"NotClaimed", testNotClaimed},
 			{"WriteInFlight", testWriteInFlight},
@@ -84,30 +84,39 @@ func testClaim(t *testing.T, e *env) {
 	}
 }
 
-func testPackageLevel(t *testing.T, e *env) {
+// testDefaultGuard: a Guard with no options uses the default table and
+// detects the dialect (what the package-level functions before v0.1.0 did).
+func testDefaultGuard(t *testing.T, e *env) {
 	ctx := ctxT(t)
+	g, err := fence.New(e.db)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if g.Table() != fence.DefaultTable || g.Dialect() != e.dialect {
+		t.Fatalf("New(db): table %s, dialect %v; want %s, %v", g.Table(), g.Dialect(), fence.DefaultTable, e.dialect)
+	}
 	name := fmt.Sprintf("pkg-%d", tables.Add(1)) // the default table may be shared
-	if err := fence.Init(ctx, e.db); err != nil {
-		t.Fatalf("Init: %v", err)
+	if err := g.EnsureTable(ctx); err != nil {
+		t.Fatalf("EnsureTable: %v", err)
 	}
-	if err := fence.Init(ctx, e.db); err != nil {
-		t.Fatalf("second Init: %v", err)
+	if err := g.EnsureTable(ctx); err != nil {
+		t.Fatalf("second EnsureTable: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 3, h(3)); err != nil {
+	if err := g.Claim(ctx, name, 3, h(3)); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := fence.WithTx(ctx, e.db, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) }); err != nil {
-		t.Fatalf("WithTx: %v", err)
+	if err := g.DoTerm(ctx, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) }); err != nil {
+		t.Fatalf("DoTerm: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 4, h(4)); err != nil {
+	if err := g.Claim(ctx, name, 4, h(4)); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := fence.Claim(ctx, e.db, name, 3, h(3)); !errors.Is(err, fence.ErrStaleTerm) {
+	if err := g.Claim(ctx, name, 3, h(3)); !errors.Is(err, fence.ErrStaleTerm) {
 		t.Fatalf("Claim of old term: got %v, want ErrStaleTerm", err)
 	}
-	err := fence.WithTx(ctx, e.db, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) })
+	err = g.DoTerm(ctx, name, 3, h(3), func(tx *sql.Tx) error { return e.insert(ctx, tx, name, 3) })
 	if !errors.Is(err, fence.ErrStaleTerm) {
-		t.Fatalf("WithTx with old term: got %v, want ErrStaleTerm", err)
+		t.Fatalf("DoTerm with old term: got %v, want ErrStaleTerm", err)
 	}
 	if n := e.count(t, name); n != 1 {
 		t.Fatalf("%d rows, want 1", n)
@@ -489,7 +498,7 @@ func testBadInput(t *testing.T, e *env) {
 		{"claim empty holder", func() error { return e.g.Claim(ctx, "el", 1, "") }, "empty holder"},
 		{"do empty holder", func() error { return e.g.DoTerm(ctx, "el", 1, "", fn) }, "empty holder"},
 		{"term empty name", func() error { _, err := e.g.Term(ctx, ""); return err }, "empty election name"},
-		{"package claim nil db", func() error { return fence.Claim(ctx, nil, "el", 1, h(1)) }, "nil db"},
+		{"new nil db", func() error { _, err := fence.New(nil); return err }, "nil db"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()

@@ -48,9 +48,9 @@ func TestLockFence(t *testing.T) {
 			t.Fatal(err)
 		}
 		write := func(h *lock.Hold, who string) error {
-			return e.g.DoTerm(ctx, h.Name(), h.Term(), h.Owner(), func(tx *sql.Tx) error { return e.insert(ctx, tx, who, h.Term()) })
+			return e.g.DoTerm(ctx, h.Name(), h.Term(), h.Holder(), func(tx *sql.Tx) error { return e.insert(ctx, tx, who, h.Term()) })
 		}
-		if err := e.g.Claim(ctx, old.Name(), old.Term(), old.Owner()); err != nil {
+		if err := e.g.Claim(ctx, old.Name(), old.Term(), old.Holder()); err != nil {
 			t.Fatalf("claim of a lock's term: %v", err)
 		}
 		if err := write(old, "old"); err != nil {
@@ -68,7 +68,7 @@ func TestLockFence(t *testing.T) {
 		if cur.Term() <= old.Term() {
 			t.Fatalf("new term %d not above %d", cur.Term(), old.Term())
 		}
-		if err := e.g.Claim(ctx, cur.Name(), cur.Term(), cur.Owner()); err != nil {
+		if err := e.g.Claim(ctx, cur.Name(), cur.Term(), cur.Holder()); err != nil {
 			t.Fatalf("claim of the new term: %v", err)
 		}
 		// The old holder wakes up and writes with its term: refused.
@@ -79,7 +79,7 @@ func TestLockFence(t *testing.T) {
 			t.Fatalf("write of the current holder: %v", err)
 		}
 		// A claim of the old term again is refused too.
-		if err := e.g.Claim(ctx, old.Name(), old.Term(), old.Owner()); !errors.Is(err, fence.ErrStaleTerm) {
+		if err := e.g.Claim(ctx, old.Name(), old.Term(), old.Holder()); !errors.Is(err, fence.ErrStaleTerm) {
 			t.Fatalf("re-claim of the old term: %v, want ErrStaleTerm", err)
 		}
 		if n := e.count(t, "old"); n != 1 {

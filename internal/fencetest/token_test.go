@@ -49,10 +49,8 @@ func TestDo_Token(t *testing.T) {
 			t.Fatalf("term 10 by B: %v, want ErrHolderMismatch", err)
 		}
 		// A new leader's first write claims term 11; term 10 is stale.
-		if e.g.Table() == fence.DefaultTable { // fence.Do uses the default table
-			if err := fence.Do(at(11, "B"), e.db, func(*sql.Tx) error { return nil }); err != nil {
-				t.Fatalf("fence.Do of term 11: %v", err)
-			}
+		if err := e.g.Do(at(11, "B"), func(*sql.Tx) error { return nil }); err != nil {
+			t.Fatalf("Do of term 11: %v", err)
 		}
 		if err := write(at(12, "B"), "B12"); err != nil {
 			t.Fatalf("first write of term 12: %v", err)
@@ -83,7 +81,7 @@ func TestDo_Token(t *testing.T) {
 // wrote, the older one's writes are refused.
 //
 // Before, README's lock snippet called Guard.Do with h.Term() and
-// h.Owner() and no Claim, and every write was refused:
+// h.Holder() and no Claim, and every write was refused:
 //
 //	fence: term not claimed: election "lock-account-42": term …: no row in solo_fence
 func TestLockFence_OneCall(t *testing.T) {
@@ -111,7 +109,7 @@ func TestLockFence_OneCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		if tok, ok := fence.TokenFrom(old.Context()); !ok || tok != old.Token() ||
-			tok != (fence.Token{Election: "lock:" + name, Term: old.Term(), Holder: old.Owner()}) {
+			tok != (fence.Token{Election: "lock:" + name, Term: old.Term(), Holder: old.Holder()}) {
 			t.Fatalf("hold's context token %v %v, want %v", tok, ok, old.Token())
 		}
 		if err := write(old, "old"); err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // fieldOf is a hold's "TERM OWNER".
-func fieldOf(h *lock.Hold) string { return fmt.Sprintf("%d %s", h.Term(), h.Owner()) }
+func fieldOf(h *lock.Hold) string { return fmt.Sprintf("%d %s", h.Term(), h.Holder()) }
 
 // handed records a hold returned by Lock, TryLock or LockTimeout: L1, L2
 // and L4's "a different context never re-enters". carried is the hold the
@@ -35,7 +35,7 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 	}
 	r.app++
 	if first && lw.redlock {
-		r.acqSent = lw.rlSent[h.Owner()]
+		r.acqSent = lw.rlSent[h.Holder()]
 	}
 	if first {
 		r.started, r.proc, r.ctx = true, p.idx, h.Context()

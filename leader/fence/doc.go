@@ -9,22 +9,22 @@
 //
 // # Protocol
 //
-//  1. Once, at start-up: [Guard.EnsureTable] (or [Init]) creates the fence
+//  1. Once, at start-up: [Guard.EnsureTable] creates the fence
 //     table (default name solo_fence) if it is missing, and adds the holder
 //     column to a table created by an older version.
-//  2. At the start of every term: [Guard.Claim] (or [Claim]) stores the new
+//  2. At the start of every term: [Guard.Claim] stores the new
 //     term for the election with its holder — the elector's ID,
 //     leader.Elector.ID() — unless a higher term is stored, in which case it
 //     returns [ErrStaleTerm]. Claiming the same term again by the same holder
 //     is a no-op; by another holder it returns [ErrHolderMismatch].
 //     worker.WithFence does this step for the jobs of a worker.
 //  3. For every write: run it in a transaction that begins with
-//     [Guard.Check], most simply through [Guard.Do] (or [Do]), which takes
-//     the term and holder from the context's [Token]; or [Guard.DoTerm],
-//     [WithTx] or [Guard.Begin] with the term and holder by hand. The
-//     check refuses the transaction with [ErrStaleTerm] when a higher term
-//     has been claimed ([ErrHolderMismatch], [ErrNotClaimed] in the cases
-//     they name), and holds until commit.
+//     [Guard.Check], most simply through [Guard.Do], which takes the term
+//     and holder from the context's [Token]; or [Guard.DoTerm] or
+//     [Guard.Begin] with the term and holder by hand. The check refuses the
+//     transaction with [ErrStaleTerm] when a higher term has been claimed
+//     ([ErrHolderMismatch], [ErrNotClaimed] in the cases they name), and
+//     holds until commit.
 //
 // # The fencing token
 //
@@ -32,7 +32,7 @@
 // The worker puts it in every job's context (worker.Worker, worker.Spread:
 // the job's election, the term, the elector's ID), and a lock's
 // lock.Hold.Context carries its hold's (election lock:NAME, the hold's
-// term and owner); [WithToken] puts one in any context. The typical fenced
+// term and holder); [WithToken] puts one in any context. The typical fenced
 // write is then one call that passes no IDs or terms:
 //
 //	err := guard.Do(ctx, func(tx *sql.Tx) error {

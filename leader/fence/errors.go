@@ -4,7 +4,7 @@ import "errors"
 
 // ErrStaleTerm reports that a higher term than the one offered is stored for
 // the election: another leader has taken over, and the caller must stop
-// writing. Errors from Claim, Check, Begin, Do and WithTx wrap it with the
+// writing. Errors from Claim, Check, Begin, Do and DoTerm wrap it with the
 // election name and both terms; match it with errors.Is.
 var ErrStaleTerm = errors.New("fence: stale term")
 
@@ -20,7 +20,7 @@ var ErrNotClaimed = errors.New("fence: term not claimed")
 // did not end (its leader frozen inside it, say), or Check waited for a
 // Claim that did not commit. Nothing was changed and no verdict was
 // reached: the caller may retry (a new leader must not write before its
-// Claim succeeds). Errors from Claim, Check, Begin, Do and WithTx wrap it;
+// Claim succeeds). Errors from Claim, Check, Begin, Do and DoTerm wrap it;
 // match it with errors.Is.
 var ErrClaimTimeout = errors.New("fence: lock timeout on the fence row")
 
@@ -30,5 +30,5 @@ var ErrClaimTimeout = errors.New("fence: lock timeout on the fence row")
 // one term mean the election handed the term out twice, or a term was
 // made up or copied; the fence keeps the first holder. Treat it as
 // ErrStaleTerm: stop writing. Errors from Claim, Check, Begin, Do and
-// WithTx wrap it with the election, the term and both holders.
+// DoTerm wrap it with the election, the term and both holders.
 var ErrHolderMismatch = errors.New("fence: term held by another holder")

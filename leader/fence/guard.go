@@ -34,8 +34,8 @@ const DefaultLockTimeout = 5 * time.Second
 const DefaultIdleTimeout = 4 * time.Second
 
 // Guard fences the transactions of one database. It is safe for concurrent
-// use; it holds no state besides its configuration, so many Guards (and the
-// package-level functions) can share one table.
+// use; it holds no state besides its configuration, so many Guards can share
+// one table.
 type Guard struct {
 	db      *sql.DB
 	table   string
@@ -438,7 +438,7 @@ func (g *Guard) Begin(ctx context.Context, name string, term uint64, holder stri
 // position, a balance) needs the term claimed before those reads: until
 // the claim, a transaction of an older term that passed its check may
 // still commit under them. The worker with WithFence claims before any
-// job runs; a lock holder calls ClaimToken(ctx, h.Token()) after Lock.
+// job runs; a lock holder claims its Hold.Token after Lock.
 func (g *Guard) Do(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tok, err := tokenOf(ctx)
 	if err != nil {
@@ -506,46 +506,6 @@ func (g *Guard) Stored(ctx context.Context, name string) (term uint64, holder st
 		return 0, "", fmt.Errorf("%w: election %q: no row in %s", ErrNotClaimed, name, g.table)
 	}
 	return uint64(r.term), r.holder.String, nil
-}
-
-// Init creates the default fence table in db if it is missing; see
-// Guard.EnsureTable.
-func Init(ctx context.Context, db *sql.DB) error {
-	g, err := New(db)
-	if err != nil {
-		return err
-	}
-	return g.EnsureTable(ctx)
-}
-
-// Claim claims term for holder in the election in db's default fence
-// table, detecting the dialect; see Guard.Claim.
-func Claim(ctx context.Context, db *sql.DB, name string, term uint64, holder string) error {
-	g, err := New(db)
-	if err != nil {
-		return err
-	}
-	return g.Claim(ctx, name, term, holder)
-}
-
-// Do runs fn in a transaction of db fenced by the Token that ctx carries,
-// using the default fence table and detecting the dialect; see Guard.Do.
-func Do(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	g, err := New(db)
-	if err != nil {
-		return err
-	}
-	return g.Do(ctx, fn)
-}
-
-// WithTx runs fn in a transaction of db fenced by term and holder, using
-// the default fence table and detecting the dialect; see Guard.DoTerm.
-func WithTx(ctx context.Context, db *sql.DB, name string, term uint64, holder string, fn func(tx *sql.Tx) error) error {
-	g, err := New(db)
-	if err != nil {
-		return err
-	}
-	return g.DoTerm(ctx, name, term, holder, fn)
 }
 
 // identRE matches a table name that is safe to use unquoted.

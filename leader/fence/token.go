@@ -2,7 +2,6 @@ package fence
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -23,7 +22,7 @@ type Token struct {
 	// Term is the fencing term (leader.TermFrom, lock.Hold.Term).
 	Term uint64
 	// Holder is the term's holder: the elector's ID (leader.Elector.ID),
-	// or the lock hold's owner (lock.Hold.Owner).
+	// or the lock hold's (lock.Hold.Holder).
 	Holder string
 }
 
@@ -62,17 +61,4 @@ func tokenOf(ctx context.Context) (Token, error) {
 		return Token{}, fmt.Errorf("%w (it comes with a worker job's context, a spread job's, or lock.Hold.Context; a worker in mode always has no term)", ErrNoToken)
 	}
 	return tok, nil
-}
-
-// ClaimToken is Claim of tok's election, term and holder: what a
-// transaction that is fenced by several tokens (two locks' holds, say)
-// claims for each before it reads what it will write.
-func (g *Guard) ClaimToken(ctx context.Context, tok Token) error {
-	return g.Claim(ctx, tok.Election, tok.Term, tok.Holder)
-}
-
-// CheckToken is Check of tok's election, term and holder in tx: a
-// transaction fenced by several tokens checks each, first thing.
-func (g *Guard) CheckToken(ctx context.Context, tx *sql.Tx, tok Token) error {
-	return g.Check(ctx, tx, tok.Election, tok.Term, tok.Holder)
 }

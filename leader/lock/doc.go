@@ -17,8 +17,8 @@
 //     loses its data (the term's floor is the Redis server's clock in
 //     microseconds). Hold.Context carries it for package leader/fence as
 //     the hold's fence.Token (Hold.Token: election lock:NAME, the term,
-//     Hold.Owner), so fence.Guard.Do(h.Context(), fn) is a fenced write;
-//     or give Term and Owner to any store that refuses lower terms.
+//     Hold.Holder), so fence.Guard.Do(h.Context(), fn) is a fenced write;
+//     or give Term and Holder to any store that refuses lower terms.
 //   - A holder learns it lost the lock before anyone else can take it: its
 //     hold context is cancelled by a local timer at the last successful
 //     renewal's send time + RenewDeadline, while the key lasts on the

@@ -3,7 +3,7 @@ package lock
 import "strconv"
 
 // Field returns the hash field of h's term in Redis: "TERM OWNER".
-func Field(h *Hold) string { return strconv.FormatUint(h.l.term, 10) + " " + h.Owner() }
+func Field(h *Hold) string { return strconv.FormatUint(h.l.term, 10) + " " + h.Holder() }
 
 // QueuedCalls returns how many calls wait in c's batcher for the send in
 // flight to return (-1 without a batcher).

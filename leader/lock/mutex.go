@@ -993,10 +993,10 @@ func (c *holdValues) Value(key any) any {
 // lost its data (the term's floor is the Redis server's clock).
 func (h *Hold) Term() uint64 { return h.l.term }
 
-// Owner returns the owner ID of the term: unique per acquire attempt (an
-// adopted hold keeps the owner of the attempt that took it), the holder to
-// give a fence guard beside the term.
-func (h *Hold) Owner() string { return ownerOf(h.l.field) }
+// Holder returns the term's holder ID: unique per acquire attempt (an
+// adopted hold keeps the holder ID of the attempt that took it), the holder
+// a fence guard checks beside the term (fence.Token.Holder).
+func (h *Hold) Holder() string { return ownerOf(h.l.field) }
 
 // Name returns the lock's name.
 func (h *Hold) Name() string { return h.l.m.name }
@@ -1011,7 +1011,7 @@ func FenceElection(lock string) string { return "lock:" + lock }
 // fence.Guard.Do(h.Context(), fn) writes fenced by this hold (claiming the
 // term at its first write).
 func (h *Hold) Token() fence.Token {
-	return fence.Token{Election: FenceElection(h.l.m.name), Term: h.l.term, Holder: h.Owner()}
+	return fence.Token{Election: FenceElection(h.l.m.name), Term: h.l.term, Holder: h.Holder()}
 }
 
 // Context returns a context that carries the hold (so that Lock with it

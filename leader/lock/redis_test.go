@@ -752,7 +752,7 @@ func TestMutex_NonLastReleaseRunTwiceKeepsTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "solo:{" + name + "}:lock"
-	field := fmt.Sprintf("%d %s", outer.Term(), outer.Owner())
+	field := fmt.Sprintf("%d %s", outer.Term(), outer.Holder())
 	// A first re-entry and release load the script into Redis's cache, so
 	// the release below is one EVALSHA the server runs (not a NOSCRIPT
 	// reply lost in the blackhole).
