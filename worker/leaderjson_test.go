@@ -72,10 +72,11 @@ func spreadServed(t *testing.T, s *worker.Spread) spreadBody {
 	return b
 }
 
-// TestAssignment_JSON: an Assignment (its Holder a *leader.Holder since the
-// API review) marshals to exactly the body a Spread's /leader served
-// before, when the holder was a worker.HolderInfo: want is what commit
-// d2a7097 marshalled for the same values.
+// TestAssignment_JSON: an Assignment's holder (a *leader.Holder since the
+// API review) marshals in elect mode's words, as a Worker's /leader does:
+// ttl_ms the lease length, ttl_left_ms the time left, renew_ms and value.
+// Before, a Spread's /leader put the time left in ttl_ms, always wrote
+// ttl_left_ms 0 and left out renew_ms and value.
 func TestAssignment_JSON(t *testing.T) {
 	since := time.Date(2026, 11, 26, 10, 0, 0, 123000000, time.UTC)
 	a := []worker.Assignment{{Job: "j", Election: "g.j", Instance: "m", Self: true,
@@ -86,7 +87,7 @@ func TestAssignment_JSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `[{"job":"j","election":"g.j","instance":"m","holder":{"id":"m-1f","term":7,"since":"2026-11-26T10:00:00.123Z","ttl_ms":3000,"ttl_left_ms":0,"last_renew":"2026-11-26T10:00:01.123Z","protocol":1,"protocol_min":1},"self":true},{"job":"k","election":"g.k","holder":null,"self":false}]`
+	const want = `[{"job":"j","election":"g.j","instance":"m","holder":{"id":"m-1f","term":7,"since":"2026-11-26T10:00:00.123Z","ttl_ms":10000,"ttl_left_ms":3000,"renew_ms":3000,"last_renew":"2026-11-26T10:00:01.123Z","value":"v","protocol":1,"protocol_min":1},"self":true},{"job":"k","election":"g.k","holder":null,"self":false}]`
 	if string(got) != want {
 		t.Fatalf("Assignment JSON\n%s\nwant\n%s", got, want)
 	}

@@ -56,10 +56,12 @@ type Assignment struct {
 // instance (left out when empty), holder (null when nobody holds it) and
 // self.
 func (a Assignment) MarshalJSON() ([]byte, error) {
+	// The holder in elect mode's words (/leader of a Worker): ttl_ms is
+	// the lease length, ttl_left_ms the time left, renew_ms and value as
+	// the holder recorded them.
 	var h *holderInfo
 	if a.Holder != nil {
-		h = &holderInfo{ID: a.Holder.ID, Term: a.Holder.Term, TTLMillis: a.Holder.TTL.Milliseconds(), Since: a.Holder.Since,
-			LastRenew: a.Holder.LastRenew, Protocol: a.Holder.Protocol, ProtocolMin: a.Holder.MinPeerProtocol}
+		h = newHolderInfo(*a.Holder)
 	}
 	return json.Marshal(struct {
 		Job      string      `json:"job"`
