@@ -320,18 +320,26 @@ func (lw *lockWorld) judged(inv string) {
 }
 
 // staleRelease is L4 for a release of field sent at sent: one that
-// deletes the lock although an acquire of its owner adopted it after the
-// release was sent (the release of an acquire confirmed too late, still
-// on the wire when the same call's next attempt adopted the lock) takes
-// the lock from under the hold that adoption made, under w.mu.
+// deletes the lock from under a live hold made from an adoption that
+// executed after the release was sent (the release of an acquire
+// confirmed too late, still on the wire when the same call's next
+// attempt adopted the lock and held it: finding 1), under w.mu.
+//
+// Only an adoption whose reply made a hold is judged. An earlier attempt
+// of a call may land late and adopt the call's own hold after that
+// hold's last Unlock was sent (its caller gave up on it long before, so
+// nothing is held from it); the Unlock's release then rightly deletes the
+// lock (seed 3014189 from base 3000000, before: "deleted by a release
+// sent at 3.503993s, before an acquire of its owner adopted it at
+// 3.514487s", with no hold live).
 func (lw *lockWorld) staleRelease(field string, sent time.Time, res lockRes) {
 	r := lw.rec(field)
-	if !lw.connModel || res.deleted != field || !r.adopted.After(sent) || lw.affected(r) != "" {
+	if !lw.connModel || res.deleted != field || !r.heldFrom.After(sent) || r.ctx == nil || r.ctx.Err() != nil || lw.affected(r) != "" {
 		return
 	}
 	w := lw.w
-	w.violate(InvLockCount, fmt.Sprintf("%q deleted by a release sent at %s, before an acquire of its owner adopted it at %s (a stale release of a late-confirmed attempt)",
-		field, fmtDur(sent.Sub(w.start)), fmtDur(r.adopted.Sub(w.start))), Finding1)
+	w.violate(InvLockCount, fmt.Sprintf("%q deleted by a release sent at %s, before the acquire of its owner whose adoption made its live hold executed at %s (a stale release of a late-confirmed attempt)",
+		field, fmtDur(sent.Sub(w.start)), fmtDur(r.heldFrom.Sub(w.start))), Finding1)
 	lw.finding(Finding1)
 }
 
