@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -26,14 +27,29 @@ import (
 //	   Client's oldest: one call of the process must try, and only the
 //	   oldest waiter is judged on it);
 //	L8 fair order: once faults stopped, a live waiter's queue slot never
-//	   lapses (it would be queued again behind later waiters).
+//	   lapses (it would be queued again behind later waiters);
+//	L9 no starvation within a Client (without WithFair): a Lock call that
+//	   begins while every earlier unfinished Lock call of its Client has
+//	   waited longer than the starvation bound (1ms, as sync.Mutex), one
+//	   of them in the Client's queue, goes behind them: it sends no
+//	   attempt before RetryInterval has passed, unless one of them
+//	   returned or the Client's subscription was confirmed again (which
+//	   wakes every waiter) meanwhile. A holder that unlocks and locks
+//	   again at once therefore cannot pass its Client's waiter; with L7,
+//	   which holds the queue's head to trying within its bound after a
+//	   release notice, a waiter first in line is served.
 
 // Invariant names of the connection model's checks, as printed.
 const (
 	InvLockFinished = "L6 no lock held by a finished call's owner"
 	InvLockWake     = "L7 a waiter is woken after a release or expiry"
 	InvLockFair     = "L8 fair waiters keep their place"
+	InvLockStarve   = "L9 a Client's waiters are not passed"
 )
+
+// starveAfter is leader/lock's starvation bound: a Lock call whose
+// Client's queue head has waited longer goes behind it.
+const starveAfter = time.Millisecond
 
 // Findings of the outside review that a violation shows (LockStats.Findings).
 const (
@@ -42,6 +58,11 @@ const (
 	Finding3 = "3 a finished call's earlier attempt takes the lock"
 	Finding4 = "4 the abandon overtakes its acquire"
 	Finding6 = "6 fair mode: waiter not woken, or re-queued at the tail"
+	// FindingWait is issue 25's item 4, not a finding of the review: a
+	// waiter first in line not served within its bound after a release
+	// (L7 without WithFair), or passed by a later call of its Client
+	// (L9).
+	FindingWait = "25 a Client's waiter not served in its bound"
 	// FindingR is not one of the review's: a Redlock master that answers
 	// an attempt after the attempt gave up keeps its acquisition for a
 	// TTL once the call finished (the documented behaviour, which L6
@@ -74,8 +95,15 @@ type callRec struct {
 	cleanupLost bool      // a release or abandon of its owners was lost
 	reported    bool
 
-	// liveness (L7)
-	waiting    bool      // an attempt was answered "held"
+	// liveness (L7, L9)
+	waiting bool // an attempt was answered "held"
+	// queuedAt: when the lock first heard an attempt's "held" answer
+	// (in time: a call that is not inline gives up on a reply after
+	// RenewDeadline): from then on its waiter is in the Client's queue.
+	queuedAt time.Time
+	// behind: the calls of its Client it must not pass (L9), set when
+	// it began; nil when it is not judged.
+	behind     []*callRec
 	inAcquire  int       // its acquires the client is waiting for
 	lastSend   time.Time // its last attempt's send
 	lastExec   time.Time // its last attempt's execution on the server
@@ -97,6 +125,7 @@ func (lw *lockWorld) newCall(ctx context.Context, proc int, kind string, wait bo
 	defer w.mu.Unlock()
 	lw.callN++
 	rec := &callRec{id: lw.callN, proc: proc, kind: kind, wait: wait, start: time.Now(), owners: map[string]bool{}}
+	rec.behind = lw.starving(rec)
 	return context.WithValue(ctx, callKey{}, rec), rec
 }
 
@@ -351,25 +380,90 @@ func (lw *lockWorld) finding(f string) {
 	lw.stats.Findings[f]++
 }
 
-// attemptSent records an acquire of rec's call (L7), under w.mu.
+// starving returns the calls that rec, a call beginning now, must not
+// pass (L9): every earlier unfinished Lock call of its process, when
+// each began more than starveAfter ago and one of them is in the
+// Client's queue (it was told to wait before now); nil when rec is not
+// judged, under w.mu. Calls re-entering a carried hold are left out:
+// one whose hold is gone starts waiting only after its re-entry's round
+// trip, later than the checker's start.
+func (lw *lockWorld) starving(rec *callRec) []*callRec {
+	if lw.fair != nil || lw.redlock || !rec.wait || strings.Contains(rec.kind, "re-entry") || !lw.procs[rec.proc].closing.IsZero() {
+		return nil
+	}
+	var olds []*callRec
+	queued := false
+	for _, o := range lw.calls {
+		if o.proc != rec.proc || o == rec || !o.wait || o.returned || !o.start.Before(rec.start) {
+			continue
+		}
+		if strings.Contains(o.kind, "re-entry") || rec.start.Sub(o.start) <= starveAfter+time.Microsecond {
+			return nil
+		}
+		if !o.queuedAt.IsZero() && o.queuedAt.Before(rec.start) {
+			queued = true
+		}
+		olds = append(olds, o)
+	}
+	if !queued {
+		return nil
+	}
+	sort.Slice(olds, func(i, j int) bool { return olds[i].id < olds[j].id })
+	return olds
+}
+
+// checkBehind is L9 at rec's first attempt, sent now, under w.mu.
+func (lw *lockWorld) checkBehind(rec *callRec, now time.Time) {
+	behind := rec.behind
+	rec.behind = nil
+	if len(behind) == 0 {
+		return
+	}
+	p := lw.procs[rec.proc]
+	if !p.closing.IsZero() || !p.resubscribed.Before(rec.start) {
+		return
+	}
+	for _, o := range behind {
+		if o.returned {
+			return // it left the queue: rec may be its head now
+		}
+	}
+	lw.judged(InvLockStarve)
+	if !now.Before(rec.start.Add(lw.cfg.RetryInterval)) {
+		return
+	}
+	w := lw.w
+	o := behind[0]
+	w.violate(InvLockStarve, fmt.Sprintf("c%d: call #%d (%s) began at %s while call #%d (%s) of its Client had waited %s (over the %s starvation bound) and is still waiting, and tried at %s, before RetryInterval (%s) had passed: it passed the Client's waiter",
+		rec.proc, rec.id, rec.kind, fmtDur(rec.start.Sub(w.start)), o.id, o.kind, rec.start.Sub(o.start), starveAfter, fmtDur(now.Sub(w.start)), lw.cfg.RetryInterval), FindingWait)
+	lw.finding(FindingWait)
+}
+
+// attemptSent records an acquire of rec's call (L7, L9), under w.mu.
 func (lw *lockWorld) attemptSent(rec *callRec, now time.Time) {
 	if rec == nil {
 		return
+	}
+	if rec.lastSend.IsZero() {
+		lw.checkBehind(rec, now)
 	}
 	lw.checkWoken(rec, now, "at its next attempt")
 	rec.lastSend = now
 	rec.inAcquire++
 }
 
-// attemptReturned records an acquire's return; held says it was told to
-// wait, under w.mu.
-func (lw *lockWorld) attemptReturned(rec *callRec, held bool) {
+// attemptReturned records the return of an acquire sent at sent; held
+// says it was told to wait, under w.mu.
+func (lw *lockWorld) attemptReturned(rec *callRec, held bool, sent time.Time) {
 	if rec == nil {
 		return
 	}
 	rec.inAcquire--
 	if held && rec.wait {
 		rec.waiting = true
+		if rec.queuedAt.IsZero() && (lw.inline || time.Since(sent) < lw.cfg.RenewDeadline) {
+			rec.queuedAt = time.Now()
+		}
 	}
 }
 
@@ -439,18 +533,10 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		}
 		rec.reported = true
 		w := lw.w
-		if lw.fair == nil {
-			// Without WithFair, a late wake-up is counted, not failed:
-			// about one plain schedule in 400-3,000 shows a waiter that
-			// has not tried again within its bound after a release notice
-			// (the Client's one-waiter-per-release queue; a liveness
-			// question of issue 25 still open: seeds 34323679025154,
-			// 11097 from base 10000, not reproduced in replays). Fair
-			// waiters (finding 6) are judged.
-			w.outOfModel("lock waiter late after a release (plain; issue 25)")
-			return
-		}
 		fnd := Finding6
+		if lw.fair == nil {
+			fnd = FindingWait
+		}
 		lw.finding(fnd)
 		w.violate(InvLockWake, fmt.Sprintf("c%d: call #%d (%s, owners %s; last attempt sent %s, executed %s, answered %s) waits on: the lock was free by %s at %s, it was due to try again by %s (bound %s), still not %s at %s",
 			rec.proc, rec.id, rec.kind, rec.describeOwners(), fmtDur(rec.lastSend.Sub(w.start)), fmtDur(rec.lastExec.Sub(w.start)), fmtDur(rec.lastReturn.Sub(w.start)),

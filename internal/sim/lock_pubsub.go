@@ -151,6 +151,7 @@ func (c *psConn) command(args []string) {
 					return
 				}
 				c.subs[ch] = true
+				c.proc.resubscribed = time.Now()
 				c.push(respArray("subscribe", ch) + ":" + strconv.Itoa(len(c.subs)) + "\r\n")
 			})
 		}

@@ -80,6 +80,7 @@ type lockWorld struct {
 	// The connection model (Options.LockConns; lock_conn.go,
 	// lock_calls.go, lock_fair.go, lock_redlock.go).
 	connModel bool
+	inline    bool                // WithInlineCalls: a call waits for its reply, however late
 	fair      *fairTrack          // WithFair schedules: the queue's entries
 	redlock   bool                // Redlock schedules: masters instead of the replicated server
 	masters   []*rlMaster         // Redlock's masters
@@ -153,6 +154,9 @@ type lockProc struct {
 	closing time.Time
 	psN     map[int]uint64    // pub/sub connections dialled, by server, under w.mu
 	sends   map[string]uint64 // requests sent, by sendAlone's key, under w.mu
+	// resubscribed: when a SUBSCRIBE was last confirmed to the process
+	// (a confirmation on a new connection wakes every waiter), under w.mu.
+	resubscribed time.Time
 }
 
 // Invariant names of the lock schedules, as printed.
@@ -279,7 +283,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 	})
 	if rec != nil {
 		s.p.w.mu.Lock()
-		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld)
+		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent)
 		s.p.w.mu.Unlock()
 	}
 	if err != nil {

@@ -63,6 +63,7 @@ func RunLock(seed uint64, o Options) *Result {
 		opts = append(opts, lock.WithFair())
 	}
 	if mode.inline {
+		lw.inline = true
 		opts = append(opts, lock.WithInlineCalls())
 	}
 	lw.stats.Mode = mode.String()
