@@ -469,11 +469,12 @@ func (lw *lockWorld) attemptReturned(rec *callRec, held bool, sent time.Time) {
 
 // wakeBound is how soon a waiter must try again after the lock's expiry
 // or a release notice: its sleep's rounding and jitter, or RetryInterval
-// plus jitter when it had no holder's time to go by, plus 35ms of slack. A
-// waiter woken late by 8ms past a 15ms slack was seen once in 3,000 plain
-// schedules (seed 11097 from base 10000, not reproduced in 15 replays):
-// latency only (a lost wake-up would be late by RetryInterval or the
-// holder's TTL, far past this bound), left open in docs/faults.md.
+// plus jitter when it had no holder's time to go by, plus 35ms of slack.
+// (A plain-mode waiter seen late, analysed once: seed 22879 from base
+// 20000 on the code before procTried counted left, a next waiter judged
+// from the notice although the head left only later. The earlier seeds,
+// 11097 from base 10000 under a 15ms slack and 34323679025154, did not
+// replay.)
 func (lw *lockWorld) wakeBound() time.Duration {
 	c := lw.cfg
 	return c.RetryInterval*6/5 + min(c.TTL/100, 20*time.Millisecond) + time.Duration(2*c.Drift*float64(c.TTL)) + 35*time.Millisecond
@@ -516,14 +517,20 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		if f.proc >= 0 && f.proc != rec.proc {
 			continue
 		}
-		if f.proc >= 0 && lw.fair == nil && lw.procTried(rec, f.at) {
+		from := f.at
+		if f.proc >= 0 && lw.fair == nil {
 			// Without WithFair a release wakes one waiter of the Client,
 			// the head of its queue: another call of the process tried
 			// after the notice, or an older one still waits (the head,
-			// judged on its own).
-			continue
+			// judged on its own). An older one that left since passed
+			// the wake-up on to the next: rec is judged from then.
+			tried, left := lw.procTried(rec, f.at)
+			if tried {
+				continue
+			}
+			from = maxTime(from, left)
 		}
-		due := maxTime(f.at.Add(lag), rec.lastReturn).Add(lw.wakeBound())
+		due := maxTime(from.Add(lag), rec.lastReturn).Add(lw.wakeBound())
 		if p.logStalled(f.at, now) > 0 || p.wake(f.at) != f.at || p.wake(now) != now {
 			continue
 		}
@@ -548,20 +555,35 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 // procTried reports whether a Lock call of rec's process other than rec
 // had an attempt execute, or sent one, after t, or has one on its way
 // (the woken head tries again once it returns), or is an older waiter
-// still waiting (ahead of rec in the Client's queue), under w.mu.
-func (lw *lockWorld) procTried(rec *callRec, t time.Time) bool {
+// still waiting (ahead of rec in the Client's queue); left is when the
+// last older waiter that was still waiting at t returned (zero: none),
+// under w.mu.
+//
+// An older waiter that leaves hands the wake-up on (Client.unsubscribe):
+// a head busy with an attempt on a slow path holds the notice's token,
+// and the next waiter is woken only when the head's call returns. Before
+// left was counted, such a next waiter was judged from the notice as
+// soon as the head had returned (seed 22879 from base 20000, on the code
+// before: the head's attempt on a 294ms path, its call cancelled at the
+// schedule's end 77ms past the next waiter's bound).
+func (lw *lockWorld) procTried(rec *callRec, t time.Time) (tried bool, left time.Time) {
 	for _, o := range lw.calls {
 		if o == rec || o.proc != rec.proc {
 			continue
 		}
 		if o.inAcquire > 0 || maxTime(o.lastSend, o.lastExec).After(t) {
-			return true
+			return true, time.Time{}
 		}
-		if o.wait && !o.returned && o.start.Before(rec.start) {
-			return true
+		if o.wait && o.start.Before(rec.start) {
+			if !o.returned {
+				return true, time.Time{}
+			}
+			if o.returnedAt.After(t) {
+				left = maxTime(left, o.returnedAt)
+			}
 		}
 	}
-	return false
+	return false, left
 }
 
 // endWaiters runs L7 for every call still waiting at the schedule's end,
