@@ -108,6 +108,9 @@ type callRec struct {
 	lastSend   time.Time // its last attempt's send
 	lastExec   time.Time // its last attempt's execution on the server
 	lastReturn time.Time // its last request's return to the caller
+	// heardSent, heardExec, heardReturn: the latest attempt whose answer
+	// the lock heard (in time: see queuedAt), sent, executed, returned.
+	heardSent, heardExec, heardReturn time.Time
 }
 
 // reqTrack is one request of a call in flight: it lands (executes or is
@@ -432,8 +435,24 @@ func (lw *lockWorld) checkBehind(rec *callRec, now time.Time) {
 	if !now.Before(rec.start.Add(lw.cfg.RetryInterval)) {
 		return
 	}
+	// Judged a microsecond later: a waiter ahead that leaves without the
+	// lock wakes rec from its own goroutine before its call returns, and
+	// rec's attempt may come first at that instant (seeds 3003439 and
+	// 3028758 of the long profile, once each and not in 60 replays).
 	w := lw.w
-	o := behind[0]
+	w.at(now.Add(time.Microsecond), func(time.Time) {
+		for _, o := range behind {
+			if o.returned {
+				return
+			}
+		}
+		lw.passed(rec, behind[0], now)
+	})
+}
+
+// passed reports L9: rec passed o at its first attempt at now, under w.mu.
+func (lw *lockWorld) passed(rec, o *callRec, now time.Time) {
+	w := lw.w
 	w.violate(InvLockStarve, fmt.Sprintf("c%d: call #%d (%s) began at %s while call #%d (%s) of its Client had waited %s (over the %s starvation bound) and is still waiting, and tried at %s, before RetryInterval (%s) had passed: it passed the Client's waiter",
 		rec.proc, rec.id, rec.kind, fmtDur(rec.start.Sub(w.start)), o.id, o.kind, rec.start.Sub(o.start), starveAfter, fmtDur(now.Sub(w.start)), lw.cfg.RetryInterval), FindingWait)
 	lw.finding(FindingWait)
@@ -452,16 +471,21 @@ func (lw *lockWorld) attemptSent(rec *callRec, now time.Time) {
 	rec.inAcquire++
 }
 
-// attemptReturned records the return of an acquire sent at sent; held
-// says it was told to wait, under w.mu.
-func (lw *lockWorld) attemptReturned(rec *callRec, held bool, sent time.Time) {
+// attemptReturned records the return of an acquire sent at sent and
+// executed at exec (zero: not known); held says it was told to wait,
+// under w.mu.
+func (lw *lockWorld) attemptReturned(rec *callRec, held bool, sent, exec time.Time) {
 	if rec == nil {
 		return
 	}
 	rec.inAcquire--
+	heard := lw.inline || time.Since(sent) < lw.cfg.RenewDeadline
+	if heard && !exec.IsZero() && sent.After(rec.heardSent) {
+		rec.heardSent, rec.heardExec, rec.heardReturn = sent, exec, time.Now()
+	}
 	if held && rec.wait {
 		rec.waiting = true
-		if rec.queuedAt.IsZero() && (lw.inline || time.Since(sent) < lw.cfg.RenewDeadline) {
+		if rec.queuedAt.IsZero() && heard {
 			rec.queuedAt = time.Now()
 		}
 	}
@@ -505,9 +529,14 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		return // judged at the schedule's end (endWaiters)
 	}
 	p := lw.procs[rec.proc]
+	// The waiter sleeps the holder's time left from when it heard the
+	// answer: the answer's way back delays its next attempt. Only an
+	// answer the lock heard counts (seed 3029310 of the long profile: an
+	// earlier attempt that landed late, long after its call gave up on it,
+	// hid the 142ms way back of the answer the call slept on).
 	lag := time.Duration(0)
-	if rec.lastReturn.After(rec.lastExec) && !rec.lastExec.IsZero() {
-		lag = rec.lastReturn.Sub(rec.lastExec)
+	if rec.heardReturn.After(rec.heardExec) && !rec.heardExec.IsZero() {
+		lag = rec.heardReturn.Sub(rec.heardExec)
 	}
 	for i := len(lw.frees) - 1; i >= 0; i-- {
 		f := lw.frees[i]
@@ -565,7 +594,10 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 // left was counted, such a next waiter was judged from the notice as
 // soon as the head had returned (seed 22879 from base 20000, on the code
 // before: the head's attempt on a 294ms path, its call cancelled at the
-// schedule's end 77ms past the next waiter's bound).
+// schedule's end 77ms past the next waiter's bound). A head that took the
+// lock after the notice (its attempt sent just before the notice came)
+// used the notice: the next waiter waits for the next release (seed
+// 3000398, long profile).
 func (lw *lockWorld) procTried(rec *callRec, t time.Time) (tried bool, left time.Time) {
 	for _, o := range lw.calls {
 		if o == rec || o.proc != rec.proc {
@@ -575,10 +607,15 @@ func (lw *lockWorld) procTried(rec *callRec, t time.Time) (tried bool, left time
 			return true, time.Time{}
 		}
 		if o.wait && o.start.Before(rec.start) {
-			if !o.returned {
+			switch {
+			case !o.returned:
 				return true, time.Time{}
-			}
-			if o.returnedAt.After(t) {
+			case o.returnedAt.After(t) && o.ok:
+				// It took the lock after the notice (the head, with an
+				// attempt on its way at the notice): the notice was its;
+				// the next release wakes the next waiter.
+				return true, time.Time{}
+			case o.returnedAt.After(t):
 				left = maxTime(left, o.returnedAt)
 			}
 		}

@@ -208,7 +208,7 @@ func (c *rlClient) Process(ctx context.Context, cmder redis.Cmder) error {
 	}
 	w.mu.Lock()
 	if rec != nil {
-		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent)
+		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, time.Time{})
 	}
 	if err == nil {
 		switch {

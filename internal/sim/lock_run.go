@@ -283,7 +283,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 	})
 	if rec != nil {
 		s.p.w.mu.Lock()
-		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent)
+		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, execAt)
 		s.p.w.mu.Unlock()
 	}
 	if err != nil {
