@@ -3,7 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -129,6 +129,8 @@ func (lw *lockWorld) newCall(ctx context.Context, proc int, kind string, wait bo
 	lw.callN++
 	rec := &callRec{id: lw.callN, proc: proc, kind: kind, wait: wait, start: time.Now(), owners: map[string]bool{}}
 	rec.behind = lw.starving(rec)
+	p := lw.procs[proc]
+	p.open = append(p.open, rec)
 	return context.WithValue(ctx, callKey{}, rec), rec
 }
 
@@ -214,6 +216,8 @@ func (lw *lockWorld) callReturned(rec *callRec, field string, err error) {
 	now := time.Now()
 	lw.checkWoken(rec, now, "when the call returned")
 	rec.returned, rec.returnedAt = true, now
+	p := lw.procs[rec.proc]
+	p.open = slices.DeleteFunc(p.open, func(o *callRec) bool { return o == rec })
 	if err != nil {
 		rec.finished, rec.finishedAt = true, now
 		lw.scheduleFinished(rec)
@@ -396,8 +400,8 @@ func (lw *lockWorld) starving(rec *callRec) []*callRec {
 	}
 	var olds []*callRec
 	queued := false
-	for _, o := range lw.calls {
-		if o.proc != rec.proc || o == rec || !o.wait || o.returned || !o.start.Before(rec.start) {
+	for _, o := range lw.procs[rec.proc].open {
+		if !o.wait || !o.start.Before(rec.start) {
 			continue
 		}
 		if strings.Contains(o.kind, "re-entry") || rec.start.Sub(o.start) <= starveAfter+time.Microsecond {
@@ -411,7 +415,6 @@ func (lw *lockWorld) starving(rec *callRec) []*callRec {
 	if !queued {
 		return nil
 	}
-	sort.Slice(olds, func(i, j int) bool { return olds[i].id < olds[j].id })
 	return olds
 }
 
