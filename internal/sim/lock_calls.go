@@ -586,10 +586,9 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 
 // procTried reports whether a Lock call of rec's process other than rec
 // had an attempt execute, or sent one, after t, or has one on its way
-// (the woken head tries again once it returns), or is an older waiter
-// still waiting (ahead of rec in the Client's queue); left is when the
-// last older waiter that was still waiting at t returned (zero: none),
-// under w.mu.
+// (the woken head tries again once it returns), or may be ahead of rec in
+// the Client's queue and still waits; left is when the last such call
+// that was still waiting at t returned (zero: none), under w.mu.
 //
 // An older waiter that leaves hands the wake-up on (Client.unsubscribe):
 // a head busy with an attempt on a slow path holds the notice's token,
@@ -600,8 +599,18 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 // schedule's end 77ms past the next waiter's bound). A head that took the
 // lock after the notice (its attempt sent just before the notice came)
 // used the notice: the next waiter waits for the next release (seed
-// 3000398, long profile).
+// 3000398, long profile). The head may be a call that began after rec but
+// joined the queue first, rec's first "held" being heard later (seed
+// 3010152: rec's attempts timed out on a slow path for a while).
 func (lw *lockWorld) procTried(rec *callRec, t time.Time) (tried bool, left time.Time) {
+	// The Client's queue is in the order its waiters joined it: at the
+	// call's start (when the subscription is live) or when the lock
+	// heard its first "held". rec joined by queuedAt; a call that began
+	// before that may be ahead of it.
+	joined := rec.queuedAt
+	if joined.IsZero() {
+		joined = time.Now()
+	}
 	for _, o := range lw.calls {
 		if o == rec || o.proc != rec.proc {
 			continue
@@ -609,7 +618,7 @@ func (lw *lockWorld) procTried(rec *callRec, t time.Time) (tried bool, left time
 		if o.inAcquire > 0 || maxTime(o.lastSend, o.lastExec).After(t) {
 			return true, time.Time{}
 		}
-		if o.wait && o.start.Before(rec.start) {
+		if o.wait && o.start.Before(joined) {
 			switch {
 			case !o.returned:
 				return true, time.Time{}
