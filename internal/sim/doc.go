@@ -170,8 +170,8 @@
 // of its own (lock_redlock.go), and a third use WithInlineCalls. Invariants L6 (no
 // lock held, or fair-queued, for a finished call's owner), L7 (a waiter
 // tries again within a bound after the lock's expiry or a release
-// notice, once faults stopped; without WithFair, the Client's oldest
-// waiter), L8 (a live fair waiter's slot never lapses once faults
+// notice, once faults stopped; without WithFair, the head of the
+// Client's queue), L8 (a live fair waiter's slot never lapses once faults
 // stopped) and L9 (without WithFair, a Lock call that begins while its
 // Client's waiters have all waited past the 1ms starvation bound goes
 // behind them: no attempt before RetryInterval) are in lock_calls.go;

@@ -24,8 +24,10 @@ import (
 //	   lock sends its next attempt within a bound after the lock's expiry
 //	   on the server, or after a release notice reached its process
 //	   (without WithFair, a notice wakes one waiter per process, the
-//	   Client's oldest: one call of the process must try, and only the
-//	   oldest waiter is judged on it);
+//	   head of the Client's queue: one call of the process must try,
+//	   and a waiter is judged only when no call that may be ahead of it
+//	   in the queue still waits, from when the last of them left;
+//	   see procTried);
 //	L8 fair order: once faults stopped, a live waiter's queue slot never
 //	   lapses (it would be queued again behind later waiters);
 //	L9 no starvation within a Client (without WithFair): a Lock call that

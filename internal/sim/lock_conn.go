@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -186,8 +188,9 @@ func (p *lockProc) packet(c *simConn, t time.Time, lat, slow time.Duration, last
 // a hold's end and its watchdog, Redlock's fan-out) run in any order;
 // without this their requests would take the pool's connections, and
 // their fates, in that order, and a replay would diverge.
-func (p *lockProc) sendAlone(ep int, o op, what string) {
-	id := fmt.Sprintf("%d %d %s", ep, o, lockIDRandom.ReplaceAllString(what, "p$1"))
+func (p *lockProc) sendAlone(ep int, o op, owner, what string) {
+	id := p.stripID(owner, what)
+	id = strconv.Itoa(ep) + " " + strconv.FormatUint(uint64(o), 10) + " " + id
 	p.w.mu.Lock()
 	k := p.sends[id]
 	p.sends[id]++
@@ -198,6 +201,27 @@ func (p *lockProc) sendAlone(ep int, o op, what string) {
 	time.Sleep(time.Duration(1 + r.intn(999)))
 }
 
+// stripID returns what with the random part of p's owner IDs ("pN-" and
+// 12 hex digits, learnt from owner) taken out: "pN-RANDOM" becomes "pN",
+// as lockIDRandom would make it (a process's requests name only its own
+// owners), without a regular expression on every request.
+func (p *lockProc) stripID(owner, what string) string {
+	p.w.mu.Lock()
+	tok := p.idRandom
+	if tok == "" {
+		pre := "p" + strconv.Itoa(p.idx) + "-"
+		if len(owner) >= len(pre)+12 && strings.HasPrefix(owner, pre) {
+			tok = owner[:len(pre)+12]
+			p.idRandom = tok
+		}
+	}
+	p.w.mu.Unlock()
+	if tok == "" {
+		return what
+	}
+	return strings.ReplaceAll(what, tok, tok[:strings.IndexByte(tok, '-')])
+}
+
 // netCall sends one lock request to server ep on a connection of p's pool
 // and waits for its reply as a go-redis client with p's options would;
 // owner names the Lock call whose request it is ("" none), for the
@@ -205,7 +229,7 @@ func (p *lockProc) sendAlone(ep int, o op, what string) {
 // (sendAlone); cleanup marks a release or abandon.
 func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner, what string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
 	w, lw := p.w, p.lw
-	p.sendAlone(ep, o, what)
+	p.sendAlone(ep, o, owner, what)
 	w.mu.Lock()
 	// Numbered per server: Redlock sends to its masters from goroutines
 	// of their own, in any order at one instant.

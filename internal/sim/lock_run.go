@@ -154,7 +154,10 @@ type lockProc struct {
 	closing time.Time
 	psN     map[int]uint64    // pub/sub connections dialled, by server, under w.mu
 	sends   map[string]uint64 // requests sent, by sendAlone's key, under w.mu
-	open    []*callRec        // its Lock, TryLock and LockTimeout calls not returned, oldest first, under w.mu
+	// idRandom is the Client's ID with its random part, "pN-RANDOM"
+	// (stripID), once seen, under w.mu.
+	idRandom string
+	open     []*callRec // its Lock, TryLock and LockTimeout calls not returned, oldest first, under w.mu
 	// resubscribed: when a SUBSCRIBE was last confirmed to the process
 	// (a confirmation on a new connection wakes every waiter), under w.mu.
 	resubscribed time.Time
