@@ -111,7 +111,7 @@
 // delays make rare, and IDs with a random part if the elector adds one.
 //
 // Lock schedules replay exactly (TestSim_ReplaysExactly runs seeds twice
-// and compares the logs): the lock Client's random ID part is printed as
+// and compares the logs; a third run must repeat one of two that differ): the lock Client's random ID part is printed as
 // a token keyed by (seed, process) (lockIDs; it decides nothing: owners of
 // one process share it, owners of two differ before it); plan notes are
 // written before any goroutine starts and each application goroutine
