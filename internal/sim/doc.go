@@ -110,6 +110,23 @@
 // timer and a renew reply at the same instant), which random nanosecond
 // delays make rare, and IDs with a random part if the elector adds one.
 //
+// Lock schedules replay exactly (TestSim_ReplaysExactly runs seeds twice
+// and compares the logs; a third run must repeat one of two that differ): the lock Client's random ID part is printed as
+// a token keyed by (seed, process) (lockIDs; it decides nothing: owners of
+// one process share it, owners of two differ before it); plan notes are
+// written before any goroutine starts and each application goroutine
+// starts at an instant of its own; pub/sub connections are numbered per
+// process and server; and every request waits 1–999ns keyed by what it
+// asks (sendAlone) before it takes a pooled connection, so goroutines of
+// one process woken at one instant (an Unlock's reply and the waiter it
+// wakes, Redlock's fan-out) send in a replayable order. Left: a select
+// inside leader/lock among channels ready at one instant (an inline
+// call's reply at the instant its context expires, Close and a ready
+// subscription), about one schedule in fifteen, mostly late in the
+// schedule. Spread schedules do not replay: a member's ID has a random
+// part the simulator cannot set, and rendezvous hashing over the IDs
+// picks which member sheds which job.
+//
 // # Spread schedules
 //
 // RunSpread (TestSim_Spread) runs spread mode as it ships: each member is
@@ -153,8 +170,15 @@
 // of its own (lock_redlock.go), and a third use WithInlineCalls. Invariants L6 (no
 // lock held, or fair-queued, for a finished call's owner), L7 (a waiter
 // tries again within a bound after the lock's expiry or a release
-// notice, once faults stopped) and L8 (a live fair waiter's slot never
-// lapses once faults stopped) are in lock_calls.go; violations are
-// labelled with the finding of the outside review they show
-// (LockStats.Findings).
+// notice, once faults stopped; without WithFair, the head of the
+// Client's queue), L8 (a live fair waiter's slot never lapses once faults
+// stopped) and L9 (without WithFair, a Lock call that begins while its
+// Client's waiters have all waited past the 1ms starvation bound goes
+// behind them: no attempt before RetryInterval) are in lock_calls.go;
+// violations are labelled with the finding of the outside review they
+// show (LockStats.Findings), or issue 25's waiting bound. A fair release
+// that grants the queue's head the lock (fair_release.lua's grant) is not
+// simulated: leader/lock takes grants only over its Redis store, so a
+// Mutex over the simulator's store queues plain call IDs, which the
+// script wakes with a release notice instead.
 package sim

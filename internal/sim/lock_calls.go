@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,17 +24,34 @@ import (
 //	   lock sends its next attempt within a bound after the lock's expiry
 //	   on the server, or after a release notice reached its process
 //	   (without WithFair, a notice wakes one waiter per process, the
-//	   Client's oldest: one call of the process must try, and only the
-//	   oldest waiter is judged on it);
+//	   head of the Client's queue: one call of the process must try,
+//	   and a waiter is judged only when no call that may be ahead of it
+//	   in the queue still waits, from when the last of them left;
+//	   see procTried);
 //	L8 fair order: once faults stopped, a live waiter's queue slot never
-//	   lapses (it would be queued again behind later waiters).
+//	   lapses (it would be queued again behind later waiters);
+//	L9 no starvation within a Client (without WithFair): a Lock call that
+//	   begins while every earlier unfinished Lock call of its Client has
+//	   waited longer than the starvation bound (1ms, as sync.Mutex), one
+//	   of them in the Client's queue, goes behind them: it sends no
+//	   attempt before RetryInterval has passed, unless one of them
+//	   returned or the Client's subscription was confirmed again (which
+//	   wakes every waiter) meanwhile. A holder that unlocks and locks
+//	   again at once therefore cannot pass its Client's waiter; with L7,
+//	   which holds the queue's head to trying within its bound after a
+//	   release notice, a waiter first in line is served.
 
 // Invariant names of the connection model's checks, as printed.
 const (
 	InvLockFinished = "L6 no lock held by a finished call's owner"
 	InvLockWake     = "L7 a waiter is woken after a release or expiry"
 	InvLockFair     = "L8 fair waiters keep their place"
+	InvLockStarve   = "L9 a Client's waiters are not passed"
 )
+
+// starveAfter is leader/lock's starvation bound: a Lock call whose
+// Client's queue head has waited longer goes behind it.
+const starveAfter = time.Millisecond
 
 // Findings of the outside review that a violation shows (LockStats.Findings).
 const (
@@ -42,6 +60,11 @@ const (
 	Finding3 = "3 a finished call's earlier attempt takes the lock"
 	Finding4 = "4 the abandon overtakes its acquire"
 	Finding6 = "6 fair mode: waiter not woken, or re-queued at the tail"
+	// FindingWait is issue 25's item 4, not a finding of the review: a
+	// waiter first in line not served within its bound after a release
+	// (L7 without WithFair), or passed by a later call of its Client
+	// (L9).
+	FindingWait = "25 a Client's waiter not served in its bound"
 	// FindingR is not one of the review's: a Redlock master that answers
 	// an attempt after the attempt gave up keeps its acquisition for a
 	// TTL once the call finished (the documented behaviour, which L6
@@ -74,12 +97,22 @@ type callRec struct {
 	cleanupLost bool      // a release or abandon of its owners was lost
 	reported    bool
 
-	// liveness (L7)
-	waiting    bool      // an attempt was answered "held"
+	// liveness (L7, L9)
+	waiting bool // an attempt was answered "held"
+	// queuedAt: when the lock first heard an attempt's "held" answer
+	// (in time: a call that is not inline gives up on a reply after
+	// RenewDeadline): from then on its waiter is in the Client's queue.
+	queuedAt time.Time
+	// behind: the calls of its Client it must not pass (L9), set when
+	// it began; nil when it is not judged.
+	behind     []*callRec
 	inAcquire  int       // its acquires the client is waiting for
 	lastSend   time.Time // its last attempt's send
 	lastExec   time.Time // its last attempt's execution on the server
 	lastReturn time.Time // its last request's return to the caller
+	// heardSent, heardExec, heardReturn: the latest attempt whose answer
+	// the lock heard (in time: see queuedAt), sent, executed, returned.
+	heardSent, heardExec, heardReturn time.Time
 }
 
 // reqTrack is one request of a call in flight: it lands (executes or is
@@ -97,6 +130,9 @@ func (lw *lockWorld) newCall(ctx context.Context, proc int, kind string, wait bo
 	defer w.mu.Unlock()
 	lw.callN++
 	rec := &callRec{id: lw.callN, proc: proc, kind: kind, wait: wait, start: time.Now(), owners: map[string]bool{}}
+	rec.behind = lw.starving(rec)
+	p := lw.procs[proc]
+	p.open = append(p.open, rec)
 	return context.WithValue(ctx, callKey{}, rec), rec
 }
 
@@ -182,6 +218,8 @@ func (lw *lockWorld) callReturned(rec *callRec, field string, err error) {
 	now := time.Now()
 	lw.checkWoken(rec, now, "when the call returned")
 	rec.returned, rec.returnedAt = true, now
+	p := lw.procs[rec.proc]
+	p.open = slices.DeleteFunc(p.open, func(o *callRec) bool { return o == rec })
 	if err != nil {
 		rec.finished, rec.finishedAt = true, now
 		lw.scheduleFinished(rec)
@@ -320,18 +358,26 @@ func (lw *lockWorld) judged(inv string) {
 }
 
 // staleRelease is L4 for a release of field sent at sent: one that
-// deletes the lock although an acquire of its owner adopted it after the
-// release was sent (the release of an acquire confirmed too late, still
-// on the wire when the same call's next attempt adopted the lock) takes
-// the lock from under the hold that adoption made, under w.mu.
+// deletes the lock from under a live hold made from an adoption that
+// executed after the release was sent (the release of an acquire
+// confirmed too late, still on the wire when the same call's next
+// attempt adopted the lock and held it: finding 1), under w.mu.
+//
+// Only an adoption whose reply made a hold is judged. An earlier attempt
+// of a call may land late and adopt the call's own hold after that
+// hold's last Unlock was sent (its caller gave up on it long before, so
+// nothing is held from it); the Unlock's release then rightly deletes the
+// lock (seed 3014189 from base 3000000, before: "deleted by a release
+// sent at 3.503993s, before an acquire of its owner adopted it at
+// 3.514487s", with no hold live).
 func (lw *lockWorld) staleRelease(field string, sent time.Time, res lockRes) {
 	r := lw.rec(field)
-	if !lw.connModel || res.deleted != field || !r.adopted.After(sent) || lw.affected(r) != "" {
+	if !lw.connModel || res.deleted != field || !r.heldFrom.After(sent) || r.ctx == nil || r.ctx.Err() != nil || lw.affected(r) != "" {
 		return
 	}
 	w := lw.w
-	w.violate(InvLockCount, fmt.Sprintf("%q deleted by a release sent at %s, before an acquire of its owner adopted it at %s (a stale release of a late-confirmed attempt)",
-		field, fmtDur(sent.Sub(w.start)), fmtDur(r.adopted.Sub(w.start))), Finding1)
+	w.violate(InvLockCount, fmt.Sprintf("%q deleted by a release sent at %s, before the acquire of its owner whose adoption made its live hold executed at %s (a stale release of a late-confirmed attempt)",
+		field, fmtDur(sent.Sub(w.start)), fmtDur(r.heldFrom.Sub(w.start))), Finding1)
 	lw.finding(Finding1)
 }
 
@@ -343,35 +389,121 @@ func (lw *lockWorld) finding(f string) {
 	lw.stats.Findings[f]++
 }
 
-// attemptSent records an acquire of rec's call (L7), under w.mu.
+// starving returns the calls that rec, a call beginning now, must not
+// pass (L9): every earlier unfinished Lock call of its process, when
+// each began more than starveAfter ago and one of them is in the
+// Client's queue (it was told to wait before now); nil when rec is not
+// judged, under w.mu. Calls re-entering a carried hold are left out:
+// one whose hold is gone starts waiting only after its re-entry's round
+// trip, later than the checker's start.
+func (lw *lockWorld) starving(rec *callRec) []*callRec {
+	if lw.fair != nil || lw.redlock || !rec.wait || strings.Contains(rec.kind, "re-entry") || !lw.procs[rec.proc].closing.IsZero() {
+		return nil
+	}
+	var olds []*callRec
+	queued := false
+	for _, o := range lw.procs[rec.proc].open {
+		if !o.wait || !o.start.Before(rec.start) {
+			continue
+		}
+		if strings.Contains(o.kind, "re-entry") || rec.start.Sub(o.start) <= starveAfter+time.Microsecond {
+			return nil
+		}
+		if !o.queuedAt.IsZero() && o.queuedAt.Before(rec.start) {
+			queued = true
+		}
+		olds = append(olds, o)
+	}
+	if !queued {
+		return nil
+	}
+	return olds
+}
+
+// checkBehind is L9 at rec's first attempt, sent now, under w.mu.
+func (lw *lockWorld) checkBehind(rec *callRec, now time.Time) {
+	behind := rec.behind
+	rec.behind = nil
+	if len(behind) == 0 {
+		return
+	}
+	p := lw.procs[rec.proc]
+	if !p.closing.IsZero() || !p.resubscribed.Before(rec.start) {
+		return
+	}
+	for _, o := range behind {
+		if o.returned {
+			return // it left the queue: rec may be its head now
+		}
+	}
+	lw.judged(InvLockStarve)
+	if !now.Before(rec.start.Add(lw.cfg.RetryInterval)) {
+		return
+	}
+	// Judged a microsecond later: a waiter ahead that leaves without the
+	// lock wakes rec from its own goroutine before its call returns, and
+	// rec's attempt may come first at that instant (seeds 3003439 and
+	// 3028758 of the long profile, once each and not in 60 replays).
+	w := lw.w
+	w.at(now.Add(time.Microsecond), func(time.Time) {
+		for _, o := range behind {
+			if o.returned {
+				return
+			}
+		}
+		lw.passed(rec, behind[0], now)
+	})
+}
+
+// passed reports L9: rec passed o at its first attempt at now, under w.mu.
+func (lw *lockWorld) passed(rec, o *callRec, now time.Time) {
+	w := lw.w
+	w.violate(InvLockStarve, fmt.Sprintf("c%d: call #%d (%s) began at %s while call #%d (%s) of its Client had waited %s (over the %s starvation bound) and is still waiting, and tried at %s, before RetryInterval (%s) had passed: it passed the Client's waiter",
+		rec.proc, rec.id, rec.kind, fmtDur(rec.start.Sub(w.start)), o.id, o.kind, rec.start.Sub(o.start), starveAfter, fmtDur(now.Sub(w.start)), lw.cfg.RetryInterval), FindingWait)
+	lw.finding(FindingWait)
+}
+
+// attemptSent records an acquire of rec's call (L7, L9), under w.mu.
 func (lw *lockWorld) attemptSent(rec *callRec, now time.Time) {
 	if rec == nil {
 		return
+	}
+	if rec.lastSend.IsZero() {
+		lw.checkBehind(rec, now)
 	}
 	lw.checkWoken(rec, now, "at its next attempt")
 	rec.lastSend = now
 	rec.inAcquire++
 }
 
-// attemptReturned records an acquire's return; held says it was told to
-// wait, under w.mu.
-func (lw *lockWorld) attemptReturned(rec *callRec, held bool) {
+// attemptReturned records the return of an acquire sent at sent and
+// executed at exec (zero: not known); held says it was told to wait,
+// under w.mu.
+func (lw *lockWorld) attemptReturned(rec *callRec, held bool, sent, exec time.Time) {
 	if rec == nil {
 		return
 	}
 	rec.inAcquire--
+	heard := lw.inline || time.Since(sent) < lw.cfg.RenewDeadline
+	if heard && !exec.IsZero() && sent.After(rec.heardSent) {
+		rec.heardSent, rec.heardExec, rec.heardReturn = sent, exec, time.Now()
+	}
 	if held && rec.wait {
 		rec.waiting = true
+		if rec.queuedAt.IsZero() && heard {
+			rec.queuedAt = time.Now()
+		}
 	}
 }
 
 // wakeBound is how soon a waiter must try again after the lock's expiry
 // or a release notice: its sleep's rounding and jitter, or RetryInterval
-// plus jitter when it had no holder's time to go by, plus 35ms of slack. A
-// waiter woken late by 8ms past a 15ms slack was seen once in 3,000 plain
-// schedules (seed 11097 from base 10000, not reproduced in 15 replays):
-// latency only (a lost wake-up would be late by RetryInterval or the
-// holder's TTL, far past this bound), left open in docs/faults.md.
+// plus jitter when it had no holder's time to go by, plus 35ms of slack.
+// (A plain-mode waiter seen late, analysed once: seed 22879 from base
+// 20000 on the code before procTried counted left, a next waiter judged
+// from the notice although the head left only later. The earlier seeds,
+// 11097 from base 10000 under a 15ms slack and 34323679025154, did not
+// replay.)
 func (lw *lockWorld) wakeBound() time.Duration {
 	c := lw.cfg
 	return c.RetryInterval*6/5 + min(c.TTL/100, 20*time.Millisecond) + time.Duration(2*c.Drift*float64(c.TTL)) + 35*time.Millisecond
@@ -402,9 +534,14 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		return // judged at the schedule's end (endWaiters)
 	}
 	p := lw.procs[rec.proc]
+	// The waiter sleeps the holder's time left from when it heard the
+	// answer: the answer's way back delays its next attempt. Only an
+	// answer the lock heard counts (seed 3029310 of the long profile: an
+	// earlier attempt that landed late, long after its call gave up on it,
+	// hid the 142ms way back of the answer the call slept on).
 	lag := time.Duration(0)
-	if rec.lastReturn.After(rec.lastExec) && !rec.lastExec.IsZero() {
-		lag = rec.lastReturn.Sub(rec.lastExec)
+	if rec.heardReturn.After(rec.heardExec) && !rec.heardExec.IsZero() {
+		lag = rec.heardReturn.Sub(rec.heardExec)
 	}
 	for i := len(lw.frees) - 1; i >= 0; i-- {
 		f := lw.frees[i]
@@ -414,14 +551,20 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		if f.proc >= 0 && f.proc != rec.proc {
 			continue
 		}
-		if f.proc >= 0 && lw.fair == nil && lw.procTried(rec, f.at) {
+		from := f.at
+		if f.proc >= 0 && lw.fair == nil {
 			// Without WithFair a release wakes one waiter of the Client,
 			// the head of its queue: another call of the process tried
 			// after the notice, or an older one still waits (the head,
-			// judged on its own).
-			continue
+			// judged on its own). An older one that left since passed
+			// the wake-up on to the next: rec is judged from then.
+			tried, left := lw.procTried(rec, f.at)
+			if tried {
+				continue
+			}
+			from = maxTime(from, left)
 		}
-		due := maxTime(f.at.Add(lag), rec.lastReturn).Add(lw.wakeBound())
+		due := maxTime(from.Add(lag), rec.lastReturn).Add(lw.wakeBound())
 		if p.logStalled(f.at, now) > 0 || p.wake(f.at) != f.at || p.wake(now) != now {
 			continue
 		}
@@ -431,18 +574,10 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		}
 		rec.reported = true
 		w := lw.w
-		if lw.fair == nil {
-			// Without WithFair, a late wake-up is counted, not failed:
-			// about one plain schedule in 400-3,000 shows a waiter that
-			// has not tried again within its bound after a release notice
-			// (the Client's one-waiter-per-release queue; a liveness
-			// question of issue 25 still open: seeds 34323679025154,
-			// 11097 from base 10000, not reproduced in replays). Fair
-			// waiters (finding 6) are judged.
-			w.outOfModel("lock waiter late after a release (plain; issue 25)")
-			return
-		}
 		fnd := Finding6
+		if lw.fair == nil {
+			fnd = FindingWait
+		}
 		lw.finding(fnd)
 		w.violate(InvLockWake, fmt.Sprintf("c%d: call #%d (%s, owners %s; last attempt sent %s, executed %s, answered %s) waits on: the lock was free by %s at %s, it was due to try again by %s (bound %s), still not %s at %s",
 			rec.proc, rec.id, rec.kind, rec.describeOwners(), fmtDur(rec.lastSend.Sub(w.start)), fmtDur(rec.lastExec.Sub(w.start)), fmtDur(rec.lastReturn.Sub(w.start)),
@@ -453,21 +588,53 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 
 // procTried reports whether a Lock call of rec's process other than rec
 // had an attempt execute, or sent one, after t, or has one on its way
-// (the woken head tries again once it returns), or is an older waiter
-// still waiting (ahead of rec in the Client's queue), under w.mu.
-func (lw *lockWorld) procTried(rec *callRec, t time.Time) bool {
+// (the woken head tries again once it returns), or may be ahead of rec in
+// the Client's queue and still waits; left is when the last such call
+// that was still waiting at t returned (zero: none), under w.mu.
+//
+// An older waiter that leaves hands the wake-up on (Client.unsubscribe):
+// a head busy with an attempt on a slow path holds the notice's token,
+// and the next waiter is woken only when the head's call returns. Before
+// left was counted, such a next waiter was judged from the notice as
+// soon as the head had returned (seed 22879 from base 20000, on the code
+// before: the head's attempt on a 294ms path, its call cancelled at the
+// schedule's end 77ms past the next waiter's bound). A head that took the
+// lock after the notice (its attempt sent just before the notice came)
+// used the notice: the next waiter waits for the next release (seed
+// 3000398, long profile). The head may be a call that began after rec but
+// joined the queue first, rec's first "held" being heard later (seed
+// 3010152: rec's attempts timed out on a slow path for a while).
+func (lw *lockWorld) procTried(rec *callRec, t time.Time) (tried bool, left time.Time) {
+	// The Client's queue is in the order its waiters joined it: at the
+	// call's start (when the subscription is live) or when the lock
+	// heard its first "held". rec joined by queuedAt; a call that began
+	// before that may be ahead of it.
+	joined := rec.queuedAt
+	if joined.IsZero() {
+		joined = time.Now()
+	}
 	for _, o := range lw.calls {
 		if o == rec || o.proc != rec.proc {
 			continue
 		}
 		if o.inAcquire > 0 || maxTime(o.lastSend, o.lastExec).After(t) {
-			return true
+			return true, time.Time{}
 		}
-		if o.wait && !o.returned && o.start.Before(rec.start) {
-			return true
+		if o.wait && o.start.Before(joined) {
+			switch {
+			case !o.returned:
+				return true, time.Time{}
+			case o.returnedAt.After(t) && o.ok:
+				// It took the lock after the notice (the head, with an
+				// attempt on its way at the notice): the notice was its;
+				// the next release wakes the next waiter.
+				return true, time.Time{}
+			case o.returnedAt.After(t):
+				left = maxTime(left, o.returnedAt)
+			}
 		}
 	}
-	return false
+	return false, left
 }
 
 // endWaiters runs L7 for every call still waiting at the schedule's end,

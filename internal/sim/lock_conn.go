@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -177,15 +180,62 @@ func (p *lockProc) packet(c *simConn, t time.Time, lat, slow time.Duration, last
 	return at
 }
 
+// sendAlone waits a few nanoseconds keyed by the request (process,
+// server, op, what it asks — its arguments, owner IDs without their
+// random part — and how many requests of that key came before) before
+// it is sent. Goroutines of one process
+// woken at one fake instant (an Unlock's reply and the waiter it wakes,
+// a hold's end and its watchdog, Redlock's fan-out) run in any order;
+// without this their requests would take the pool's connections, and
+// their fates, in that order, and a replay would diverge.
+func (p *lockProc) sendAlone(ep int, o op, owner, what string) {
+	id := p.stripID(owner, what)
+	id = strconv.Itoa(ep) + " " + strconv.FormatUint(uint64(o), 10) + " " + id
+	p.w.mu.Lock()
+	k := p.sends[id]
+	p.sends[id]++
+	p.w.mu.Unlock()
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	r := keyed(p.w.p.Seed, uint64(p.idx)+1, uint64(opLConnReq), h.Sum64(), k)
+	time.Sleep(time.Duration(1 + r.intn(999)))
+}
+
+// stripID returns what with the random part of p's owner IDs ("pN-" and
+// 12 hex digits, learnt from owner) taken out: "pN-RANDOM" becomes "pN",
+// as lockIDRandom would make it (a process's requests name only its own
+// owners), without a regular expression on every request.
+func (p *lockProc) stripID(owner, what string) string {
+	p.w.mu.Lock()
+	tok := p.idRandom
+	if tok == "" {
+		pre := "p" + strconv.Itoa(p.idx) + "-"
+		if len(owner) >= len(pre)+12 && strings.HasPrefix(owner, pre) {
+			tok = owner[:len(pre)+12]
+			p.idRandom = tok
+		}
+	}
+	p.w.mu.Unlock()
+	if tok == "" {
+		return what
+	}
+	return strings.ReplaceAll(what, tok, tok[:strings.IndexByte(tok, '-')])
+}
+
 // netCall sends one lock request to server ep on a connection of p's pool
 // and waits for its reply as a go-redis client with p's options would;
 // owner names the Lock call whose request it is ("" none), for the
-// checker's in-flight accounting; cleanup marks a release or abandon.
-func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
+// checker's in-flight accounting; what is the request's arguments
+// (sendAlone); cleanup marks a release or abandon.
+func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner, what string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
 	w, lw := p.w, p.lw
+	p.sendAlone(ep, o, owner, what)
 	w.mu.Lock()
-	p.n[o]++
-	n := p.n[o]
+	// Numbered per server: Redlock sends to its masters from goroutines
+	// of their own, in any order at one instant.
+	key := o | op(ep)<<32
+	p.n[key]++
+	n := p.n[key]
 	w.stats.Calls++
 	if err := ctx.Err(); err != nil {
 		w.event(p.idx, evReturn, o, n, 0, 0, "not sent: "+err.Error())

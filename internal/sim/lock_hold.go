@@ -38,7 +38,7 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 		r.acqSent = lw.rlSent[h.Holder()]
 	}
 	if first {
-		r.started, r.proc, r.ctx = true, p.idx, h.Context()
+		r.started, r.proc, r.ctx, r.heldFrom = true, p.idx, h.Context(), r.adoptHeard
 		lw.stats.Holds++
 		aff := lw.affected(r)
 		if h.Context().Err() == nil {

@@ -73,8 +73,11 @@ func (p *lockProc) dialPubSub(ep int) (net.Conn, error) {
 		_ = srv.Close()
 		return nil, errClosed
 	}
-	w.lk.connN++
-	c := &psConn{w: w, proc: p, id: w.lk.connN, conn: srv, subs: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{}), ep: ep}
+	// Numbered per process and server: a connection's fates are keyed by
+	// (process, number), never by the order in which processes (or a
+	// process's Redlock clients) dialled at one instant.
+	p.psN[ep]++
+	c := &psConn{w: w, proc: p, id: uint64(ep)<<16 | p.psN[ep], conn: srv, subs: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{}), ep: ep}
 	w.lk.conns[c] = struct{}{}
 	w.event(p.idx, evNote, opLSub, c.id, int64(ep), 0, "pub/sub connection opened")
 	w.lk.silentFate(c)
@@ -83,6 +86,16 @@ func (p *lockProc) dialPubSub(ep int) (net.Conn, error) {
 	go c.read()
 	go c.write()
 	return cli, nil
+}
+
+// sortConns sorts pub/sub connections by process and number.
+func sortConns(conns []*psConn) {
+	sort.Slice(conns, func(i, j int) bool {
+		if a, b := conns[i].proc.idx, conns[j].proc.idx; a != b {
+			return a < b
+		}
+		return conns[i].id < conns[j].id // ep, then number
+	})
 }
 
 // read serves the client's commands; it ends the connection at EOF.
@@ -138,6 +151,7 @@ func (c *psConn) command(args []string) {
 					return
 				}
 				c.subs[ch] = true
+				c.proc.resubscribed = time.Now()
 				c.push(respArray("subscribe", ch) + ":" + strconv.Itoa(len(c.subs)) + "\r\n")
 			})
 		}
@@ -239,7 +253,7 @@ func (w *world) lockPublishEp(now time.Time, ep int, channel, msg string) {
 			conns = append(conns, c)
 		}
 	}
-	sort.Slice(conns, func(i, j int) bool { return conns[i].id < conns[j].id })
+	sortConns(conns)
 	for _, c := range conns {
 		c.notices++
 		r := keyed(w.p.Seed, uint64(c.proc.idx)+1, uint64(opLNotice), c.id<<32|c.notices)
@@ -266,7 +280,7 @@ func (w *world) dropConns(now time.Time) {
 			conns = append(conns, c)
 		}
 	}
-	sort.Slice(conns, func(i, j int) bool { return conns[i].id < conns[j].id })
+	sortConns(conns)
 	for _, c := range conns {
 		c.closeLocked()
 	}

@@ -194,7 +194,7 @@ func (c *rlClient) Process(ctx context.Context, cmder redis.Cmder) error {
 		lw.attemptSent(rec, sent)
 		w.mu.Unlock()
 	}
-	res, err := c.p.netCall(ctx, c.ep, o, owner, cleanup, func(now time.Time) lockRes {
+	res, err := c.p.netCall(ctx, c.ep, o, owner, kind+" "+strings.Join(argv, " "), cleanup, func(now time.Time) lockRes {
 		if load {
 			m.scripts[sc.sha] = sc
 		}
@@ -208,7 +208,7 @@ func (c *rlClient) Process(ctx context.Context, cmder redis.Cmder) error {
 	}
 	w.mu.Lock()
 	if rec != nil {
-		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld)
+		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, time.Time{})
 	}
 	if err == nil {
 		switch {

@@ -65,7 +65,6 @@ type lockWorld struct {
 	tracks map[string]*leaseRec // by field "TERM OWNER"
 
 	conns     map[*psConn]struct{}
-	connN     uint64
 	downUntil time.Time
 	tornDown  bool
 	wg        sync.WaitGroup // the pub/sub connections' goroutines
@@ -81,6 +80,7 @@ type lockWorld struct {
 	// The connection model (Options.LockConns; lock_conn.go,
 	// lock_calls.go, lock_fair.go, lock_redlock.go).
 	connModel bool
+	inline    bool                // WithInlineCalls: a call waits for its reply, however late
 	fair      *fairTrack          // WithFair schedules: the queue's entries
 	redlock   bool                // Redlock schedules: masters instead of the replicated server
 	masters   []*rlMaster         // Redlock's masters
@@ -129,7 +129,12 @@ type leaseRec struct {
 	cancelAt time.Time
 	app      int // holds handed out and not yet unlocked
 	deleted  bool
-	adopted  time.Time // the latest acquire that adopted it executed (connection model)
+	// adoptHeard: when the latest adoption of it whose reply reached
+	// its caller executed; heldFrom: adoptHeard when its first hold was
+	// handed out (zero: the hold came from the acquire that minted it).
+	// An adoption no caller heard makes no hold (connection model).
+	adoptHeard time.Time
+	heldFrom   time.Time
 }
 
 // lockProc is one process: a lock.Client over its own connection.
@@ -147,6 +152,15 @@ type lockProc struct {
 	rdbs   []*redis.Client // Redlock: one client per master
 	// closing is when Client.Close was called (zero: not yet), under w.mu.
 	closing time.Time
+	psN     map[int]uint64    // pub/sub connections dialled, by server, under w.mu
+	sends   map[string]uint64 // requests sent, by sendAlone's key, under w.mu
+	// idRandom is the Client's ID with its random part, "pN-RANDOM"
+	// (stripID), once seen, under w.mu.
+	idRandom string
+	open     []*callRec // its Lock, TryLock and LockTimeout calls not returned, oldest first, under w.mu
+	// resubscribed: when a SUBSCRIBE was last confirmed to the process
+	// (a confirmation on a new connection wakes every waiter), under w.mu.
+	resubscribed time.Time
 }
 
 // Invariant names of the lock schedules, as printed.
@@ -235,9 +249,9 @@ type lockStore struct {
 
 // send runs exec on the server as one request of owner's call: over a
 // connection (the connection model) or with a per-call fate.
-func (s *lockStore) send(ctx context.Context, o op, owner string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
+func (s *lockStore) send(ctx context.Context, o op, owner, what string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
 	if s.p.lw.connModel {
-		return s.p.netCall(ctx, 0, o, owner, cleanup, func(now time.Time) lockRes {
+		return s.p.netCall(ctx, 0, o, owner, what, cleanup, func(now time.Time) lockRes {
 			res := exec(now)
 			s.p.lw.watchExpiry(now)
 			return res
@@ -257,7 +271,9 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		lw.attemptSent(rec, sent)
 		s.p.w.mu.Unlock()
 	}
-	res, err := s.send(ctx, opLAcquire, owner, false, func(now time.Time) lockRes {
+	var execAt time.Time // under w.mu
+	res, err := s.send(ctx, opLAcquire, owner, fmt.Sprint(owner, adopt, reenter, wait), false, func(now time.Time) lockRes {
+		execAt = now
 		if rec != nil {
 			rec.lastExec = now
 		}
@@ -267,14 +283,11 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		} else {
 			res = s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
 		}
-		if res.rep.Code == lockseam.CodeAdopted {
-			lw.rec(res.rep.Field).adopted = now
-		}
 		return res
 	})
 	if rec != nil {
 		s.p.w.mu.Lock()
-		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld)
+		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, execAt)
 		s.p.w.mu.Unlock()
 	}
 	if err != nil {
@@ -291,6 +304,9 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		}
 		r := s.p.lw.rec(field)
 		r.acqSent = maxTime(r.acqSent, sent)
+		if c == lockseam.CodeAdopted {
+			r.adoptHeard = execAt
+		}
 		s.p.w.mu.Unlock()
 	}
 	return res.rep, nil
@@ -298,7 +314,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 
 func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 	sent := time.Now()
-	res, err := s.send(ctx, opLRenew, ownerOf(field), false, func(now time.Time) lockRes {
+	res, err := s.send(ctx, opLRenew, ownerOf(field), field, false, func(now time.Time) lockRes {
 		return s.p.w.execLockRenew(now, field, s.ttl)
 	})
 	if err != nil {
@@ -315,7 +331,7 @@ func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 
 func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
 	sent := time.Now()
-	res, err := s.send(ctx, opLRelease, ownerOf(field), true, func(now time.Time) lockRes {
+	res, err := s.send(ctx, opLRelease, ownerOf(field), fmt.Sprint(field, last), true, func(now time.Time) lockRes {
 		res := s.p.w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
 		s.p.lw.staleRelease(field, sent, res)
 		return res
@@ -334,7 +350,7 @@ func (s *lockStore) Abandon(ctx context.Context, call string, owners []string) e
 	if len(owners) > 0 {
 		owner = owners[0]
 	}
-	_, err := s.send(ctx, opLAbandon, owner, true, func(now time.Time) lockRes {
+	_, err := s.send(ctx, opLAbandon, owner, fmt.Sprint(call, owners), true, func(now time.Time) lockRes {
 		return s.p.w.execLockAbandon(now, call, owners, s.fair, s.channel, s.ttl)
 	})
 	if err != nil {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +63,7 @@ func RunLock(seed uint64, o Options) *Result {
 		opts = append(opts, lock.WithFair())
 	}
 	if mode.inline {
+		lw.inline = true
 		opts = append(opts, lock.WithInlineCalls())
 	}
 	lw.stats.Mode = mode.String()
@@ -88,7 +92,7 @@ func RunLock(seed uint64, o Options) *Result {
 		if mode.redlock {
 			goroutines[i] = 1 + goroutines[i]%2
 		}
-		proc := &lockProc{w: w, lw: lw, idx: i, plan: cp, n: map[op]uint64{}}
+		proc := &lockProc{w: w, lw: lw, idx: i, plan: cp, n: map[op]uint64{}, psN: map[int]uint64{}, sends: map[string]uint64{}}
 		dial := proc.dial
 		if mode.redlock {
 			dial = proc.dialEp(1)
@@ -145,6 +149,21 @@ func RunLock(seed uint64, o Options) *Result {
 	}
 	w.mu.Unlock()
 
+	// Every plan note is written before a goroutine starts, and the
+	// application's goroutines start at distinct instants after the
+	// fault injector's (lockProc.run): goroutines woken at one fake
+	// instant run in any order, so a replay repeats only what happens at
+	// distinct instants.
+	closeAt := make([]time.Time, len(lw.procs))
+	for _, proc := range lw.procs {
+		if r.chance(0.2) {
+			// The process closes its Client while it may hold and wait.
+			closeAt[proc.idx] = w.start.Add(r.dur(0, p.FaultEnd))
+			w.mu.Lock()
+			w.event(proc.idx, evNote, 0, 0, 0, 0, "(plan) Client.Close at "+fmtDur(closeAt[proc.idx].Sub(w.start)))
+			w.mu.Unlock()
+		}
+	}
 	go w.loop()
 	faultsDone := make(chan struct{})
 	var faults sync.WaitGroup
@@ -157,12 +176,7 @@ func RunLock(seed uint64, o Options) *Result {
 		for g := range goroutines[proc.idx] {
 			apps.Go(func() { proc.run(g, end, lockRand(endCtx, seed, proc.idx, uint64(g))) })
 		}
-		if r.chance(0.2) {
-			// The process closes its Client while it may hold and wait.
-			at := w.start.Add(r.dur(0, p.FaultEnd))
-			w.mu.Lock()
-			w.event(proc.idx, evNote, 0, 0, 0, 0, "(plan) Client.Close at "+fmtDur(at.Sub(w.start)))
-			w.mu.Unlock()
+		if at := closeAt[proc.idx]; !at.IsZero() {
 			apps.Go(func() {
 				if !sleepOrEnd(time.Until(at), nil, end) {
 					return
@@ -227,7 +241,7 @@ func RunLock(seed uint64, o Options) *Result {
 	for c := range lw.conns {
 		conns = append(conns, c)
 	}
-	sort.Slice(conns, func(i, j int) bool { return conns[i].id < conns[j].id })
+	sortConns(conns)
 	for _, c := range conns {
 		c.closeLocked()
 	}
@@ -238,9 +252,35 @@ func RunLock(seed uint64, o Options) *Result {
 	w.sealed = true
 	w.closeVM()
 	st := lw.stats
-	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev, Lock: &st}
+	ids := lockIDs(seed)
+	for i := range w.viol {
+		w.viol[i].Msg = ids(w.viol[i].Msg)
+	}
+	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev, Lock: &st, ids: ids}
 	w.mu.Unlock()
 	return res
+}
+
+// lockIDRandom matches an ID with a random part: a lock Client appends
+// 12 hex digits of crypto/rand to its ID ("p0"), so owners are
+// "p0-RANDOM-SEQ.N"; an Elector of a spread member does the same
+// ("p0-RANDOM").
+var lockIDRandom = regexp.MustCompile(`\bp(\d+)-[0-9a-f]{12}\b`)
+
+// lockIDs returns a function that replaces the random part of every lock
+// owner ID (or spread member's elector ID) in a text by one derived from (seed, process), so that a
+// replay prints the same log. The random part decides nothing in a
+// schedule: a process's owners share it, and owners of two processes
+// differ before it ("p0-" and "p1-"), so every comparison of owners (a
+// sorted set's members of one score, the fair queue) comes out the same.
+func lockIDs(seed uint64) func(string) string {
+	return func(s string) string {
+		return lockIDRandom.ReplaceAllStringFunc(s, func(m string) string {
+			proc, _ := strconv.ParseUint(m[1:strings.IndexByte(m, '-')], 10, 64)
+			r := keyed(seed, uint64(opLockCtx), proc)
+			return fmt.Sprintf("p%d-%012x", proc, r.u64()>>16)
+		})
+	}
 }
 
 // lockMode is a lock schedule's mode under the connection model.
@@ -391,6 +431,11 @@ func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
 // run is one application goroutine of a process: lock, hold, unlock, again.
 func (p *lockProc) run(g int, end <-chan struct{}, endCtx context.Context) {
 	ttl := p.lw.cfg.TTL
+	// A start of its own, after the schedule's first instant (see RunLock).
+	first := keyed(p.w.p.Seed, uint64(opLProc), uint64(p.idx), uint64(g), 1<<40)
+	if !sleepOrEnd(first.dur(time.Microsecond, time.Millisecond), nil, end) {
+		return
+	}
 	for iter := uint64(0); ; iter++ {
 		select {
 		case <-end:

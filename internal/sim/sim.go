@@ -17,6 +17,9 @@ type Result struct {
 	Lock       *LockStats   // lock schedules (RunLock) only
 	Spread     *SpreadStats // spread schedules (RunSpread) only
 	log        []event
+	// ids rewrites the random part of the lock's owner IDs in the log
+	// (lockIDs); nil: none.
+	ids func(string) string
 }
 
 // Failed reports whether an invariant broke.
@@ -24,7 +27,13 @@ func (r *Result) Failed() bool { return len(r.Violations) > 0 }
 
 // Log renders the schedule's event log, the last max events (all when
 // max <= 0).
-func (r *Result) Log(max int) string { return formatLog(r.log, max) }
+func (r *Result) Log(max int) string {
+	s := formatLog(r.log, max)
+	if r.ids != nil {
+		s = r.ids(s)
+	}
+	return s
+}
 
 // Report is a failure report: the seed, the broken invariants, the plan
 // and the event log.
