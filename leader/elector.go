@@ -139,7 +139,14 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 	// Elector even when many processes share one configuration, so the
 	// acquire script's adopt-by-ID can only ever adopt this Elector's own
 	// attempt (see campaign.acquire).
-	cfg.ID = base + "-" + randomToken()
+	token := randomToken()
+	if rl, ok := lock.(*RedisLock); ok {
+		// The simulator's seeded IDs (internal/seeded), for exact replays.
+		if t, ok := seeded.IDToken(rl.client, cfg.Name); ok {
+			token = t
+		}
+	}
+	cfg.ID = base + "-" + token
 	o := options{log: zap.NewNop(), metrics: nopMetrics{}}
 	for _, opt := range opts {
 		opt.apply(&o)

@@ -123,9 +123,11 @@
 // inside leader/lock among channels ready at one instant (an inline
 // call's reply at the instant its context expires, Close and a ready
 // subscription), about one schedule in fifteen, mostly late in the
-// schedule. Spread schedules do not replay: a member's ID has a random
-// part the simulator cannot set, and rendezvous hashing over the IDs
-// picks which member sheds which job.
+// schedule. Spread schedules replay their IDs (seeded.SetIDs gives each
+// process a count per election for the random part of its electors' IDs,
+// so a replay hashes the jobs to the same members), but not yet the
+// order in which a member's leader.Hub batches the renewals its job
+// electors send at one instant, and they drift from there.
 //
 // # Spread schedules
 //

@@ -93,13 +93,14 @@ type jobRun struct {
 
 // sproc is one process: a spread member or an elect-mode instance.
 type sproc struct {
-	r    *spreadRun
-	idx  int
-	plan SpreadProc
-	cl   *client
-	sp   *worker.Spread
-	wk   *worker.Worker
-	dead chan struct{} // closed at its death
+	r       *spreadRun
+	idx     int
+	plan    SpreadProc
+	cl      *client
+	sp      *worker.Spread
+	wk      *worker.Worker
+	undoIDs func()        // internal/seeded.SetIDs's undo
+	dead    chan struct{} // closed at its death
 
 	// Under w.mu.
 	stops   []time.Time // Run's context cancelled
@@ -149,6 +150,7 @@ func RunSpread(seed uint64, o Options) *Result {
 	<-w.loopDone
 	for _, pr := range r.procs {
 		_ = pr.cl.rdb.Close()
+		pr.undoIDs()
 	}
 	w.mu.Lock()
 	w.sealed = true
@@ -166,6 +168,16 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	c := &candidate{w: w, idx: i, plan: cp}
 	pr.cl = &client{w: w, c: c, idx: i, plan: cp}
 	pr.cl.rdb = newRDB(pr.cl)
+	// The random parts of this process's elector IDs (its member ID and
+	// every job's holder ID) come from a count of its own per election,
+	// not from crypto/rand, nor from the order its goroutines make
+	// electors in: a replay gives the same IDs, so the same rendezvous
+	// hashing of the jobs. Unique per election: the process's index leads.
+	ids := map[string]uint32{} // under seeded's lock
+	pr.undoIDs = seeded.SetIDs(pr.cl.rdb, func(election string) string {
+		ids[election]++
+		return fmt.Sprintf("%04x%08x", i, ids[election])
+	})
 	cfg := r.p.Cfg
 	cfg.ID = cp.ID
 	log := zap.New(&spreadLog{r: r, proc: i})
