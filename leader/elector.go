@@ -94,8 +94,10 @@ type Status struct {
 	// ConfigErr is the error (a *RedisConfigError) of this elector's last
 	// acquire or renew that Redis refused as a configuration error: an ACL
 	// that lacks a command, key or channel, a wrong or missing password, a
-	// command the server does not know. Retrying cannot cure it; it is
-	// nil once a call is answered without one.
+	// command the server does not know; or of the notices' subscription
+	// when Redis refused it (the election works on without notices, but
+	// solo run exits 2 on any ConfigErr and /readyz fails). Retrying cannot
+	// cure it; it is nil once a call is answered without one.
 	ConfigErr error
 }
 
@@ -404,7 +406,9 @@ func (c *campaign) run(ctx context.Context) error {
 			continue
 		}
 		e.redisAnswered(nil)
-		if c.skewRefused {
+		// Status.ProtocolErr outlives a Run (skewRefused does not): a Run
+		// that ended while refused leaves it set for the next to clear.
+		if c.skewRefused || e.Status().ProtocolErr != nil {
 			c.skewRefused = false
 			e.protocolRefused(nil)
 			e.log.Info("campaigning again: the holder of an incompatible protocol is gone")

@@ -170,8 +170,11 @@ func TestElector_ProtocolSkewRefusesLoudly(t *testing.T) {
 	stop := runRedis(t, e, func(ctx context.Context) error { led <- struct{}{}; <-ctx.Done(); return nil })
 	defer func() { _ = stop() }()
 
-	waitFor(t, 5*time.Second, "a few refused acquires", func() bool { _, n := m.last(); return n >= 1 && logs.Len() > 0 })
-	time.Sleep(5 * cfg.RetryInterval) // more refusals: still one log line
+	waitFor(t, 5*time.Second, "a refused acquire", func() bool { _, n := m.last(); return n >= 1 && logs.Len() > 0 })
+	// Three more refusals (each one reported to the metrics): still one
+	// log line.
+	_, n0 := m.last()
+	waitFor(t, 5*time.Second, "three more refused acquires", func() bool { _, n := m.last(); return n >= n0+3 })
 	var pe *leader.ProtocolError
 	if st := e.Status(); !errors.As(st.ProtocolErr, &pe) || pe.Holder != held.Lease || pe.Protocol != 1 || pe.Own != 2 || st.Leading {
 		t.Fatalf("Status while refused = %+v, want ProtocolErr naming the protocol 1 holder", st)

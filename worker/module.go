@@ -326,7 +326,10 @@ type runner struct {
 
 func (r *runner) start(ctx context.Context) error {
 	if r.failFast {
-		if err := r.ping(ctx); err != nil {
+		if err := leader.RedisConfig(r.ping(ctx)); errors.Is(err, leader.ErrRedisConfig) {
+			// A wrong password or a missing AUTH fails the ping itself.
+			return fmt.Errorf("worker: redis configuration error at start: %w", err)
+		} else if err != nil {
 			return fmt.Errorf("worker: redis unreachable at start: %w", err)
 		}
 	}

@@ -558,16 +558,18 @@ func (c *control) step() {
 	err = leader.RedisConfig(err)
 	config := errors.Is(err, leader.ErrRedisConfig)
 	s.mu.Lock()
-	s.configErr = nil
-	if config {
-		s.configErr = err
+	if err == nil || config { // an outage says nothing of the configuration
+		s.configErr = nil
+		if config {
+			s.configErr = err
+		}
 	}
 	s.answered = s.answered || err == nil || config
 	s.mu.Unlock()
 	if config {
 		s.tmpl.metrics.redisConfigError(s.cfg.Name)
 		if !c.misconfig {
-			s.log.Error("heartbeat refused by redis: a configuration error, retrying will not cure it; fix it (the member retries every heartbeat meanwhile and runs no job)",
+			s.log.Error("heartbeat refused by redis: a configuration error, retrying will not cure it; fix it (the member retries every heartbeat meanwhile; its jobs stop once its membership lapses, member_ttl after its last accepted heartbeat)",
 				zap.Error(err))
 		}
 		c.misconfig, c.failing = true, true

@@ -503,7 +503,7 @@ func skewLock(t *testing.T, bins skewBins) {
 			if bin == bins.oldLock {
 				id = fmt.Sprintf("old%d", i)
 			}
-			cmd := exec.Command(bin, srv.Addr(), "skewlock-"+mode, id, out, "25", mode)
+			cmd := exec.CommandContext(t.Context(), bin, srv.Addr(), "skewlock-"+mode, id, out, "25", mode) // killed when the test ends, a failed one included
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			go func() {
 				b, err := cmd.CombinedOutput()

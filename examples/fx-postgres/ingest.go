@@ -77,6 +77,10 @@ func (j *Ingest) Name() string { return "ingest" }
 // term and the fencing token, and is cancelled when the term ends.
 func (j *Ingest) Run(ctx context.Context) error {
 	term, _ := leader.TermFrom(ctx)
+	// The holder the term is held under (the elector's ID: -id plus a
+	// random part, HOST-PID when -id is not given), as the fence records it.
+	tok, _ := fence.TokenFrom(ctx)
+	instance := tok.Holder
 	log := j.log.With(zap.Uint64("term", term))
 	last := "0"
 	err := j.db.QueryRowContext(ctx, `SELECT last_id FROM positions WHERE stream = $1`, j.f.Stream).Scan(&last)
@@ -105,12 +109,12 @@ func (j *Ingest) Run(ctx context.Context) error {
 					return fmt.Errorf("message %s: field n: %w", m.ID, err)
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO messages (msg_id, n, term, instance) VALUES ($1, $2, $3, $4)`,
-					m.ID, n, int64(term), j.f.ID); err != nil {
+					m.ID, n, int64(term), instance); err != nil {
 					return err
 				}
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO batches (term, instance, size) VALUES ($1, $2, $3)`,
-				int64(term), j.f.ID, len(msgs)); err != nil {
+				int64(term), instance, len(msgs)); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO positions (stream, last_id) VALUES ($1, $2)
@@ -119,12 +123,8 @@ func (j *Ingest) Run(ctx context.Context) error {
 			}
 			return sleep(ctx, j.f.Hold) // the job's work, inside the transaction
 		})
-		if errors.Is(err, fence.ErrStaleTerm) || errors.Is(err, fence.ErrHolderMismatch) {
-			log.Warn("stale write refused", zap.Error(err))
-			return err
-		}
 		if err != nil {
-			return err
+			return err // a refused stale write (fence.ErrStaleTerm) included: the worker logs it
 		}
 		last = msgs[len(msgs)-1].ID
 		log.Info("batch stored", zap.Int("size", len(msgs)), zap.String("last", last))

@@ -1,10 +1,18 @@
 package seeded
 
-import "sync"
+import (
+	"reflect"
+	"sync"
+	"sync/atomic"
+)
 
 // idSources maps a Redis client to the source of the random parts of the
 // IDs of the electors made over it.
 var idSources sync.Map // client → *idSource
+
+// nSources counts the sources set: without any (always, outside the
+// simulator) IDToken looks nothing up.
+var nSources atomic.Int32
 
 type idSource struct {
 	mu   sync.Mutex
@@ -24,12 +32,22 @@ type idSource struct {
 func SetIDs(client any, next func(election string) string) (undo func()) {
 	s := &idSource{next: next}
 	idSources.Store(client, s)
-	return func() { idSources.CompareAndDelete(client, s) }
+	nSources.Add(1)
+	return func() {
+		if idSources.CompareAndDelete(client, s) {
+			nSources.Add(-1)
+		}
+	}
 }
 
 // IDToken returns the next random part for an elector of election made
 // over client; ok is false when no source was set for it.
 func IDToken(client any, election string) (string, bool) {
+	// A client that is not comparable (a struct value holding a map) would
+	// make the map lookup panic; the simulator's never is.
+	if nSources.Load() == 0 || client == nil || !reflect.ValueOf(client).Comparable() {
+		return "", false
+	}
 	v, ok := idSources.Load(client)
 	if !ok {
 		return "", false
