@@ -278,7 +278,7 @@ func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) e
 		e.straggler = nil
 	}
 
-	rng, ok := seeded.From(ctx)
+	rng, ok := seeded.ForElection(ctx, e.cfg.Name)
 	if !ok {
 		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/seeded"
 )
 
 // Defaults of a Hub.
@@ -75,6 +79,10 @@ type Hub struct {
 	cluster *redis.ClusterClient // client, when it is a Cluster client: queues per master
 	batch   int
 	idle    time.Duration // a batcher without work this long exits (hubQueueIdle)
+	// settle, set only by the module's simulator (internal/seeded), runs
+	// before each take from a queue, which is then ordered by key: see
+	// seeded.SetSettle.
+	settle func()
 
 	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives
 	cancel context.CancelFunc
@@ -140,6 +148,7 @@ func NewHub(client redis.UniversalClient, opts ...HubOption) *Hub {
 		chans:     make(map[string]*hubChannel),
 	}
 	h.cluster, _ = client.(*redis.ClusterClient)
+	h.settle = seeded.Settle(client)
 	for _, o := range opts {
 		o.applyHub(h)
 	}
@@ -335,7 +344,13 @@ func (h *Hub) batcher(q *hubQueue) {
 			return
 		}
 		for {
+			if h.settle != nil {
+				h.settle()
+			}
 			h.qmu.Lock()
+			if h.settle != nil {
+				slices.SortStableFunc(q.items, func(a, b *hubRenew) int { return strings.Compare(a.key, b.key) })
+			}
 			n := min(len(q.items), h.batch)
 			batch = append(batch[:0], q.items[:n]...)
 			if n == len(q.items) {

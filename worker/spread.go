@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/rediserr"
+	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -125,6 +126,9 @@ type Spread struct {
 	base   *zap.Logger // the logger given (WithLogger), for the electors
 	member string
 	kick   chan struct{}
+	// settle, set only by the module's simulator (internal/seeded), runs
+	// before each step reads the jobs' state: see seeded.SetSettle.
+	settle func()
 
 	mu      sync.Mutex
 	running bool
@@ -168,6 +172,7 @@ type unit struct {
 	term     uint64
 	since    time.Time
 	stop     context.CancelCauseFunc // cancels the job's context (lapse); nil while not held
+	err      error                   // the first error a campaign of the job returned
 }
 
 // ModeSpread is the configuration mode (solo's election.mode) that runs the
@@ -271,6 +276,7 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 		return nil, err
 	}
 	s := &Spread{
+		settle: seeded.Settle(client),
 		client: client,
 		cfg:    cfg,
 		sc:     sc.withDefaults(cfg),
@@ -373,8 +379,10 @@ func (s *Spread) Sharded(name string, n int, fn func(ctx context.Context, shard 
 // campaigns for and sheds jobs as described on Spread. When ctx ends it
 // leaves the group, then stops every job (drain, release, notice, as a
 // Worker does on shutdown) and returns nil, or leader.ErrStopTimeout when
-// a job ignored cancellation past the shutdown timeout. Redis errors are
-// retried (membership keeps its last view meanwhile), never returned.
+// a job ignored cancellation past the shutdown timeout (each such job's
+// first error, named, in job-name order, joined by errors.Join). Redis
+// errors are retried (membership keeps its last view meanwhile), never
+// returned.
 func (s *Spread) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.running {
@@ -435,8 +443,13 @@ func (s *Spread) Run(ctx context.Context) error {
 			closeWatch = func() { _ = gw.Close() }
 		}
 	}
-	errs := make(chan error, 1)
-	c := &control{s: s, units: units, wg: &wg, errs: errs, ctx: ctx}
+	c := &control{s: s, units: units, wg: &wg, ctx: ctx}
+	// A kick left by the previous Run's stopping jobs: the first step
+	// comes at once anyway.
+	select {
+	case <-s.kick:
+	default:
+	}
 	// lapse stops the jobs once membership is unconfirmed for member_ttl
 	// (Redis unreachable, the group's slot down): see memberUntil. It
 	// only cancels contexts, under s.mu; Run stops it before returning.
@@ -481,8 +494,16 @@ func (s *Spread) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	closeWatch()
 	wg.Wait()
-	close(errs)
-	err := <-errs // nil when closed empty
+	// Each job's first error, in job-name order (units are sorted): which
+	// of two jobs failing at one instant failed first is the scheduler's
+	// choice, not something to report.
+	var jerrs []error
+	for _, u := range units {
+		if u.err != nil {
+			jerrs = append(jerrs, u.err)
+		}
+	}
+	err := errors.Join(jerrs...)
 	if err == nil {
 		// Every job returned and its lease was released: the name is free.
 		// (After ErrStopTimeout the entry expires with the leases.)
@@ -524,7 +545,6 @@ type control struct {
 	s         *Spread
 	units     []*unit
 	wg        *sync.WaitGroup
-	errs      chan error
 	ctx       context.Context
 	first     time.Time // the first successful heartbeat
 	overSince time.Time // since when this instance is over its share
@@ -539,6 +559,9 @@ type control struct {
 // step heartbeats and rebalances once.
 func (c *control) step() {
 	s := c.s
+	if s.settle != nil {
+		s.settle()
+	}
 	s.mu.Lock()
 	var held []string
 	for _, u := range c.units {
@@ -754,13 +777,10 @@ func (c *control) start(u *unit) {
 		err := u.e.Run(ctx, func(ctx context.Context) error { return s.runTerm(ctx, u) })
 		s.mu.Lock()
 		u.running, u.cancel = false, nil
-		s.mu.Unlock()
-		if err != nil {
-			select { // the first error is the one Run returns
-			case c.errs <- fmt.Errorf("job %q: %w", u.name, err):
-			default:
-			}
+		if err != nil && u.err == nil {
+			u.err = fmt.Errorf("job %q: %w", u.name, err)
 		}
+		s.mu.Unlock()
 	})
 }
 

@@ -307,3 +307,58 @@ func TestSpreadModule_RunsShardsPerElection(t *testing.T) {
 		}
 	}
 }
+
+// TestSpread_RunReportsEveryStuckJob: two jobs of one member ignore
+// cancellation past the shutdown timeout; Run returns
+// leader.ErrStopTimeout naming both, in job-name order (not whichever
+// campaign happened to return first).
+//
+// Mutation check: on the code that kept the first error sent, "Run
+// returned job \"b\": leader: leader function did not stop in time, want
+// both jobs named, a first".
+func TestSpread_RunReportsEveryStuckJob(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	cfg := spreadConfig("stuck")
+	cfg.ID = "m"
+	cfg.ShutdownTimeout = 200 * time.Millisecond
+	s, err := worker.NewSpread(client, cfg, worker.SpreadConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var jobs sync.WaitGroup
+	started := make(chan string, 2)
+	for _, n := range []string{"b", "a"} {
+		if err := s.Pull(n, func(ctx context.Context) error {
+			jobs.Add(1)
+			defer jobs.Done()
+			started <- n
+			<-release // ignores ctx
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { close(release); jobs.Wait() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			cancel()
+			<-done
+			t.Fatal("the two jobs did not both start within 10s")
+		}
+	}
+	cancel()
+	err = <-done
+	msg := fmt.Sprint(err)
+	ia, ib := strings.Index(msg, `job "a"`), strings.Index(msg, `job "b"`)
+	if !errors.Is(err, leader.ErrStopTimeout) || ia < 0 || ib < ia {
+		t.Fatalf("Run returned %s, want both jobs named, a first", msg)
+	}
+}

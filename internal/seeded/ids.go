@@ -6,13 +6,40 @@ import (
 	"sync/atomic"
 )
 
+// perClient maps a Redis client to a value the simulator set for it.
+type perClient[T any] struct {
+	m sync.Map // client → *T
+	// n counts the values set: without any (always, outside the
+	// simulator) get looks nothing up.
+	n atomic.Int32
+}
+
+func (p *perClient[T]) set(client any, v *T) (undo func()) {
+	p.m.Store(client, v)
+	p.n.Add(1)
+	return func() {
+		if p.m.CompareAndDelete(client, v) {
+			p.n.Add(-1)
+		}
+	}
+}
+
+func (p *perClient[T]) get(client any) (*T, bool) {
+	// A client that is not comparable (a struct value holding a map) would
+	// make the map lookup panic; the simulator's never is.
+	if p.n.Load() == 0 || client == nil || !reflect.ValueOf(client).Comparable() {
+		return nil, false
+	}
+	v, ok := p.m.Load(client)
+	if !ok {
+		return nil, false
+	}
+	return v.(*T), true
+}
+
 // idSources maps a Redis client to the source of the random parts of the
 // IDs of the electors made over it.
-var idSources sync.Map // client → *idSource
-
-// nSources counts the sources set: without any (always, outside the
-// simulator) IDToken looks nothing up.
-var nSources atomic.Int32
+var idSources perClient[idSource]
 
 type idSource struct {
 	mu   sync.Mutex
@@ -30,30 +57,43 @@ type idSource struct {
 // electors in) and must never return the same value twice for one
 // election: an elector adopts a lease held by its own ID.
 func SetIDs(client any, next func(election string) string) (undo func()) {
-	s := &idSource{next: next}
-	idSources.Store(client, s)
-	nSources.Add(1)
-	return func() {
-		if idSources.CompareAndDelete(client, s) {
-			nSources.Add(-1)
-		}
-	}
+	return idSources.set(client, &idSource{next: next})
 }
 
 // IDToken returns the next random part for an elector of election made
 // over client; ok is false when no source was set for it.
 func IDToken(client any, election string) (string, bool) {
-	// A client that is not comparable (a struct value holding a map) would
-	// make the map lookup panic; the simulator's never is.
-	if nSources.Load() == 0 || client == nil || !reflect.ValueOf(client).Comparable() {
-		return "", false
-	}
-	v, ok := idSources.Load(client)
+	s, ok := idSources.get(client)
 	if !ok {
 		return "", false
 	}
-	s := v.(*idSource)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.next(election), true
+}
+
+// settles maps a Redis client to the simulator's settle function for the
+// leader.Hub made over it.
+var settles perClient[func()]
+
+// SetSettle makes settle the function a leader.Hub made over client calls
+// before it takes renewals off its queue into a pipeline, until the
+// returned undo is called; such a Hub also orders each pipeline's
+// renewals by key instead of by arrival. It is the simulator's: inside a
+// testing/synctest bubble, settle sleeps a nanosecond, which returns only
+// once every goroutine woken at the current fake instant has queued what
+// it was going to, so which renewals share a pipeline, and in what order,
+// no longer depends on the order the scheduler ran their goroutines in.
+// Without it (always, outside the simulator) the Hub takes its queue as it
+// finds it.
+func SetSettle(client any, settle func()) (undo func()) {
+	return settles.set(client, &settle)
+}
+
+// Settle returns the settle function set for client, or nil.
+func Settle(client any) func() {
+	if f, ok := settles.get(client); ok {
+		return *f
+	}
+	return nil
 }

@@ -11,14 +11,39 @@ import (
 
 type key struct{}
 
+type perElection struct{}
+
 // With returns a context carrying r. The receiver of the context must be
 // the only user of r (a *rand.Rand is not safe for concurrent use).
 func With(ctx context.Context, r *rand.Rand) context.Context {
 	return context.WithValue(ctx, key{}, r)
 }
 
+// WithPerElection returns a context carrying next, which gives each
+// campaign (each leader.Elector.Run) under the context a source of its
+// own, by the election's name. It is for a context shared by several
+// electors (a Spread runs one per job under Run's context): a shared
+// source would be drawn from in the order the scheduler runs their
+// goroutines, and a replay would diverge. next must be safe for
+// concurrent use and must not depend on the order of its calls across
+// elections (count per election).
+func WithPerElection(ctx context.Context, next func(election string) *rand.Rand) context.Context {
+	return context.WithValue(ctx, perElection{}, next)
+}
+
 // From returns the source carried by ctx, if any.
 func From(ctx context.Context) (*rand.Rand, bool) {
 	r, ok := ctx.Value(key{}).(*rand.Rand)
 	return r, ok && r != nil
+}
+
+// ForElection returns a source for a campaign of election: a new one from
+// WithPerElection's function when ctx carries one, else From(ctx).
+func ForElection(ctx context.Context, election string) (*rand.Rand, bool) {
+	if next, ok := ctx.Value(perElection{}).(func(string) *rand.Rand); ok && next != nil {
+		if r := next(election); r != nil {
+			return r, true
+		}
+	}
+	return From(ctx)
 }

@@ -41,6 +41,8 @@ type client struct {
 	// instant call concurrently, and the order of their calls must not
 	// decide which one meets which fault.
 	nKey map[string]uint64
+	// byKey: every call counts per key (a spread member's; classify).
+	byKey bool
 }
 
 var (

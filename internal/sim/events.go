@@ -65,7 +65,7 @@ func (e event) String() string {
 	case evStop:
 		what = fmt.Sprintf("Run #%d: context cancelled", e.a)
 	case evRunEnd:
-		what = fmt.Sprintf("Run #%d returned: %s", e.a, e.s)
+		what = fmt.Sprintf("Run #%d returned: %s", e.a, strings.ReplaceAll(e.s, "\n", "; ")) // errors.Join: one line
 	case evResign:
 		what = "Resign: " + e.s
 	case evElected:

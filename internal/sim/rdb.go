@@ -90,7 +90,42 @@ func (cl *client) do(ctx context.Context, cmds []redis.Cmder) error {
 
 // classify names the op of a request, for its fault stream: the script's,
 // or the checkpoint load's (with the checkpoint key), or a resign notice.
+// A spread member's client sends for many electors at once (their
+// acquires and releases, its Hub's pipelines of renewals), so there every
+// request is keyed by what it names too (see keyOf): its fate must not
+// depend on the order in which goroutines woken at one instant sent.
 func (cl *client) classify(args [][]string) (op, string) {
+	o, key := cl.classifyOp(args)
+	if cl.byKey && key == "" {
+		key = keyOf(args)
+	}
+	return o, key
+}
+
+// keyOf names the keys (or channel) a request's commands name, in order.
+func keyOf(args [][]string) string {
+	var b strings.Builder
+	for _, a := range args {
+		k := ""
+		switch strings.ToUpper(a[0]) {
+		case "EVAL", "EVALSHA":
+			if len(a) > 3 && a[2] != "0" {
+				k = a[3]
+			}
+		default:
+			if len(a) > 1 {
+				k = a[1]
+			}
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+func (cl *client) classifyOp(args [][]string) (op, string) {
 	a := args[0]
 	cpPrefix := cl.w.p.Cfg.Key("") + "cp:"
 	switch strings.ToUpper(a[0]) {

@@ -93,20 +93,20 @@ type jobRun struct {
 
 // sproc is one process: a spread member or an elect-mode instance.
 type sproc struct {
-	r       *spreadRun
-	idx     int
-	plan    SpreadProc
-	cl      *client
-	sp      *worker.Spread
-	wk      *worker.Worker
-	undoIDs func()        // internal/seeded.SetIDs's undo
-	dead    chan struct{} // closed at its death
+	r    *spreadRun
+	idx  int
+	plan SpreadProc
+	cl   *client
+	sp   *worker.Spread
+	wk   *worker.Worker
+	undo func()        // internal/seeded.SetIDs's and SetSettle's undo
+	dead chan struct{} // closed at its death
 
 	// Under w.mu.
-	stops   []time.Time // Run's context cancelled
-	isDead  bool
-	diedAt  time.Time
-	jobStep uint64
+	stops    []time.Time // Run's context cancelled
+	isDead   bool
+	diedAt   time.Time
+	jobSteps map[string]uint64 // each job's write steps
 }
 
 // RunSpread simulates the spread schedule of seed inside a
@@ -143,6 +143,10 @@ func RunSpread(seed uint64, o Options) *Result {
 	now := time.Now()
 	r.finish(w.start.Add(p.End))
 	w.stats.FakeTime = now.Sub(w.start)
+	// Judged: what the teardown does (calls failing with errClosed,
+	// retried at that instant as often as the scheduler lets them) is
+	// neither logged nor judged.
+	w.sealed = true
 	w.mu.Unlock()
 	close(w.stop)
 	<-running
@@ -150,10 +154,9 @@ func RunSpread(seed uint64, o Options) *Result {
 	<-w.loopDone
 	for _, pr := range r.procs {
 		_ = pr.cl.rdb.Close()
-		pr.undoIDs()
+		pr.undo()
 	}
 	w.mu.Lock()
-	w.sealed = true
 	w.closeVM()
 	st := &SpreadStats{Plan: p, Met: r.met, Tags: r.tags, Runs: r.nRuns}
 	res := &Result{Seed: seed, Plan: p.Plan, Violations: w.viol, Stats: w.stats, Spread: st, log: w.ev}
@@ -166,18 +169,23 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	cp := r.p.Cands[i]
 	pr := &sproc{r: r, idx: i, plan: sp, dead: make(chan struct{})}
 	c := &candidate{w: w, idx: i, plan: cp}
-	pr.cl = &client{w: w, c: c, idx: i, plan: cp}
+	pr.cl = &client{w: w, c: c, idx: i, plan: cp, byKey: true}
 	pr.cl.rdb = newRDB(pr.cl)
+	// The member's Hub takes its renewal queue once every goroutine woken
+	// at this instant has queued, ordered by key (seeded.SetSettle): a
+	// replay batches the same renewals in the same pipelines.
+	undoSettle := seeded.SetSettle(pr.cl.rdb, func() { time.Sleep(time.Nanosecond) })
 	// The random parts of this process's elector IDs (its member ID and
 	// every job's holder ID) come from a count of its own per election,
 	// not from crypto/rand, nor from the order its goroutines make
 	// electors in: a replay gives the same IDs, so the same rendezvous
 	// hashing of the jobs. Unique per election: the process's index leads.
 	ids := map[string]uint32{} // under seeded's lock
-	pr.undoIDs = seeded.SetIDs(pr.cl.rdb, func(election string) string {
+	undoIDs := seeded.SetIDs(pr.cl.rdb, func(election string) string {
 		ids[election]++
 		return fmt.Sprintf("%04x%08x", i, ids[election])
 	})
+	pr.undo = func() { undoIDs(); undoSettle() }
 	cfg := r.p.Cfg
 	cfg.ID = cp.ID
 	log := zap.New(&spreadLog{r: r, proc: i})
@@ -286,10 +294,19 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		return
 	}
 	for run := 1; ; run++ {
-		// One source for every elector of the process (a Spread runs
-		// them all under Run's context), so it takes a lock.
-		rnd := rand.New(&lockedSource{src: rand.NewPCG(w.p.Seed, uint64(opSRand)<<40|uint64(pr.idx)<<20|uint64(run))})
-		ctx, cancel := context.WithCancel(seeded.With(context.Background(), rnd))
+		// A source per campaign, keyed by (process, Run, election, how
+		// many campaigns of that election came before): a Spread runs
+		// every elector under Run's context, and a shared source would be
+		// drawn from in goroutine order.
+		var srcMu sync.Mutex
+		campaigns := map[string]uint64{}
+		ctx, cancel := context.WithCancel(seeded.WithPerElection(context.Background(), func(election string) *rand.Rand {
+			srcMu.Lock()
+			campaigns[election]++
+			n := campaigns[election]
+			srcMu.Unlock()
+			return rand.New(rand.NewPCG(w.p.Seed^hashKey(election)<<20^n, uint64(opSRand)<<40|uint64(pr.idx)<<20|uint64(run)))
+		}))
 		done := make(chan error, 1)
 		w.mu.Lock()
 		w.event(pr.idx, evRun, 0, 0, int64(run), 0, "")
@@ -349,11 +366,18 @@ func (pr *sproc) drive(end <-chan struct{}) {
 // waitUntil sleeps until d from the start; false when the schedule ends
 // first.
 func (pr *sproc) waitUntil(d time.Duration, end <-chan struct{}) bool {
+	// By the clock, not by which channel is seen first: end closes at the
+	// schedule's last instant, and a timer due then (or a wait that
+	// starts then) races it.
+	endAt := pr.r.w.start.Add(pr.r.p.End)
+	if !time.Now().Before(endAt) {
+		return false
+	}
 	t := time.NewTimer(time.Until(pr.r.w.start.Add(d)))
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return time.Now().Before(endAt)
 	case <-end:
 		return false
 	}
@@ -402,17 +426,24 @@ func (pr *sproc) job(name string) func(ctx context.Context) error {
 		}
 		r.jobs.Add(1)
 		defer r.jobs.Done()
-		stop := context.AfterFunc(ctx, func() {
+		// The cancellation is seen here, at its instant (the loop always
+		// waits on ctx), not by a context.AfterFunc, whose goroutine races
+		// the job's own return at that instant.
+		noteCancel := func() {
 			w.mu.Lock()
 			jr.cancelled, jr.cause = time.Now(), context.Cause(ctx)
 			w.event(pr.idx, evCancelled, 0, 0, int64(term), 0, name+": "+fmt.Sprint(jr.cause))
 			w.mu.Unlock()
-		})
-		defer stop()
+		}
 		for ctx.Err() == nil {
 			w.mu.Lock()
-			pr.jobStep++
-			rs := keyed(w.p.Seed, uint64(opSJob), uint64(pr.idx), pr.jobStep)
+			// Counted per job: jobs of one process woken at one instant
+			// draw in any order.
+			if pr.jobSteps == nil {
+				pr.jobSteps = map[string]uint64{}
+			}
+			pr.jobSteps[name]++
+			rs := keyed(w.p.Seed, uint64(opSJob), uint64(pr.idx), hashKey(name)<<32|pr.jobSteps[name])
 			d := rs.dur(w.p.WriteMin, w.p.WriteMax)
 			w.mu.Unlock()
 			t := time.NewTimer(d)
@@ -432,6 +463,7 @@ func (pr *sproc) job(name string) func(ctx context.Context) error {
 			default:
 			}
 		}
+		noteCancel()
 		if d := r.p.Drain[name]; d > 0 {
 			t := time.NewTimer(d)
 			select {
@@ -694,19 +726,4 @@ func (r *spreadRun) tagged(inv string, tags []string) {
 	for _, t := range tags {
 		m[t] = true
 	}
-}
-
-// lockedSource is a rand.Source safe for concurrent use: the electors of
-// one Spread draw their jitter from it at once. Their draws' order at one
-// fake instant follows the goroutines' order, so a replay of a spread
-// schedule may diverge from there.
-type lockedSource struct {
-	mu  sync.Mutex
-	src rand.Source
-}
-
-func (s *lockedSource) Uint64() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.src.Uint64()
 }
