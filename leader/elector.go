@@ -142,11 +142,14 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 	// acquire script's adopt-by-ID can only ever adopt this Elector's own
 	// attempt (see campaign.acquire).
 	token := randomToken()
+	// The simulator's seeded IDs (internal/seeded), for exact replays: set
+	// for a RedisLock's Redis client, or for the simulator's own Lock.
+	var src any = lock
 	if rl, ok := lock.(*RedisLock); ok {
-		// The simulator's seeded IDs (internal/seeded), for exact replays.
-		if t, ok := seeded.IDToken(rl.client, cfg.Name); ok {
-			token = t
-		}
+		src = rl.client
+	}
+	if t, ok := seeded.IDToken(src, cfg.Name); ok {
+		token = t
 	}
 	cfg.ID = base + "-" + token
 	o := options{log: zap.NewNop(), metrics: nopMetrics{}}

@@ -68,3 +68,14 @@ type Lock struct {
 // Mutex of a Client use the Store newStore returns for it. Waiters still
 // subscribe through the Client's Redis client.
 var WithStore func(newStore func(Lock) Store) any
+
+// WithSettle is set by package leader/lock (in its init): it returns a
+// lock.Option that makes every Mutex of a Client call settle when one of
+// its waits could end in two ways at one instant (a reply and its bound,
+// a notice and a timer, a wake-up and a cancellation), then decide by a
+// fixed order instead of by which channel Go's select happened to take.
+// Inside a testing/synctest bubble the simulator's settle sleeps a
+// nanosecond, which returns once every goroutine woken at the instant has
+// run, so a replay decides the same way. Without it (always, outside the
+// simulator) the waits are plain selects.
+var WithSettle func(settle func()) any

@@ -57,7 +57,14 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 	}
 	c.cl.rl = rl
 	log := zap.New(&logCore{w: w, cand: idx})
+	// The random part of the elector's ID from the seed (internal/seeded),
+	// not crypto/rand: a replay prints the same lease values.
+	undo := seeded.SetIDs(c.cl, func(string) string {
+		r := keyed(w.p.Seed, uint64(idx)+1, uint64(opElector), 1<<40)
+		return fmt.Sprintf("%012x", r.u64()>>16)
+	})
 	e, err := leader.NewWithLock(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}))
+	undo()
 	if err != nil {
 		return nil, err
 	}

@@ -36,11 +36,12 @@ var (
 
 // Decision streams of the connection model.
 const (
-	opLConn    op = 96 + iota // one connection's fate, and each request on it
-	opLBlip                   // a process's network blips
-	opLMode                   // a lock schedule's mode (fair, Redlock, inline calls)
-	opLMaster                 // a Redlock master's faults
-	opLConnReq                // one request on one connection
+	opLConn      op = 96 + iota // one connection's fate, and each request on it
+	opLBlip                     // a process's network blips
+	opLMode                     // a lock schedule's mode (fair, Redlock, inline calls)
+	opLMaster                   // a Redlock master's faults
+	opLConnReq                  // one request on one connection
+	opLCallStart                // a Lock call's start offset (lockCall)
 )
 
 func init() {
@@ -49,6 +50,7 @@ func init() {
 	lockOpNames[opLMode] = "lock-mode"
 	lockOpNames[opLMaster] = "lock-master"
 	lockOpNames[opLConnReq] = "lock-conn-req"
+	lockOpNames[opLCallStart] = "lock-call-start"
 }
 
 // simConn is the client's end of one connection, under w.mu.
@@ -198,7 +200,7 @@ func (p *lockProc) sendAlone(ep int, o op, owner, what string) {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(id))
 	r := keyed(p.w.p.Seed, uint64(p.idx)+1, uint64(opLConnReq), h.Sum64(), k)
-	time.Sleep(time.Duration(1 + r.intn(999)))
+	time.Sleep(time.Duration(1 + r.intn(99999)))
 }
 
 // stripID returns what with the random part of p's owner IDs ("pN-" and

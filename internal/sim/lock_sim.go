@@ -107,7 +107,10 @@ func RunLock(seed uint64, o Options) *Result {
 		}
 		popts := append(append([]lock.Option(nil), opts...),
 			lock.WithID(fmt.Sprintf("p%d", i)),
-			lock.WithLogger(zap.New(&logCore{w: w, cand: i})))
+			lock.WithLogger(zap.New(&logCore{w: w, cand: i})),
+			// A wait that could end two ways at one instant settles and
+			// decides by a fixed order (replays).
+			lockseam.WithSettle(func() { time.Sleep(time.Nanosecond) }).(lock.Option))
 		var c *lock.Client
 		var err error
 		if mode.redlock {
@@ -218,6 +221,13 @@ func RunLock(seed uint64, o Options) *Result {
 		w.violate(InvLockLeak, "lock calls or holds still running "+(bound+stall).String()+" after every context ended")
 		w.mu.Unlock()
 	}
+	// The teardown (Close, calls failing with errClosed, retried at one
+	// instant as often as the scheduler lets them) is not logged: its
+	// lines' presence would depend on goroutine order. Violations are
+	// still judged.
+	w.mu.Lock()
+	w.muted = true
+	w.mu.Unlock()
 	for _, proc := range lw.procs {
 		proc.close()
 	}
@@ -250,6 +260,12 @@ func RunLock(seed uint64, o Options) *Result {
 	<-w.loopDone
 	w.mu.Lock()
 	w.sealed = true
+	w.mu.Unlock()
+	// A call's goroutine (leader/lock does not wait for it: it ends when
+	// the client returns) may still be settling (lockseam.WithSettle):
+	// the bubble must not end before it does.
+	time.Sleep(time.Millisecond)
+	w.mu.Lock()
 	w.closeVM()
 	st := lw.stats
 	ids := lockIDs(seed)
@@ -468,13 +484,13 @@ func (p *lockProc) attempt(r *rng, parent context.Context) (*lock.Hold, error) {
 		if r.chance(0.3) {
 			ctx, cancel = context.WithTimeout(parent, r.logDur(p.lw.cfg.RetryInterval/2, 4*ttl))
 		}
-		h, err = p.lockCall(ctx, "Lock", true, p.m.Lock)
+		h, err = p.lockCall(ctx, r, "Lock", true, p.m.Lock)
 		cancel()
 	case x < 0.8:
-		h, err = p.lockCall(parent, "TryLock", false, p.m.TryLock)
+		h, err = p.lockCall(parent, r, "TryLock", false, p.m.TryLock)
 	default:
 		d := r.logDur(ttl/10, 3*ttl)
-		h, err = p.lockCall(parent, "LockTimeout", true, func(ctx context.Context) (*lock.Hold, error) { return p.m.LockTimeout(ctx, d) })
+		h, err = p.lockCall(parent, r, "LockTimeout", true, func(ctx context.Context) (*lock.Hold, error) { return p.m.LockTimeout(ctx, d) })
 	}
 	p.w.mu.Lock()
 	switch {
@@ -510,9 +526,9 @@ func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx contex
 			var h2 *lock.Hold
 			var err error
 			if r.chance(0.5) {
-				h2, err = p.lockCall(ctx, "Lock (re-entry)", true, p.m.Lock)
+				h2, err = p.lockCall(ctx, r, "Lock (re-entry)", true, p.m.Lock)
 			} else {
-				h2, err = p.lockCall(ctx, "TryLock (re-entry)", false, p.m.TryLock)
+				h2, err = p.lockCall(ctx, r, "TryLock (re-entry)", false, p.m.TryLock)
 			}
 			if err == nil {
 				p.handed(h2, h)
@@ -525,14 +541,14 @@ func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx contex
 			// has one user).
 			ctx := lockRand(h.Context(), p.w.p.Seed, p.idx, 1<<32|sub.u64())
 			wg.Go(func() {
-				h2, err := p.lockCall(ctx, "Lock (re-entry, another goroutine)", true, p.m.Lock)
+				h2, err := p.lockCall(ctx, &sub, "Lock (re-entry, another goroutine)", true, p.m.Lock)
 				if err == nil {
 					p.handed(h2, h)
 					p.hold(h2, &sub, end, endCtx, depth+1)
 				}
 			})
 		case x < 0.22:
-			h3, err := p.lockCall(endCtx, "TryLock (without the hold)", false, p.m.TryLock)
+			h3, err := p.lockCall(endCtx, r, "TryLock (without the hold)", false, p.m.TryLock)
 			if err == nil {
 				p.handed(h3, nil)
 				p.unlock(h3, r)
@@ -544,7 +560,13 @@ func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx contex
 }
 
 // unlock gives h up, with a bounded context or none.
+//
+// It unlocks 1–999ns later, keyed as lockCall's start: holds of one term
+// unlocked from two goroutines at one instant would otherwise reach the
+// lock, and take its last hold's release, in goroutine order.
 func (p *lockProc) unlock(h *lock.Hold, r *rng) {
+	k := keyed(r.s, uint64(opLCallStart), 1)
+	time.Sleep(time.Duration(1 + k.intn(999)))
 	p.unlocking(h)
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if r.chance(0.3) {
@@ -563,7 +585,14 @@ func (p *lockProc) unlock(h *lock.Hold, r *rng) {
 
 // lockCall runs one Lock, TryLock or LockTimeout (f) with a context that
 // carries the checker's record of the call (L6, L7).
-func (p *lockProc) lockCall(ctx context.Context, kind string, wait bool, f func(context.Context) (*lock.Hold, error)) (*lock.Hold, error) {
+//
+// The call begins 1–999ns later, keyed by the state of its goroutine's
+// stream r (read, not advanced): calls of two goroutines woken at one
+// instant would otherwise get their Client's call IDs, which name their
+// attempts' owners, hence their fates, in goroutine order.
+func (p *lockProc) lockCall(ctx context.Context, r *rng, kind string, wait bool, f func(context.Context) (*lock.Hold, error)) (*lock.Hold, error) {
+	k := keyed(r.s, uint64(opLCallStart))
+	time.Sleep(time.Duration(1 + k.intn(999)))
 	lw := p.lw
 	if !lw.connModel {
 		return f(ctx)

@@ -117,6 +117,7 @@ type world struct {
 	abort    chan struct{} // a spin: stop the schedule early
 	aborted  bool
 	sealed   bool    // the schedule is over: late events are dropped
+	muted    bool    // the teardown: events are not logged (violations still are)
 	queue    actions // the network's and the server's pending actions
 	seq      uint64
 	kick     chan struct{}
@@ -209,7 +210,7 @@ func (w *world) faulty(now time.Time) bool { return now.Before(w.faultEnd) }
 // event appends to the log; the caller holds w.mu. It also watches for a
 // spin: too many events at one fake instant.
 func (w *world) event(cand int, kind evKind, o op, n uint64, a, b int64, s string) {
-	if w.aborted || w.sealed {
+	if w.aborted || w.sealed || w.muted {
 		return
 	}
 	now := time.Now()
@@ -230,7 +231,7 @@ func (w *world) event(cand int, kind evKind, o op, n uint64, a, b int64, s strin
 // eventExec logs an execution, formatted only if the log is printed.
 func (w *world) eventExec(cand int, o op, n uint64, res execResult) {
 	w.event(cand, evExec, o, n, 0, 0, "")
-	if !w.aborted && !w.sealed && len(w.ev) > 0 {
+	if !w.aborted && !w.sealed && !w.muted && len(w.ev) > 0 {
 		w.ev[len(w.ev)-1].x = &res
 	}
 }

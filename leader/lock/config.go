@@ -132,6 +132,9 @@ type options struct {
 	id       string
 	inline   bool
 	newStore func(m *Mutex) store // tests: a fake store
+	// settle: the simulator's (internal/lockseam.WithSettle); see
+	// Mutex.settle.
+	settle func()
 }
 
 // WithInlineCalls makes Lock, TryLock and Unlock send their Redis call on

@@ -41,6 +41,10 @@ type Mutex struct {
 	channel string
 	st      store
 	log     *zap.Logger
+	// settle is nil but in the module's simulator
+	// (internal/lockseam.WithSettle): a wait that could end in two ways
+	// at one fake instant settles, then decides by a fixed order.
+	settle func()
 }
 
 // holdKey is the context key of a hold: one per Client and lock (prefix
@@ -434,18 +438,29 @@ func (m *Mutex) waitReady(ctx context.Context, w *waiter, bound time.Duration) b
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(x.ready)})
 		}
 		chosen, _, _ := reflect.Select(cases)
-		return chosen >= 2
+		return m.settled(ctx, chosen >= 2)
 	}
 	select {
 	case <-w.ready:
-		return true
+		return m.settled(ctx, true)
 	case <-t.C:
-		return true
+		return m.settled(ctx, true)
 	case <-ctx.Done():
-		return false
+		return m.settled(ctx, false)
 	case <-m.c.ctx.Done():
-		return false
+		return m.settled(ctx, false)
 	}
+}
+
+// settled returns ok, except that under the simulator's settle (see
+// Mutex.settle) a wait that ended ready (ok) at the instant ctx or the
+// Client ended reports the end, as the select might have.
+func (m *Mutex) settled(ctx context.Context, ok bool) bool {
+	if m.settle == nil {
+		return ok
+	}
+	m.settle() // the same delay whichever came first
+	return ok && ctx.Err() == nil && m.c.ctx.Err() == nil
 }
 
 // sleep waits d, or until a release notice or a grant (its field) when
@@ -460,18 +475,47 @@ func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) (bool, st
 	if w != nil {
 		notify, grant = w.notify, w.grant
 	}
+	var (
+		ok bool
+		g  string
+	)
 	select {
 	case <-t.C:
-		return true, ""
+		ok = true
 	case <-notify:
-		return true, ""
-	case g := <-grant:
-		return true, g
+		ok = true
+	case g = <-grant:
+		ok = true
 	case <-ctx.Done():
-		return false, ""
 	case <-m.c.ctx.Done():
+	}
+	if m.settle == nil {
+		return ok, g
+	}
+	// Under the simulator's settle, whatever else came at this instant
+	// is taken too, in a fixed order: a grant, then the end of ctx or the
+	// Client, then a notice (drained: the next attempt is the retry it
+	// asks for) or the timer.
+	m.settle()
+	if g == "" {
+		select {
+		case g = <-grant:
+		default:
+		}
+	}
+	if notify != nil {
+		select {
+		case <-notify:
+		default:
+		}
+	}
+	if g != "" {
+		return true, g
+	}
+	if ctx.Err() != nil || m.c.ctx.Err() != nil {
 		return false, ""
 	}
+	return true, ""
 }
 
 // call runs f in a goroutine of its own, bounded by a local deadline of
@@ -481,7 +525,10 @@ func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) (bool, st
 // context is the one timer: its Done ends the wait at the bound or when
 // ctx ends; only the caller cancels it, so a result never races its own
 // cancel.
-func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Context) (T, error)) (T, error) {
+//
+// settle is the simulator's (Mutex.settle), nil otherwise: with it, a
+// reply that comes at the instant of the bound is taken.
+func call[T any](ctx context.Context, bound time.Duration, settle func(), f func(ctx context.Context) (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -495,8 +542,19 @@ func call[T any](ctx context.Context, bound time.Duration, f func(ctx context.Co
 	}()
 	select {
 	case r := <-ch:
+		if settle != nil {
+			settle() // the same delay whichever came first
+		}
 		return r.v, r.err
 	case <-cctx.Done():
+		if settle != nil {
+			settle()
+			select {
+			case r := <-ch:
+				return r.v, r.err
+			default:
+			}
+		}
 		var zero T
 		err := errCallBound
 		if ctx.Err() != nil {
@@ -530,7 +588,7 @@ func (m *Mutex) acquire(ctx context.Context, owner string, adopt []string, wait 
 		defer cancel()
 		return m.st.acquire(cctx, owner, adopt, "", wait)
 	}
-	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
+	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (acquireReply, error) {
 		return m.st.acquire(ctx, owner, adopt, "", wait)
 	})
 }
@@ -541,7 +599,7 @@ func (m *Mutex) reacquire(ctx context.Context, field string) (acquireReply, erro
 		defer cancel()
 		return m.st.acquire(cctx, "", nil, field, false)
 	}
-	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (acquireReply, error) {
+	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (acquireReply, error) {
 		return m.st.acquire(ctx, "", nil, field, false)
 	})
 }
@@ -552,7 +610,7 @@ func (m *Mutex) release(ctx context.Context, field string, last bool) (int64, er
 		defer cancel()
 		return m.st.release(cctx, field, last)
 	}
-	return call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {
+	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (int64, error) {
 		return m.st.release(ctx, field, last)
 	})
 }
@@ -603,7 +661,7 @@ func (m *Mutex) held(ctx context.Context, owner string, rep acquireReply, sent t
 // releaseField hands back a lock this process will not hold, within
 // RenewDeadline.
 func (m *Mutex) releaseField(ctx context.Context, field string) {
-	_, err := call(context.WithoutCancel(ctx), m.cfg.RenewDeadline, func(ctx context.Context) (int64, error) {
+	_, err := call(context.WithoutCancel(ctx), m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (int64, error) {
 		return m.st.release(ctx, field, true)
 	})
 	if err != nil {
@@ -614,7 +672,7 @@ func (m *Mutex) releaseField(ctx context.Context, field string) {
 // abandon ends the attempts owners of call, which may still land (see
 // endCall), within RenewDeadline.
 func (m *Mutex) abandon(ctx context.Context, id string, owners []string) {
-	_, err := call(ctx, m.cfg.RenewDeadline, func(ctx context.Context) (struct{}, error) {
+	_, err := call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.st.abandon(ctx, id, owners)
 	})
 	if ce := leader.RedisConfig(err); errors.Is(ce, leader.ErrRedisConfig) {
@@ -838,7 +896,7 @@ func (l *lease) renew() {
 	if left <= 0 {
 		return // the deadline timer is ending the lease
 	}
-	ok, err := call(l.ctx, left, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
+	ok, err := call(l.ctx, left, l.m.settle, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
 
 	l.wmu.Lock()
 	if l.stopped || l.ctx.Err() != nil {

@@ -223,6 +223,7 @@ type quorumStore struct {
 	// against the TTL): a frozen master must not stall every contended
 	// attempt until RenewDeadline. RenewDeadline/8.
 	acquireWait time.Duration
+	settle      func() // the simulator's (Mutex.settle); nil otherwise
 }
 
 var _ store = (*quorumStore)(nil)
@@ -237,7 +238,7 @@ func newQuorumStore(m *Mutex, clients []redis.UniversalClient) *quorumStore {
 
 func newQuorumOf(m *Mutex, masters []master) *quorumStore {
 	q := &quorumStore{c: m.c, masters: masters, quorum: len(masters)/2 + 1, bound: m.cfg.RenewDeadline,
-		acquireWait: max(m.cfg.RenewDeadline/8, time.Millisecond)}
+		acquireWait: max(m.cfg.RenewDeadline/8, time.Millisecond), settle: m.settle}
 	for i := range masters {
 		q.all = append(q.all, i)
 	}
@@ -296,25 +297,61 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 	rs := make([]reply[T], 0, len(idx))
 	hurried := false
 	for len(rs) < len(idx) {
+		fired, ended := false, false
 		select {
 		case r := <-ch:
 			rs = append(rs, r)
-			if decided != nil && decided(rs) {
-				return rs, nil
-			}
-			if hurry != nil && !hurried && hurry(rs) {
-				hurried = true
-				if soon := time.Now().Add(wait); soon.Before(dl) {
-					timer.Reset(time.Until(soon))
-				}
-			}
 		case <-timer.C:
-			return rs, nil // the others count as failed
+			fired = true
 		case <-ctx.Done():
+			ended = true
+		}
+		if q.settle != nil {
+			fired, ended = settleFanOut(ctx, q, ch, timer, &rs, len(idx), fired, ended)
+		}
+		switch {
+		case decided != nil && decided(rs):
+			return rs, nil
+		case ended:
 			return rs, ctx.Err()
+		case fired:
+			return rs, nil // the others count as failed
+		}
+		if hurry != nil && !hurried && hurry(rs) {
+			hurried = true
+			if soon := time.Now().Add(wait); soon.Before(dl) {
+				timer.Reset(time.Until(soon))
+			}
 		}
 	}
 	return rs, nil
+}
+
+// settleFanOut is fanOut's wait under the simulator's settle: whatever
+// else came at this instant is taken too — every reply (in master order),
+// the timer, ctx's end — and fanOut decides in a fixed order (the
+// replies, then ctx's end, then the timer), so that a replay decides the
+// same way whichever channel Go's select took first.
+func settleFanOut[T any](ctx context.Context, q *quorumStore, ch <-chan reply[T], timer *time.Timer, rs *[]reply[T], n int, fired, ended bool) (bool, bool) {
+	q.settle()
+	for len(*rs) < n {
+		select {
+		case r := <-ch:
+			*rs = append(*rs, r)
+			continue
+		default:
+		}
+		break
+	}
+	slices.SortStableFunc(*rs, func(a, b reply[T]) int { return a.i - b.i })
+	if !fired {
+		select {
+		case <-timer.C:
+			fired = true
+		default:
+		}
+	}
+	return fired, ended || ctx.Err() != nil
 }
 
 // acquire takes the lock on a quorum. Without one it undoes its partial

@@ -9,6 +9,9 @@ import (
 // The simulator's seam (internal/lockseam): an Option, reachable only from
 // inside this module, that swaps the Redis store for a simulated one.
 func init() {
+	lockseam.WithSettle = func(settle func()) any {
+		return optionFunc(func(o *options) { o.settle = settle })
+	}
 	lockseam.WithStore = func(newStore func(lockseam.Lock) lockseam.Store) any {
 		return optionFunc(func(o *options) {
 			o.newStore = func(m *Mutex) store {
