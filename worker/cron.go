@@ -12,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -100,6 +101,7 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	election := w.elector.Config().Name
+	settle := seeded.SettleFrom(ctx)
 	// fire starts one run of e for ticks, in order (one tick, or two when a
 	// late loop runs a missed tick once), unless e's previous run is still
 	// going: then the ticks are skipped. Each run carries its own ticks.
@@ -144,6 +146,11 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 			t.Stop()
 			return
 		case <-t.C:
+		}
+		if settle != nil {
+			// The simulator's (internal/seeded): a previous run ending at
+			// this instant has ended before fire looks.
+			settle()
 		}
 		now := time.Now().In(w.loc)
 		for _, e := range entries {

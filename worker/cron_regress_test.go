@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/leadertest"
 )
@@ -367,6 +368,45 @@ func TestCron_SkipIfStillRunning(t *testing.T) {
 			t.Errorf("skipped-ticks metric %v, want 2", got)
 		}
 	})
+}
+
+// TestCron_SettleBeforeSkipCheck: with the simulator's settle in Run's
+// context (internal/seeded.WithSettle), a run that ends at the very
+// instant of the next tick has ended when the loop checks it, so the tick
+// runs, in every one of 20 runs; without it which of the two goroutines
+// the scheduler ran first decided.
+//
+// Mutation check: without the settle call in runCron, "run 0 ran [1],
+// want [1 2]: the tick at the instant the previous run ended was skipped"
+// (or in a later run).
+func TestCron_SettleBeforeSkipCheck(t *testing.T) {
+	for i := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			r := newCronRig(t, leadertest.New())
+			k := &ticks{base: time.Now().UTC()}
+			if err := r.w.Cron("edge", "@every 1s", func(ctx context.Context) error {
+				tick, _ := TickFrom(ctx)
+				if err := k.run(ctx); err != nil {
+					return err
+				}
+				if tick.Sub(k.base) == time.Second {
+					time.Sleep(time.Until(tick.Add(time.Second))) // ends at the next tick
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(seeded.WithSettle(context.Background(), func() { time.Sleep(time.Nanosecond) }))
+			done := make(chan struct{})
+			go func() { _ = r.w.Run(ctx); close(done) }()
+			time.Sleep(2500 * time.Millisecond)
+			cancel()
+			<-done
+			if got := k.String(); got != "[1 2]" {
+				t.Fatalf("run %d ran %s, want [1 2]: the tick at the instant the previous run ended was skipped", i, got)
+			}
+		})
+	}
 }
 
 // TestCron_PanicRecovered: a cron run that panics is logged with its stack

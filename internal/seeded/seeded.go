@@ -47,3 +47,22 @@ func ForElection(ctx context.Context, election string) (*rand.Rand, bool) {
 	}
 	return From(ctx)
 }
+
+type settleKey struct{}
+
+// WithSettle returns a context carrying settle, which code run under the
+// context calls before a decision that reads what other goroutines do at
+// the same instant (a worker's cron loop, before it checks whether a
+// job's previous run is still going). It is the simulator's: inside a
+// testing/synctest bubble its settle sleeps a nanosecond, which returns
+// once every goroutine woken at the instant has run, so a replay decides
+// the same way.
+func WithSettle(ctx context.Context, settle func()) context.Context {
+	return context.WithValue(ctx, settleKey{}, settle)
+}
+
+// SettleFrom returns the settle function ctx carries, or nil.
+func SettleFrom(ctx context.Context) func() {
+	f, _ := ctx.Value(settleKey{}).(func())
+	return f
+}

@@ -313,7 +313,7 @@ func (c *candidate) drive(end <-chan struct{}) {
 	time.Sleep(r.dur(time.Microsecond, 500*time.Microsecond))
 	for run := 0; ; run++ {
 		rnd := rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56))
-		ctx, cancel := context.WithCancel(seeded.With(context.Background(), rnd))
+		ctx, cancel := context.WithCancel(seeded.WithSettle(seeded.With(context.Background(), rnd), settleNS))
 		w.mu.Lock()
 		c.runStart, c.runWaitsFn, c.firstAcqPending = time.Now(), c.activeFn(), true
 		w.event(c.idx, evRun, 0, 0, int64(run), 0, "")

@@ -105,10 +105,16 @@
 // *rand.Rand that internal/seeded carries in Run's context (each Run gets
 // one seeded by (seed, candidate, run)); an elector that uses math/rand's
 // global source instead makes replays diverge from its first jittered
-// sleep on. Not deterministic: the order of goroutines at one fake instant
-// (Go's select among ready channels, e.g. an elector handling its deadline
-// timer and a renew reply at the same instant), which random nanosecond
-// delays make rare, and IDs with a random part if the elector adds one.
+// sleep on. The IDs' random part comes from the seed (seeded.SetIDs on
+// the candidate's Lock). A call goes out a nanosecond after it is made,
+// so a context cancelled at that instant is always seen; one not sent
+// takes no number; a reply landing as its context or read timeout ends
+// is taken; the worker's cron loop settles (seeded.WithSettle) before it
+// checks a job's previous run; a function's end is logged once; the
+// teardown is not logged. Not deterministic: the order of goroutines at
+// one fake instant inside the elector (its renew-deadline timer and a
+// renewal ending then), which shifts later times by a nanosecond in about
+// 2% of schedules (docs/faults.md).
 //
 // Lock schedules replay exactly (TestSim_ReplaysExactly runs seeds twice
 // and compares the logs; 900 of 900 from seed 1 without -race and 120 of

@@ -110,7 +110,7 @@ func RunLock(seed uint64, o Options) *Result {
 			lock.WithLogger(zap.New(&logCore{w: w, cand: i})),
 			// A wait that could end two ways at one instant settles and
 			// decides by a fixed order (replays).
-			lockseam.WithSettle(func() { time.Sleep(time.Nanosecond) }).(lock.Option))
+			lockseam.WithSettle(settleNS).(lock.Option))
 		var c *lock.Client
 		var err error
 		if mode.redlock {

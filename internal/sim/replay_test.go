@@ -104,15 +104,25 @@ func replayText(r *sim.Result) string {
 	for _, v := range r.Violations {
 		b.WriteString(v.String() + "\n")
 	}
-	var lines []string
+	// An entry whose text spans lines (an errors.Join) is one line here,
+	// so that sorting an instant's entries keeps each whole.
+	var entries []string
 	for _, l := range strings.Split(r.Log(0), "\n") {
+		if f := strings.Fields(l); len(entries) > 0 && (len(f) == 0 || !isInstant(f[0])) {
+			entries[len(entries)-1] += " ⏎ " + strings.TrimSpace(l)
+			continue
+		}
+		entries = append(entries, l)
+	}
+	var lines []string
+	for _, l := range entries {
 		if os.Getenv("SOLO_SIM_REPLAY_RAW") == "" && strings.Contains(l, "  log: ") {
 			continue
 		}
 		// A renewal whose context ends at the instant its hold's
 		// deadline passes reports either cause (the lock's own timers).
-		l = strings.Replace(l, "context deadline exceeded", "context ended", 1)
-		l = strings.Replace(l, "context canceled", "context ended", 1)
+		l = strings.ReplaceAll(l, "context deadline exceeded", "context ended")
+		l = strings.ReplaceAll(l, "context canceled", "context ended")
 		lines = append(lines, l)
 	}
 	at := func(l string) string {
@@ -148,4 +158,14 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("one log is a prefix of the other (%d and %d lines)", len(la), len(lb))
+}
+
+// isInstant reports whether f is a log entry's fake time ("12.345678s").
+func isInstant(f string) bool {
+	n, ok := strings.CutSuffix(f, "s")
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseFloat(n, 64)
+	return err == nil
 }

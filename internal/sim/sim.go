@@ -129,6 +129,10 @@ wait:
 	grace.Stop()
 	w.mu.Lock()
 	w.finish(time.Now())
+	// The teardown (calls failing with errClosed, retried at one instant
+	// as often as the scheduler lets them) is not logged; violations are
+	// still judged.
+	w.muted = true
 	w.mu.Unlock()
 	close(w.stop)
 	<-running
@@ -154,6 +158,11 @@ wait:
 	}
 	w.mu.Lock()
 	w.sealed = true
+	w.mu.Unlock()
+	// A call returning at the teardown may still wait out its
+	// nanosecond (awaitReply): the bubble must not end before it does.
+	time.Sleep(time.Millisecond)
+	w.mu.Lock()
 	w.closeVM()
 	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev}
 	w.mu.Unlock()

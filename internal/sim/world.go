@@ -82,6 +82,11 @@ type fnState struct {
 	jobs      int // its jobs running, and its calls to the store in flight
 	started   bool
 	ended     bool
+	// endLogged: its end was logged. Jobs of the term that start and end
+	// at the instant of its cancellation (a cron run, a call) bring the
+	// count back to zero once or more as the scheduler orders them: the
+	// log says it once.
+	endLogged bool
 	affected  string // data loss or failover while it ran: out of model
 	oomSeen   map[string]bool
 	loads     map[string]loadSeen // cron key → what LoadCheckpoint returned
@@ -427,12 +432,20 @@ func (w *world) cancelled(c int, term uint64, cause error) {
 	w.event(c, evCancelled, 0, 0, int64(term), 0, fmt.Sprint(cause))
 	if f.started && f.jobs == 0 && !f.ended {
 		f.ended = true
-		w.event(c, evFnEnd, 0, 0, int64(term), 0, "")
+		w.fnEnded(c, term, f)
 		w.cands[c].lastFnEnd = now
 		w.checkRunOnce(fnKey{c, term}, f)
 	}
 	if errors.Is(cause, leader.ErrRenewDeadline) && now.Equal(f.elected) {
 		w.violate(InvDeadline, fmt.Sprintf("c%d's function of term %d was cancelled for %v at the instant it started", c, term, cause), f.tags...)
+	}
+}
+
+// fnEnded logs the end of (c, term)'s function, once.
+func (w *world) fnEnded(c int, term uint64, f *fnState) {
+	if !f.endLogged {
+		f.endLogged = true
+		w.event(c, evFnEnd, 0, 0, int64(term), 0, "")
 	}
 }
 
@@ -452,7 +465,7 @@ func (w *world) jobEnd(c int, term uint64, where string) {
 	f.jobs--
 	if f.jobs == 0 && !f.cancelled.IsZero() {
 		f.ended = true
-		w.event(c, evFnEnd, 0, 0, int64(term), 0, "")
+		w.fnEnded(c, term, f)
 		w.cands[c].lastFnEnd = time.Now()
 		w.checkRunOnce(fnKey{c, term}, f)
 	}
@@ -736,3 +749,10 @@ func (w *world) finish(end time.Time) {
 			bound, fmtDur(w.settleAt.Sub(w.start)), got), tags...)
 	}
 }
+
+// settleNS is the settle function the simulator gives the code it runs
+// (internal/seeded, internal/lockseam): inside the synctest bubble a
+// nanosecond's sleep returns once every goroutine woken at the current
+// instant has run, so a decision taken after it does not depend on the
+// order the scheduler ran them in.
+func settleNS() { time.Sleep(time.Nanosecond) }
