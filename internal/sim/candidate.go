@@ -313,7 +313,7 @@ func (c *candidate) drive(end <-chan struct{}) {
 	time.Sleep(r.dur(time.Microsecond, 500*time.Microsecond))
 	for run := 0; ; run++ {
 		rnd := rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56))
-		ctx, cancel := context.WithCancel(seeded.WithSettle(seeded.With(context.Background(), rnd), settleNS))
+		ctx, cancel := context.WithCancel(seeded.WithSettle(seeded.With(context.Background(), rnd), w.decide))
 		w.mu.Lock()
 		c.runStart, c.runWaitsFn, c.firstAcqPending = time.Now(), c.activeFn(), true
 		w.event(c.idx, evRun, 0, 0, int64(run), 0, "")
@@ -446,6 +446,10 @@ func (c *candidate) resign(wg *sync.WaitGroup) {
 	wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*w.p.Cfg.TTL+w.p.Cfg.ShutdownTimeout)
 		defer cancel()
+		// Resign once the instant is quiet: a term ending at the instant
+		// it is called would otherwise be resigned or not as the
+		// scheduler ran the two.
+		w.decide()
 		err := c.e.Resign(ctx)
 		w.mu.Lock()
 		w.event(c.idx, evResign, 0, 0, 0, 0, fmt.Sprintf("returned %v", err))

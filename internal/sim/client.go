@@ -121,13 +121,6 @@ func awaitReply[T any](ctx context.Context, w *world, p CandPlan, depart, now ti
 	var err error
 	select {
 	case res = <-done:
-		// Taken at the instant the context's deadline or the read
-		// timeout passes: the same nanosecond's wait as below, so the
-		// caller goes on at the same time whichever it saw first.
-		dl, ok := ctx.Deadline()
-		if (ctxDone != nil && ok && !time.Now().Before(dl)) || (timeout != nil && !time.Now().Before(depart.Add(p.ReadTimeout))) {
-			settleNS()
-		}
 	case <-ctxDone:
 		err = ctx.Err()
 	case <-timeout:
@@ -138,9 +131,9 @@ func awaitReply[T any](ctx context.Context, w *world, p CandPlan, depart, now ti
 	if err != nil && err != errClosed {
 		// A reply that lands at the instant the context or the read
 		// timeout ends is taken, whichever channel the select saw first:
-		// once every goroutine woken at this instant has run (a
-		// nanosecond later), a reply delivered then is in done.
-		settleNS()
+		// once every goroutine woken at this instant has run, a reply
+		// delivered then is in done.
+		w.quiesce(0)
 		select {
 		case res = <-done:
 			return res, nil
@@ -200,10 +193,10 @@ func counted(o op) bool { return o != opWatch }
 // client with this candidate's options would.
 func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(now time.Time) execResult) (execResult, error) {
 	w := cl.w
-	// Sent a nanosecond later: a context cancelled at the instant of the
-	// send (a term ending as its job calls) is then always seen, whatever
-	// order the scheduler ran the two goroutines in.
-	time.Sleep(time.Nanosecond)
+	// Sent once the instant is quiet: a context cancelled at the instant
+	// of the send (a term ending as its job calls) is then always seen,
+	// whatever order the scheduler ran the two goroutines in.
+	w.quiesce(0)
 	w.mu.Lock()
 	if err := ctx.Err(); err != nil {
 		// go-redis checks the context before it takes a connection. Not

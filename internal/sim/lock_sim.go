@@ -110,7 +110,7 @@ func RunLock(seed uint64, o Options) *Result {
 			lock.WithLogger(zap.New(&logCore{w: w, cand: i})),
 			// A wait that could end two ways at one instant settles and
 			// decides by a fixed order (replays).
-			lockseam.WithSettle(settleNS).(lock.Option))
+			lockseam.WithSettle(w.decide).(lock.Option))
 		var c *lock.Client
 		var err error
 		if mode.redlock {
@@ -261,10 +261,11 @@ func RunLock(seed uint64, o Options) *Result {
 	w.mu.Lock()
 	w.sealed = true
 	w.mu.Unlock()
-	// A call's goroutine (leader/lock does not wait for it: it ends when
-	// the client returns) may still be settling (lockseam.WithSettle):
-	// the bubble must not end before it does.
+	// Goroutines nothing waits for (a lock call's, a call still in its
+	// keyed send delay) may still be finishing: the bubble must not end
+	// before they do, nor before the settler.
 	time.Sleep(time.Millisecond)
+	w.stopSettler()
 	w.mu.Lock()
 	w.closeVM()
 	st := lw.stats

@@ -108,7 +108,11 @@ func replayText(r *sim.Result) string {
 	// so that sorting an instant's entries keeps each whole.
 	var entries []string
 	for _, l := range strings.Split(r.Log(0), "\n") {
-		if f := strings.Fields(l); len(entries) > 0 && (len(f) == 0 || !isInstant(f[0])) {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if len(entries) > 0 && !isInstant(f[0]) {
 			entries[len(entries)-1] += " ⏎ " + strings.TrimSpace(l)
 			continue
 		}

@@ -159,9 +159,11 @@ wait:
 	w.mu.Lock()
 	w.sealed = true
 	w.mu.Unlock()
-	// A call returning at the teardown may still wait out its
-	// nanosecond (awaitReply): the bubble must not end before it does.
+	// Goroutines nothing waits for (a lock call's, a call still in its
+	// keyed send delay) may still be finishing: the bubble must not end
+	// before they do, nor before the settler.
 	time.Sleep(time.Millisecond)
+	w.stopSettler()
 	w.mu.Lock()
 	w.closeVM()
 	res := &Result{Seed: seed, Plan: p, Violations: w.viol, Stats: w.stats, log: w.ev}

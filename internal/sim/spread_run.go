@@ -156,9 +156,11 @@ func RunSpread(seed uint64, o Options) *Result {
 		_ = pr.cl.rdb.Close()
 		pr.undo()
 	}
-	// A call returning at the teardown may still wait out its
-	// nanosecond (awaitReply): the bubble must not end before it does.
+	// Goroutines nothing waits for (a lock call's, a call still in its
+	// keyed send delay) may still be finishing: the bubble must not end
+	// before they do, nor before the settler.
 	time.Sleep(time.Millisecond)
+	w.stopSettler()
 	w.mu.Lock()
 	w.closeVM()
 	st := &SpreadStats{Plan: p, Met: r.met, Tags: r.tags, Runs: r.nRuns}
@@ -177,7 +179,7 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	// The member's Hub takes its renewal queue once every goroutine woken
 	// at this instant has queued, ordered by key (seeded.SetSettle): a
 	// replay batches the same renewals in the same pipelines.
-	undoSettle := seeded.SetSettle(pr.cl.rdb, settleNS)
+	undoSettle := seeded.SetSettle(pr.cl.rdb, w.decide)
 	// The random parts of this process's elector IDs (its member ID and
 	// every job's holder ID) come from a count of its own per election,
 	// not from crypto/rand, nor from the order its goroutines make
@@ -303,7 +305,7 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		// drawn from in goroutine order.
 		var srcMu sync.Mutex
 		campaigns := map[string]uint64{}
-		ctx, cancel := context.WithCancel(seeded.WithPerElection(seeded.WithSettle(context.Background(), settleNS), func(election string) *rand.Rand {
+		ctx, cancel := context.WithCancel(seeded.WithPerElection(seeded.WithSettle(context.Background(), w.decide), func(election string) *rand.Rand {
 			srcMu.Lock()
 			campaigns[election]++
 			n := campaigns[election]

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing/synctest"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -121,12 +122,17 @@ type world struct {
 	stop     chan struct{} // teardown: every pending call returns
 	abort    chan struct{} // a spin: stop the schedule early
 	aborted  bool
-	sealed   bool    // the schedule is over: late events are dropped
-	muted    bool    // the teardown: events are not logged (violations still are)
-	queue    actions // the network's and the server's pending actions
-	seq      uint64
-	kick     chan struct{}
-	loopDone chan struct{}
+	sealed   bool // the schedule is over: late events are dropped
+	muted    bool // the teardown: events are not logged (violations still are)
+
+	// The settler (quiesce).
+	settleReq   chan settleReq
+	settlerStop chan struct{}
+	settlerDone chan struct{}
+	queue       actions // the network's and the server's pending actions
+	seq         uint64
+	kick        chan struct{}
+	loopDone    chan struct{}
 
 	// server
 	prim, rep state
@@ -189,7 +195,12 @@ func newWorld(p Plan, start time.Time) *world {
 		settled:  make(chan struct{}),
 		scheds:   map[string]cron.Schedule{},
 		ev:       make([]event, 0, 1024),
+
+		settleReq:   make(chan settleReq),
+		settlerStop: make(chan struct{}),
+		settlerDone: make(chan struct{}),
 	}
+	go w.settler()
 	w.lastApply = start
 	w.stats.OutOfModel = map[string]int{}
 	w.stats.CalmFailover = -1
@@ -750,9 +761,70 @@ func (w *world) finish(end time.Time) {
 	}
 }
 
-// settleNS is the settle function the simulator gives the code it runs
-// (internal/seeded, internal/lockseam): inside the synctest bubble a
-// nanosecond's sleep returns once every goroutine woken at the current
-// instant has run, so a decision taken after it does not depend on the
-// order the scheduler ran them in.
-func settleNS() { time.Sleep(time.Nanosecond) }
+// quiesce is the settle function the simulator gives the code it runs
+// (internal/seeded, internal/lockseam: decide) and uses itself (a call's
+// send and its reply's wait: progress): it returns once every other
+// goroutine of the bubble is durably blocked, so what the caller does
+// next does not depend on the order the scheduler ran the goroutines woken
+// at this instant in. It takes no fake time, so a quiesce on one path and
+// none on another cannot shift later times. The settler goroutine is the
+// one caller of synctest.Wait (which two goroutines must not call at
+// once). Callers at one instant are released one at a time, each running
+// until it blocks before the next goes: every progress step first (a
+// reply taken, a call sent), then the decisions (a cron loop's skip
+// check, a batch's make-up), so a decision sees the instant's progress
+// whatever order the goroutines came in.
+func (w *world) quiesce(prio int) {
+	r := make(chan struct{})
+	select {
+	case w.settleReq <- settleReq{r, prio}:
+		<-r
+	case <-w.settlerDone:
+	}
+}
+
+// decide is quiesce for a decision (the code under test's settle).
+func (w *world) decide() { w.quiesce(1) }
+
+// settleReq is one quiesce waiting for its turn.
+type settleReq struct {
+	r    chan struct{}
+	prio int // 0 progress, 1 decision
+}
+
+// settler serves quiesce until stopSettler.
+func (w *world) settler() {
+	defer close(w.settlerDone)
+	var queues [2][]chan struct{}
+	for {
+		select {
+		case <-w.settlerStop:
+			return
+		case q := <-w.settleReq:
+			queues[q.prio] = append(queues[q.prio], q.r)
+		}
+		for len(queues[0])+len(queues[1]) > 0 {
+			synctest.Wait()
+			for more := true; more; {
+				select {
+				case q := <-w.settleReq:
+					queues[q.prio] = append(queues[q.prio], q.r)
+				default:
+					more = false
+				}
+			}
+			k := 0
+			if len(queues[0]) == 0 {
+				k = 1
+			}
+			close(queues[k][0])
+			queues[k] = queues[k][1:]
+		}
+	}
+}
+
+// stopSettler ends the settler; later quiesces return at once.
+func (w *world) stopSettler() {
+	close(w.settlerStop)
+	<-w.settlerDone
+}
