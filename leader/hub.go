@@ -349,6 +349,8 @@ func (h *Hub) batcher(q *hubQueue) {
 			}
 			h.qmu.Lock()
 			if h.settle != nil {
+				// The whole queue: in the simulator it never holds more
+				// than a batch, so no renewal waits behind later ones.
 				slices.SortStableFunc(q.items, func(a, b *hubRenew) int { return strings.Compare(a.key, b.key) })
 			}
 			n := min(len(q.items), h.batch)

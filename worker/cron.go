@@ -149,8 +149,12 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 		}
 		if settle != nil {
 			// The simulator's (internal/seeded): a previous run ending at
-			// this instant has ended before fire looks.
+			// this instant has ended before fire looks, and an end of ctx
+			// at this instant wins over the tick, whichever the select saw.
 			settle()
+			if ctx.Err() != nil {
+				return
+			}
 		}
 		now := time.Now().In(w.loc)
 		for _, e := range entries {

@@ -172,7 +172,7 @@ type unit struct {
 	term     uint64
 	since    time.Time
 	stop     context.CancelCauseFunc // cancels the job's context (lapse); nil while not held
-	err      error                   // the first error a campaign of the job returned
+	err      error                   // the first error a campaign of the job returned; Run reads it after its campaigns ended
 }
 
 // ModeSpread is the configuration mode (solo's election.mode) that runs the

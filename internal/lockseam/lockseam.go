@@ -74,8 +74,10 @@ var WithStore func(newStore func(Lock) Store) any
 // its waits could end in two ways at one instant (a reply and its bound,
 // a notice and a timer, a wake-up and a cancellation), then decide by a
 // fixed order instead of by which channel Go's select happened to take.
-// Inside a testing/synctest bubble the simulator's settle sleeps a
-// nanosecond, which returns once every goroutine woken at the instant has
-// run, so a replay decides the same way. Without it (always, outside the
-// simulator) the waits are plain selects.
+// Inside a testing/synctest bubble the simulator's settle returns once
+// every other goroutine of the bubble is durably blocked, taking no fake
+// time, so a replay decides the same way. Settle must never be called
+// while holding a lock another goroutine may need (the bubble would wait
+// for ever). Without it (always, outside the simulator) the waits are
+// plain selects.
 var WithSettle func(settle func()) any

@@ -73,19 +73,21 @@ func IDToken(client any, election string) (string, bool) {
 }
 
 // settles maps a Redis client to the simulator's settle function for the
-// leader.Hub made over it.
+// leader.Hub and the worker.Spread made over it.
 var settles perClient[func()]
 
 // SetSettle makes settle the function a leader.Hub made over client calls
-// before it takes renewals off its queue into a pipeline, until the
-// returned undo is called; such a Hub also orders each pipeline's
-// renewals by key instead of by arrival. It is the simulator's: inside a
-// testing/synctest bubble, settle sleeps a nanosecond, which returns only
-// once every goroutine woken at the current fake instant has queued what
-// it was going to, so which renewals share a pipeline, and in what order,
-// no longer depends on the order the scheduler ran their goroutines in.
-// Without it (always, outside the simulator) the Hub takes its queue as it
-// finds it.
+// before it takes renewals off its queue into a pipeline (such a Hub also
+// orders its queue by key instead of by arrival), and a worker.Spread
+// made over client before each step reads its jobs' state, until the
+// returned undo is called. It is the simulator's: inside a
+// testing/synctest bubble its settle returns once every other goroutine
+// of the bubble is durably blocked, taking no fake time, so which
+// renewals share a pipeline, in what order, and what a step sees, no
+// longer depend on the order the scheduler ran the goroutines woken at
+// that instant in. Settle must never be called while holding a lock
+// another goroutine may need. Without it (always, outside the simulator)
+// the Hub takes its queue as it finds it and the Spread steps at once.
 func SetSettle(client any, settle func()) (undo func()) {
 	return settles.set(client, &settle)
 }

@@ -54,9 +54,10 @@ type settleKey struct{}
 // context calls before a decision that reads what other goroutines do at
 // the same instant (a worker's cron loop, before it checks whether a
 // job's previous run is still going). It is the simulator's: inside a
-// testing/synctest bubble its settle sleeps a nanosecond, which returns
-// once every goroutine woken at the instant has run, so a replay decides
-// the same way.
+// testing/synctest bubble its settle returns once every other goroutine
+// of the bubble is durably blocked, taking no fake time, so a replay
+// decides the same way. Settle must never be called while holding a lock
+// another goroutine may need.
 func WithSettle(ctx context.Context, settle func()) context.Context {
 	return context.WithValue(ctx, settleKey{}, settle)
 }

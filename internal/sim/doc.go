@@ -124,7 +124,7 @@
 // instant. A call not sent takes no number, a function's end is logged
 // once, the teardown is not logged.
 //
-// Election schedules replay in 594 of 600 (seeds 1–600, each run twice):
+// Election schedules replay in 594–595 of 600 (seeds 1–600, each run twice):
 // the rest race inside the elector's term loop (its renew deadline, or
 // its stop budget, and a resign or the function's return at one instant)
 // or in a cron catch-up at a process's wake-up (docs/faults.md).

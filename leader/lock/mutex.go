@@ -459,7 +459,7 @@ func (m *Mutex) settled(ctx context.Context, ok bool) bool {
 	if m.settle == nil {
 		return ok
 	}
-	m.settle() // the same delay whichever came first
+	m.settle() // on every path: the instant's other goroutines have run
 	return ok && ctx.Err() == nil && m.c.ctx.Err() == nil
 }
 
@@ -527,7 +527,8 @@ func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) (bool, st
 // cancel.
 //
 // settle is the simulator's (Mutex.settle), nil otherwise: with it, a
-// reply that comes at the instant of the bound is taken.
+// reply that comes at the instant the bound passes, or ctx ends, is
+// taken.
 func call[T any](ctx context.Context, bound time.Duration, settle func(), f func(ctx context.Context) (T, error)) (T, error) {
 	type result struct {
 		v   T
@@ -543,7 +544,7 @@ func call[T any](ctx context.Context, bound time.Duration, settle func(), f func
 	select {
 	case r := <-ch:
 		if settle != nil {
-			settle() // the same delay whichever came first
+			settle() // on every path: the instant's other goroutines have run
 		}
 		return r.v, r.err
 	case <-cctx.Done():

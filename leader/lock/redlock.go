@@ -256,7 +256,9 @@ type reply[T any] struct {
 // until decided says the outcome is known, every master answered, ctx's
 // deadline (or the store's bound) passed, wait passed since hurry first
 // said so (a failure was seen: stop waiting for stragglers soon), or ctx
-// ended (then with ctx's error). Each call runs in
+// ended before the outcome was decided (then with ctx's error). The
+// replies come in arrival order; under the simulator's settle, in
+// master order. Each call runs in
 // a goroutine of the Client, bounded by ctx's deadline (or the store's
 // bound) and wait on a timer of its own, and cancelled by Client.Close but
 // not by ctx's cancellation: a call fanOut stops waiting for (a frozen
