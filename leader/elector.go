@@ -858,44 +858,108 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 			budgetC = budget.C
 		}
 	}
+	// settle is the module's simulator's (internal/seeded), nil otherwise:
+	// with it the loop settles before each wait and takes whatever came at
+	// this instant in a fixed order instead of Go's random choice.
+	settle := seeded.SettleFrom(ctx)
+	const (
+		gotFn = iota + 1
+		gotPassed
+		gotRenew
+		gotRenewAt
+		gotCtx
+		gotResign
+		gotWatch
+		gotEvent
+		gotBudget
+		gotShutdown
+	)
 wait:
 	for {
 		var renewAtC <-chan time.Time
 		if !t.lost {
 			renewAtC = t.renewAt.C
 		}
-		select {
-		case fnErr = <-fnDone:
+		var (
+			got  int
+			res  renewResult
+			req  *resignRequest
+			w    Watch
+			ev   Event
+			evOK bool
+		)
+		if settle != nil {
+			settle()
+			got = pollTerm(
+				func() bool { return recvNow(t.passed) },
+				func() bool { return recvValNow(t.renewCh, &res) },
+				func() bool { return recvValNow(fnDone, &fnErr) },
+				func() bool { return recvValNow(e.resignCh, &req) },
+				func() bool { return recvNow(ctxDone) },
+				func() bool { return recvVal2Now(c.events, &ev, &evOK) },
+				func() bool { return recvValNow(c.watchReady, &w) },
+				func() bool { return recvNow(renewAtC) },
+				func() bool { return recvNow(budgetC) },
+				func() bool { return recvNow(shutdownC) },
+			)
+			got = [...]int{0, gotPassed, gotRenew, gotFn, gotResign, gotCtx, gotEvent, gotWatch, gotRenewAt, gotBudget, gotShutdown}[got]
+		}
+		if got == 0 {
+			select {
+			case fnErr = <-fnDone:
+				got = gotFn
+			case <-t.passed:
+				got = gotPassed
+			case res = <-t.renewCh:
+				got = gotRenew
+			case <-renewAtC:
+				got = gotRenewAt
+			case <-ctxDone:
+				got = gotCtx
+			case req = <-e.resignCh:
+				got = gotResign
+			case w = <-c.watchReady:
+				got = gotWatch
+			case ev, evOK = <-c.events:
+				got = gotEvent
+			case <-budgetC:
+				got = gotBudget
+			case <-shutdownC:
+				got = gotShutdown
+			}
+		}
+		switch got {
+		case gotFn:
 			break wait
-		case <-t.passed:
+		case gotPassed:
 			// The deadline timer has already cancelled the context; a local
 			// timer, not the renew call's timeout, so a hung call cannot
 			// delay it. Nothing is released after it.
 			e.expiryHandled()
 			t.end(ErrRenewDeadline, true)
 			startBudget()
-		case res := <-t.renewCh:
+		case gotRenew:
 			t.renewed(res)
 			if t.lost {
 				startBudget()
 			}
-		case <-renewAtC:
+		case gotRenewAt:
 			t.startRenew(ctx)
-		case <-ctxDone:
+		case gotCtx:
 			ctxDone = nil
 			t.end(ErrShutdown, false)
 			startBudget()
 			st := time.NewTimer(cfg.ShutdownTimeout)
 			defer st.Stop()
 			shutdownC = st.C
-		case req := <-e.resignCh:
+		case gotResign:
 			t.waiters = append(t.waiters, req)
 			t.end(ErrResigned, false)
 			startBudget()
-		case w := <-c.watchReady:
+		case gotWatch:
 			c.useWatch(w)
-		case ev, ok := <-c.events:
-			if !ok {
+		case gotEvent:
+			if !evOK {
 				c.events = nil
 				continue
 			}
@@ -904,13 +968,13 @@ wait:
 				t.end(ErrResigned, false)
 				startBudget()
 			}
-		case <-budgetC:
+		case gotBudget:
 			budgetC = nil
 			t.log.Error("leader function still running past its stop budget",
 				zap.NamedError("cause", t.cause), zap.Bool("lease_kept", !t.lost),
 				zap.Duration("stop_budget", cfg.TTL-cfg.RenewDeadline))
 			e.metrics.Overrun(lease.Term)
-		case <-shutdownC:
+		case gotShutdown:
 			// The function ignores cancellation. Stop renewing and let the
 			// lease expire; releasing it now could start a second leader
 			// while this function still runs.
@@ -1232,4 +1296,49 @@ func callLeader(ctx context.Context, fn func(context.Context) error) (err error)
 		}
 	}()
 	return fn(ctx)
+}
+
+// pollTerm tries each receive in order, without blocking, and returns the
+// 1-based index of the first that succeeded, or 0. (The term loop's fixed
+// order under the simulator's settle.)
+func pollTerm(try ...func() bool) int {
+	for i, f := range try {
+		if f() {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// recvNow receives from ch if a value (or its close) is there; a nil ch
+// never is.
+func recvNow[T any](ch <-chan T) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// recvValNow is recvNow keeping the value in *v.
+func recvValNow[T any](ch <-chan T, v *T) bool {
+	select {
+	case x := <-ch:
+		*v = x
+		return true
+	default:
+		return false
+	}
+}
+
+// recvVal2Now is recvValNow keeping whether ch is still open in *ok.
+func recvVal2Now[T any](ch <-chan T, v *T, ok *bool) bool {
+	select {
+	case x, open := <-ch:
+		*v, *ok = x, open
+		return true
+	default:
+		return false
+	}
 }

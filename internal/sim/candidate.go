@@ -351,6 +351,14 @@ func (c *candidate) drive(end <-chan struct{}) {
 			case <-resignC:
 				rsg = rsg[1:]
 				c.resign(&resigns)
+				// A resign planned at or before now is called now too,
+				// not through a timer already due: such a timer fires
+				// only once the bubble is otherwise blocked, after the
+				// code under test settled without it.
+				for len(rsg) > 0 && !w.start.Add(rsg[0]).After(time.Now()) {
+					rsg = rsg[1:]
+					c.resign(&resigns)
+				}
 			case <-end:
 				final, stopped = true, true
 			case <-w.abort:
@@ -446,10 +454,11 @@ func (c *candidate) resign(wg *sync.WaitGroup) {
 	wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*w.p.Cfg.TTL+w.p.Cfg.ShutdownTimeout)
 		defer cancel()
-		// Resign once the instant is quiet: a term ending at the instant
-		// it is called would otherwise be resigned or not as the
-		// scheduler ran the two.
-		w.decide()
+		// Resign once the instant is quiet, before the code under test
+		// decides anything at it: a term ending at the instant it is
+		// called would otherwise be resigned or not as the scheduler ran
+		// the two.
+		w.quiesce(prioAct)
 		err := c.e.Resign(ctx)
 		w.mu.Lock()
 		w.event(c.idx, evResign, 0, 0, 0, 0, fmt.Sprintf("returned %v", err))

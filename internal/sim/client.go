@@ -133,7 +133,7 @@ func awaitReply[T any](ctx context.Context, w *world, p CandPlan, depart, now ti
 		// timeout ends is taken, whichever channel the select saw first:
 		// once every goroutine woken at this instant has run, a reply
 		// delivered then is in done.
-		w.quiesce(0)
+		w.quiesce(prioProgress)
 		select {
 		case res = <-done:
 			return res, nil
@@ -196,7 +196,7 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 	// Sent once the instant is quiet: a context cancelled at the instant
 	// of the send (a term ending as its job calls) is then always seen,
 	// whatever order the scheduler ran the two goroutines in.
-	w.quiesce(0)
+	w.quiesce(prioProgress)
 	w.mu.Lock()
 	if err := ctx.Err(); err != nil {
 		// go-redis checks the context before it takes a connection. Not

@@ -124,10 +124,13 @@
 // instant. A call not sent takes no number, a function's end is logged
 // once, the teardown is not logged.
 //
-// Election schedules replay in 594–595 of 600 (seeds 1–600, each run twice):
-// the rest race inside the elector's term loop (its renew deadline, or
-// its stop budget, and a resign or the function's return at one instant)
-// or in a cron catch-up at a process's wake-up (docs/faults.md).
+// Election schedules replay all but exactly: the elector's term loop
+// takes what came at one instant in a fixed order under the settle in
+// Run's context (seeded.WithSettle), and a second planned Resign due at
+// or before the first is called at once; 2–6 of 600 (seeds 1–600, each run
+// twice) still diverge in one pass, not always the same ones: two
+// Resigns at one instant (seed 66, in 5 of 6 runs) and a cron catch-up
+// at a process's wake-up (seed 120) (docs/faults.md).
 //
 // Lock schedules replay exactly (TestSim_ReplaysExactly runs seeds twice
 // and compares the logs; 900 of 900 from seed 1 without -race and 120 of

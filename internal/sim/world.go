@@ -763,17 +763,19 @@ func (w *world) finish(end time.Time) {
 
 // quiesce is the settle function the simulator gives the code it runs
 // (internal/seeded, internal/lockseam: decide) and uses itself (a call's
-// send and its reply's wait: progress): it returns once every other
-// goroutine of the bubble is durably blocked, so what the caller does
-// next does not depend on the order the scheduler ran the goroutines woken
-// at this instant in. It takes no fake time, so a quiesce on one path and
-// none on another cannot shift later times. The settler goroutine is the
-// one caller of synctest.Wait (which two goroutines must not call at
-// once). Callers at one instant are released one at a time, each running
-// until it blocks before the next goes: every progress step first (a
-// reply taken, a call sent), then the decisions (a cron loop's skip
-// check, a batch's make-up), so a decision sees the instant's progress
-// whatever order the goroutines came in.
+// send and its reply's wait: progress; a planned action: act): it returns
+// once every other goroutine of the bubble is durably blocked, so what the
+// caller does next does not depend on the order the scheduler ran the
+// goroutines woken at this instant in. It takes no fake time, so a
+// quiesce on one path and none on another cannot shift later times. The
+// settler goroutine is the one caller of synctest.Wait (which two
+// goroutines must not call at once). Callers at one instant are released
+// one at a time, each running until it blocks before the next goes: every
+// progress step first (a reply taken, a call sent), then the plan's
+// actions (a Resign), then the decisions of the code under test (an
+// elector's term loop, a cron loop's skip check, a batch's make-up), so a
+// decision sees the instant's progress and actions whatever order the
+// goroutines came in.
 func (w *world) quiesce(prio int) {
 	r := make(chan struct{})
 	select {
@@ -783,42 +785,54 @@ func (w *world) quiesce(prio int) {
 	}
 }
 
+// Quiesce priorities: released in this order at one instant.
+const (
+	prioProgress = iota
+	prioAct
+	prioDecide
+	numPrio
+)
+
 // decide is quiesce for a decision (the code under test's settle).
-func (w *world) decide() { w.quiesce(1) }
+func (w *world) decide() { w.quiesce(prioDecide) }
 
 // settleReq is one quiesce waiting for its turn.
 type settleReq struct {
 	r    chan struct{}
-	prio int // 0 progress, 1 decision
+	prio int
 }
 
 // settler serves quiesce until stopSettler.
 func (w *world) settler() {
 	defer close(w.settlerDone)
-	var queues [2][]chan struct{}
+	var queues [numPrio][]chan struct{}
+	waiting := 0
 	for {
 		select {
 		case <-w.settlerStop:
 			return
 		case q := <-w.settleReq:
 			queues[q.prio] = append(queues[q.prio], q.r)
+			waiting++
 		}
-		for len(queues[0])+len(queues[1]) > 0 {
+		for waiting > 0 {
 			synctest.Wait()
 			for more := true; more; {
 				select {
 				case q := <-w.settleReq:
 					queues[q.prio] = append(queues[q.prio], q.r)
+					waiting++
 				default:
 					more = false
 				}
 			}
 			k := 0
-			if len(queues[0]) == 0 {
-				k = 1
+			for len(queues[k]) == 0 {
+				k++
 			}
 			close(queues[k][0])
 			queues[k] = queues[k][1:]
+			waiting--
 		}
 	}
 }
