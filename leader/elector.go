@@ -890,19 +890,18 @@ wait:
 		)
 		if settle != nil {
 			settle()
-			got = pollTerm(
-				func() bool { return recvNow(t.passed) },
-				func() bool { return recvValNow(t.renewCh, &res) },
-				func() bool { return recvValNow(fnDone, &fnErr) },
-				func() bool { return recvValNow(e.resignCh, &req) },
-				func() bool { return recvNow(ctxDone) },
-				func() bool { return recvVal2Now(c.events, &ev, &evOK) },
-				func() bool { return recvValNow(c.watchReady, &w) },
-				func() bool { return recvNow(renewAtC) },
-				func() bool { return recvNow(budgetC) },
-				func() bool { return recvNow(shutdownC) },
-			)
-			got = [...]int{0, gotPassed, gotRenew, gotFn, gotResign, gotCtx, gotEvent, gotWatch, gotRenewAt, gotBudget, gotShutdown}[got]
+			got = pollTerm([]termPoll{
+				{gotPassed, func() bool { return recvNow(t.passed) }},
+				{gotRenew, func() bool { return recvValNow(t.renewCh, &res) }},
+				{gotFn, func() bool { return recvValNow(fnDone, &fnErr) }},
+				{gotResign, func() bool { return recvValNow(e.resignCh, &req) }},
+				{gotCtx, func() bool { return recvNow(ctxDone) }},
+				{gotEvent, func() bool { return recvVal2Now(c.events, &ev, &evOK) }},
+				{gotWatch, func() bool { return recvValNow(c.watchReady, &w) }},
+				{gotRenewAt, func() bool { return recvNow(renewAtC) }},
+				{gotBudget, func() bool { return recvNow(budgetC) }},
+				{gotShutdown, func() bool { return recvNow(shutdownC) }},
+			})
 		}
 		if got == 0 {
 			select {
@@ -1298,13 +1297,20 @@ func callLeader(ctx context.Context, fn func(context.Context) error) (err error)
 	return fn(ctx)
 }
 
+// termPoll is one of the term loop's receives under the simulator's
+// settle: try receives without blocking; got names the case.
+type termPoll struct {
+	got int
+	try func() bool
+}
+
 // pollTerm tries each receive in order, without blocking, and returns the
-// 1-based index of the first that succeeded, or 0. (The term loop's fixed
-// order under the simulator's settle.)
-func pollTerm(try ...func() bool) int {
-	for i, f := range try {
-		if f() {
-			return i + 1
+// got of the first that succeeded, or 0. (The term loop's fixed order
+// under the simulator's settle.)
+func pollTerm(polls []termPoll) int {
+	for _, p := range polls {
+		if p.try() {
+			return p.got
 		}
 	}
 	return 0
