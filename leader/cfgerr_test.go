@@ -37,18 +37,12 @@ func (m *configMetrics) count() int {
 	return len(m.refused)
 }
 
-// aclUser creates the ACL user solo (password pw) with rules, and returns a
-// client logged in as it.
+// aclUser creates the ACL user with rules, and returns a client logged in
+// as it, with this package's timeouts.
 func aclUser(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client {
 	t.Helper()
-	args := []any{"ACL", "SETUSER", "solo", "reset", "on", ">pw"}
-	for _, r := range rules {
-		args = append(args, r)
-	}
-	if err := srv.Client(t).Do(context.Background(), args...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return newClient(t, srv.Addr(), func(o *redis.Options) { o.Username, o.Password = "solo", "pw" })
+	srv.SetACLUser(t, rules...)
+	return newClient(t, srv.Addr(), func(o *redis.Options) { o.Username, o.Password = redistest.ACLUser, redistest.ACLPassword })
 }
 
 // Issue 23, item 3. Old code: an acquire refused with NOPERM was logged as

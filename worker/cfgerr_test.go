@@ -23,22 +23,6 @@ import (
 	"github.com/solo-run/solo/worker"
 )
 
-// aclClient creates the ACL user solo (password pw) with rules on srv and
-// returns a client logged in as it.
-func aclClient(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client {
-	t.Helper()
-	args := []any{"ACL", "SETUSER", "solo", "reset", "on", ">pw"}
-	for _, r := range rules {
-		args = append(args, r)
-	}
-	if err := srv.Client(t).Do(context.Background(), args...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "solo", Password: "pw", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // Issue 23, item 3, for an embedding service (Module and SpreadModule):
 // an ACL that lacks a rule solo needs does not crash the host; it is
 // logged once at error level with the fix, counted in
@@ -52,7 +36,7 @@ func TestModule_RedisConfigErrorIsReportedAndFailsReadiness(t *testing.T) {
 			srv := redistest.Start(t)
 			// Every rule but HSET, which the acquire and heartbeat scripts
 			// run but the start ping (the inspect script, PING) does not.
-			client := aclClient(t, srv, "~*", "&*", "+@all", "-hset")
+			client := srv.ACLClient(t, "~*", "&*", "+@all", "-hset")
 			cfg := fxConfig(t)
 			module := func(opts ...worker.Option) fx.Option {
 				if mode == "spread" {

@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -134,6 +135,36 @@ func (s *Server) Client(t testing.TB, opts ...func(*redis.Options)) *redis.Clien
 	c := redis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// ACLUser and ACLPassword are the credentials of the user SetACLUser makes.
+const (
+	ACLUser     = "solo"
+	ACLPassword = "pw"
+)
+
+// SetACLUser creates (or resets) the ACL user ACLUser with ACLPassword and
+// exactly rules.
+func (s *Server) SetACLUser(t testing.TB, rules ...string) {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", ACLUser, "reset", "on", ">" + ACLPassword}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	if err := s.Client(t).Do(context.Background(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ACLClient makes the ACL user with rules (SetACLUser) and returns a
+// client logged in as it, with ContextTimeoutEnabled, closed at the end
+// of the test.
+func (s *Server) ACLClient(t testing.TB, rules ...string) *redis.Client {
+	t.Helper()
+	s.SetACLUser(t, rules...)
+	return s.Client(t, func(o *redis.Options) {
+		o.Username, o.Password, o.ContextTimeoutEnabled = ACLUser, ACLPassword, true
+	})
 }
 
 // Kill sends SIGKILL to the server's process group and waits until the

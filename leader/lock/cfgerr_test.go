@@ -17,22 +17,6 @@ import (
 	"github.com/solo-run/solo/leader/lock"
 )
 
-// aclUser makes the ACL user solo (password pw) with rules on srv and
-// returns a client logged in as it.
-func aclUser(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client {
-	t.Helper()
-	args := []any{"ACL", "SETUSER", "solo", "reset", "on", ">pw"}
-	for _, r := range rules {
-		args = append(args, r)
-	}
-	if err := srv.Client(t).Do(context.Background(), args...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "solo", Password: "pw", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // Issue 23, item 3, for locks. Old code: Lock retried a NOPERM until its
 // context ended (one warn), and a refused renewal was retried until the
 // renew deadline. Now Lock returns the configuration error at once, and a
@@ -40,7 +24,7 @@ func aclUser(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client
 func TestLock_RedisConfigError(t *testing.T) {
 	t.Run("Lock", func(t *testing.T) {
 		srv := redistest.Start(t)
-		c := newLockClient(t, aclUser(t, srv, "~*", "&*", "+@all", "-evalsha"))
+		c := newLockClient(t, srv.ACLClient(t, "~*", "&*", "+@all", "-evalsha"))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_, err := mustMutex(t, c, lockName(t)).Lock(ctx)
@@ -51,7 +35,7 @@ func TestLock_RedisConfigError(t *testing.T) {
 	t.Run("Redlock Lock", func(t *testing.T) {
 		var masters []redis.UniversalClient
 		for range 3 {
-			masters = append(masters, aclUser(t, redistest.Start(t), "~*", "&*", "+@all", "-hset"))
+			masters = append(masters, redistest.Start(t).ACLClient(t, "~*", "&*", "+@all", "-hset"))
 		}
 		c, err := lock.NewRedlockClient(masters)
 		if err != nil {
@@ -67,7 +51,7 @@ func TestLock_RedisConfigError(t *testing.T) {
 	})
 	t.Run("renewal", func(t *testing.T) {
 		srv := redistest.Start(t)
-		rdb := aclUser(t, srv, "~*", "&*", "+@all")
+		rdb := srv.ACLClient(t, "~*", "&*", "+@all")
 		core, logs := observer.New(zapcore.InfoLevel)
 		cfg := lock.Config{TTL: 20 * time.Second, RenewInterval: 100 * time.Millisecond, RenewDeadline: 15 * time.Second}
 		c := newLockClient(t, rdb, lock.WithConfig(cfg), lock.WithLogger(zap.New(core)))
