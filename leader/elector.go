@@ -889,7 +889,7 @@ wait:
 			evOK bool
 		)
 		if settle != nil {
-			settle()
+			settle("elector " + cfg.Name)
 			got = pollTerm([]termPoll{
 				{gotPassed, func() bool { return recvNow(t.passed) }},
 				{gotRenew, func() bool { return recvValNow(t.renewCh, &res) }},

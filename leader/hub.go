@@ -82,7 +82,7 @@ type Hub struct {
 	// settle, set only by the module's simulator (internal/seeded), runs
 	// before each take from a queue, which is then ordered by key: see
 	// seeded.SetSettle.
-	settle func()
+	settle func(key string)
 
 	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives
 	cancel context.CancelFunc
@@ -345,7 +345,7 @@ func (h *Hub) batcher(q *hubQueue) {
 		}
 		for {
 			if h.settle != nil {
-				h.settle()
+				h.settle("hub")
 			}
 			h.qmu.Lock()
 			if h.settle != nil {

@@ -71,7 +71,7 @@ func TestHub_SettleBatchesAnInstantByKey(t *testing.T) {
 			client.AddHook(rec)
 			defer client.Close()
 			if settle {
-				undo := seeded.SetSettle(client, func() { time.Sleep(time.Nanosecond) })
+				undo := seeded.SetSettle(client, func(string) { time.Sleep(time.Nanosecond) })
 				defer undo()
 			}
 			h := NewHub(client)

@@ -151,7 +151,7 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 			// The simulator's (internal/seeded): a previous run ending at
 			// this instant has ended before fire looks, and an end of ctx
 			// at this instant wins over the tick, whichever the select saw.
-			settle()
+			settle("cron " + election)
 			if ctx.Err() != nil {
 				return
 			}

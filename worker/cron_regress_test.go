@@ -396,7 +396,7 @@ func TestCron_SettleBeforeSkipCheck(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(seeded.WithSettle(context.Background(), func() { time.Sleep(time.Nanosecond) }))
+			ctx, cancel := context.WithCancel(seeded.WithSettle(context.Background(), func(string) { time.Sleep(time.Nanosecond) }))
 			done := make(chan struct{})
 			go func() { _ = r.w.Run(ctx); close(done) }()
 			time.Sleep(2500 * time.Millisecond)

@@ -128,7 +128,7 @@ type Spread struct {
 	kick   chan struct{}
 	// settle, set only by the module's simulator (internal/seeded), runs
 	// before each step reads the jobs' state: see seeded.SetSettle.
-	settle func()
+	settle func(key string)
 
 	mu      sync.Mutex
 	running bool
@@ -560,7 +560,7 @@ type control struct {
 func (c *control) step() {
 	s := c.s
 	if s.settle != nil {
-		s.settle()
+		s.settle("spread")
 	}
 	s.mu.Lock()
 	var held []string

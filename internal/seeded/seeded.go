@@ -53,17 +53,20 @@ type settleKey struct{}
 // WithSettle returns a context carrying settle, which code run under the
 // context calls before a decision that reads what other goroutines do at
 // the same instant (a worker's cron loop, before it checks whether a
-// job's previous run is still going). It is the simulator's: inside a
-// testing/synctest bubble its settle returns once every other goroutine
-// of the bubble is durably blocked, taking no fake time, so a replay
-// decides the same way. Settle must never be called while holding a lock
-// another goroutine may need.
-func WithSettle(ctx context.Context, settle func()) context.Context {
+// job's previous run is still going; an elector's term loop, before it
+// takes what came), with a key naming the decider ("cron JOB",
+// "elector NAME"). It is the simulator's: inside a testing/synctest
+// bubble its settle returns once every other goroutine of the bubble is
+// durably blocked, taking no fake time, so a replay decides the same way;
+// deciders waiting at one instant go one at a time in key order, not in
+// the order the scheduler ran them. Settle must never be called while
+// holding a lock another goroutine may need.
+func WithSettle(ctx context.Context, settle func(key string)) context.Context {
 	return context.WithValue(ctx, settleKey{}, settle)
 }
 
 // SettleFrom returns the settle function ctx carries, or nil.
-func SettleFrom(ctx context.Context) func() {
-	f, _ := ctx.Value(settleKey{}).(func())
+func SettleFrom(ctx context.Context) func(key string) {
+	f, _ := ctx.Value(settleKey{}).(func(string))
 	return f
 }

@@ -194,6 +194,11 @@ func (c *candidate) pull(ctx context.Context) error {
 	ignoring := false
 	var ignoreUntil time.Time
 	defer func() {
+		// A job's end waits for the instant's other goroutines: a call
+		// the function's cron runner makes at this instant (counted as
+		// part of the function) is counted before the job ends, in
+		// whatever order the scheduler ran the two.
+		w.quiesceKey(prioDecide, fmt.Sprintf("%03d job end pull", c.idx))
 		w.mu.Lock()
 		if ignoring {
 			w.ignoring--
@@ -289,6 +294,7 @@ func (c *candidate) cronJob(cr CronPlan) func(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 		}
+		w.quiesceKey(prioDecide, fmt.Sprintf("%03d job end cron %s %d", c.idx, name, tick.UnixMilli())) // as the pull job's
 		w.mu.Lock()
 		w.jobEnd(c.idx, term, "at a cron run's return")
 		w.mu.Unlock()
@@ -313,7 +319,7 @@ func (c *candidate) drive(end <-chan struct{}) {
 	time.Sleep(r.dur(time.Microsecond, 500*time.Microsecond))
 	for run := 0; ; run++ {
 		rnd := rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56))
-		ctx, cancel := context.WithCancel(seeded.WithSettle(seeded.With(context.Background(), rnd), w.decide))
+		ctx, cancel := context.WithCancel(withRun(seeded.WithSettle(seeded.With(context.Background(), rnd), w.decider(c.idx)), run))
 		w.mu.Lock()
 		c.runStart, c.runWaitsFn, c.firstAcqPending = time.Now(), c.activeFn(), true
 		w.event(c.idx, evRun, 0, 0, int64(run), 0, "")
@@ -515,9 +521,11 @@ func (l *logCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	// A blocked sink: the write waits for the stall to end, as a write to a
 	// full stderr pipe does.
 	since := time.Since(l.w.start)
+	stalled := false
 	for _, s := range l.w.p.Cands[l.cand].LogStalls {
 		if s.contains(since) {
 			time.Sleep(s.To - since)
+			stalled = true
 		}
 	}
 	msg := e.LoggerName + ": " + e.Message
@@ -527,6 +535,17 @@ func (l *logCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 				msg += " (" + f.Key + ": " + err.Error() + ")"
 			}
 		}
+	}
+	if stalled {
+		// Every write blocked by the stall returns at its end: they go
+		// on one at a time, by what they write, so that what their
+		// goroutines do next (a job's run ends, a cron loop checks
+		// whether it still runs) happens in one order.
+		enc := zapcore.NewMapObjectEncoder()
+		for _, f := range fs {
+			f.AddTo(enc)
+		}
+		l.w.quiesceKey(prioProgress, fmt.Sprintf("%03d log %s %v", l.cand, msg, enc.Fields))
 	}
 	l.w.mu.Lock()
 	l.w.event(l.cand, evLog, 0, 0, 0, 0, msg)

@@ -195,8 +195,11 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 	w := cl.w
 	// Sent once the instant is quiet: a context cancelled at the instant
 	// of the send (a term ending as its job calls) is then always seen,
-	// whatever order the scheduler ran the two goroutines in.
-	w.quiesce(prioProgress)
+	// whatever order the scheduler ran the two goroutines in. Calls sent
+	// at one instant go in order of Run, op and key (a Run's subscribe
+	// still in flight as the next Run subscribes is numbered first), not
+	// in the order their goroutines came.
+	w.quiesceKey(prioProgress, fmt.Sprintf("%03d call %06d %02d %s", cl.idx, runOf(ctx), o, key))
 	w.mu.Lock()
 	if err := ctx.Err(); err != nil {
 		// go-redis checks the context before it takes a connection. Not
@@ -426,6 +429,9 @@ func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, 
 // takes long or never completes until ctx ends) or fail.
 func (cl *client) Watch(ctx context.Context) (leader.Watch, error) {
 	w := cl.w
+	// Numbered in order of Run among the subscribes of one instant (as
+	// roundTripKey's calls are), not in the order their goroutines came.
+	w.quiesceKey(prioProgress, fmt.Sprintf("%03d call %06d %02d", cl.idx, runOf(ctx), opWatch))
 	w.mu.Lock()
 	cl.n[opWatch]++
 	n := cl.n[opWatch]
@@ -629,4 +635,18 @@ func hashKey(key string) uint64 {
 		h *= 1099511628211
 	}
 	return (h ^ h>>32) & 0x7fffffff
+}
+
+// runTag is the context key of the number of the Run a call belongs to.
+type runTag struct{}
+
+// withRun tags ctx with the number of the driver's Run it is for.
+func withRun(ctx context.Context, run int) context.Context {
+	return context.WithValue(ctx, runTag{}, run)
+}
+
+// runOf is the Run number withRun put in ctx, or 0.
+func runOf(ctx context.Context) int {
+	n, _ := ctx.Value(runTag{}).(int)
+	return n
 }

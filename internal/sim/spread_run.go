@@ -179,7 +179,7 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	// The member's Hub takes its renewal queue once every goroutine woken
 	// at this instant has queued, ordered by key (seeded.SetSettle): a
 	// replay batches the same renewals in the same pipelines.
-	undoSettle := seeded.SetSettle(pr.cl.rdb, w.decide)
+	undoSettle := seeded.SetSettle(pr.cl.rdb, w.decider(pr.idx))
 	// The random parts of this process's elector IDs (its member ID and
 	// every job's holder ID) come from a count of its own per election,
 	// not from crypto/rand, nor from the order its goroutines make
@@ -305,7 +305,7 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		// drawn from in goroutine order.
 		var srcMu sync.Mutex
 		campaigns := map[string]uint64{}
-		ctx, cancel := context.WithCancel(seeded.WithPerElection(seeded.WithSettle(context.Background(), w.decide), func(election string) *rand.Rand {
+		ctx, cancel := context.WithCancel(seeded.WithPerElection(withRun(seeded.WithSettle(context.Background(), w.decider(pr.idx)), run), func(election string) *rand.Rand {
 			srcMu.Lock()
 			campaigns[election]++
 			n := campaigns[election]

@@ -776,10 +776,15 @@ func (w *world) finish(end time.Time) {
 // elector's term loop, a cron loop's skip check, a batch's make-up), so a
 // decision sees the instant's progress and actions whatever order the
 // goroutines came in.
-func (w *world) quiesce(prio int) {
+func (w *world) quiesce(prio int) { w.quiesceKey(prio, "") }
+
+// quiesceKey is quiesce for a waiter named by key: waiters of one
+// priority at one instant go in key order (those with equal keys in the
+// order they came, which must not matter: the key names whatever does).
+func (w *world) quiesceKey(prio int, key string) {
 	r := make(chan struct{})
 	select {
-	case w.settleReq <- settleReq{r, prio}:
+	case w.settleReq <- settleReq{r, prio, key}:
 		<-r
 	case <-w.settlerDone:
 	}
@@ -793,26 +798,35 @@ const (
 	numPrio
 )
 
-// decide is quiesce for a decision (the code under test's settle).
+// decide is quiesce for a decision of the code under test that names no
+// decider (the lock's settle).
 func (w *world) decide() { w.quiesce(prioDecide) }
+
+// decider returns the settle function for process idx's code under test
+// (internal/seeded): each decider's key is the process and the name the
+// code gives it, so the deciders of an instant go in one order.
+func (w *world) decider(idx int) func(key string) {
+	return func(key string) { w.quiesceKey(prioDecide, fmt.Sprintf("%03d %s", idx, key)) }
+}
 
 // settleReq is one quiesce waiting for its turn.
 type settleReq struct {
 	r    chan struct{}
 	prio int
+	key  string
 }
 
 // settler serves quiesce until stopSettler.
 func (w *world) settler() {
 	defer close(w.settlerDone)
-	var queues [numPrio][]chan struct{}
+	var queues [numPrio][]settleReq
 	waiting := 0
 	for {
 		select {
 		case <-w.settlerStop:
 			return
 		case q := <-w.settleReq:
-			queues[q.prio] = append(queues[q.prio], q.r)
+			queues[q.prio] = append(queues[q.prio], q)
 			waiting++
 		}
 		for waiting > 0 {
@@ -820,7 +834,7 @@ func (w *world) settler() {
 			for more := true; more; {
 				select {
 				case q := <-w.settleReq:
-					queues[q.prio] = append(queues[q.prio], q.r)
+					queues[q.prio] = append(queues[q.prio], q)
 					waiting++
 				default:
 					more = false
@@ -830,8 +844,15 @@ func (w *world) settler() {
 			for len(queues[k]) == 0 {
 				k++
 			}
-			close(queues[k][0])
-			queues[k] = queues[k][1:]
+			// The least key goes first; the first of equal keys.
+			i := 0
+			for j, q := range queues[k] {
+				if q.key < queues[k][i].key {
+					i = j
+				}
+			}
+			close(queues[k][i].r)
+			queues[k] = append(queues[k][:i], queues[k][i+1:]...)
 			waiting--
 		}
 	}
