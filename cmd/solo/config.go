@@ -274,19 +274,15 @@ func redisConfigError(err error) string {
 	}
 	msg := err.Error()
 	switch {
-	case strings.HasPrefix(msg, "WRONGPASS"),
-		strings.HasPrefix(msg, "ERR invalid password"),
-		strings.HasPrefix(msg, "ERR invalid username-password pair"):
-		return "wrong username or password in redis.url (redis://USER:PASSWORD@HOST:PORT/DB)"
-	case strings.HasPrefix(msg, "NOAUTH"):
-		return "the server requires a password: put it in redis.url (redis://:PASSWORD@HOST:PORT/DB)"
 	case strings.HasPrefix(msg, "ERR AUTH"), strings.HasPrefix(msg, "ERR Client sent AUTH"):
 		return "the server has no password set: remove it from redis.url"
 	case strings.HasPrefix(msg, "ERR DB index"), strings.HasPrefix(msg, "ERR invalid DB index"),
 		strings.HasPrefix(msg, "ERR SELECT is not allowed in cluster mode"):
 		return "the database number in redis.url (the /DB path) does not exist on this server"
 	}
-	return rediserr.Fix(err) // an ACL that lacks a rule, a command the server does not know
+	// A wrong or missing password, an ACL that lacks a rule, a command
+	// the server does not know.
+	return rediserr.FixIn(err, "redis.url")
 }
 
 // tlsError returns, for a TLS handshake that failed over certificates, what

@@ -70,7 +70,7 @@ func TestRedisConfigurationErrorsExitAtOnce(t *testing.T) {
 		{"wrong password", "redis://:wrong@" + locked.Addr() + "/0",
 			"solo: redis redis://:xxxxx@" + locked.Addr() + "/0: WRONGPASS invalid username-password pair or user is disabled.: wrong username or password in redis.url (redis://USER:PASSWORD@HOST:PORT/DB)\n"},
 		{"no password", "redis://" + locked.Addr() + "/0",
-			"solo: redis redis://" + locked.Addr() + "/0: NOAUTH Authentication required.: the server requires a password: put it in redis.url (redis://:PASSWORD@HOST:PORT/DB)\n"},
+			"solo: redis redis://" + locked.Addr() + "/0: NOAUTH Authentication required.: the server requires a password: put it in redis.url (redis://USER:PASSWORD@HOST:PORT/DB)\n"},
 		{"bad db index", "redis://" + srv.Addr() + "/99",
 			"solo: redis redis://" + srv.Addr() + "/99: ERR DB index is out of range: the database number in redis.url (the /DB path) does not exist on this server\n"},
 	} {

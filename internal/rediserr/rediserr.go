@@ -72,7 +72,11 @@ var (
 // "". The text names the refused command (or, for a script on Redis 7.0,
 // the script and its commands), or the kind of key or channel, and points
 // to the ACL recipe.
-func Fix(err error) string {
+func Fix(err error) string { return FixIn(err, "the Redis URL") }
+
+// FixIn is Fix for a program whose Redis URL is set where url says (a
+// configuration key, "redis.url"): a wrong or missing password names it.
+func FixIn(err error, url string) string {
 	if err == nil {
 		return ""
 	}
@@ -84,9 +88,9 @@ func Fix(err error) string {
 	case strings.Contains(msg, "WRONGPASS"),
 		strings.Contains(msg, "ERR invalid password"),
 		strings.Contains(msg, "ERR invalid username-password pair"):
-		return "wrong username or password in the Redis URL (redis://USER:PASSWORD@HOST:PORT/DB)"
+		return "wrong username or password in " + url + " (redis://USER:PASSWORD@HOST:PORT/DB)"
 	case strings.Contains(msg, "NOAUTH"):
-		return "the server requires a password: put it in the Redis URL (redis://USER:PASSWORD@HOST:PORT/DB)"
+		return "the server requires a password: put it in " + url + " (redis://USER:PASSWORD@HOST:PORT/DB)"
 	}
 	inScript := scriptRE.FindStringSubmatch(msg)
 	scriptName := func() (string, []string) {
