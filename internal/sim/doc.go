@@ -114,23 +114,30 @@
 // one settler goroutine) without taking fake time, so a settle on one
 // path and none on another cannot shift later times. Callers at one
 // instant are released one at a time, each running until it blocks:
-// progress steps first (a call about to be sent, a reply waited for),
-// then decisions (the settle functions the code under test is given:
-// seeded.SetSettle, seeded.WithSettle, lockseam.WithSettle; and a
-// planned Resign). So a call's context cancelled at its instant is
-// always seen; a reply landing as its context or read timeout ends is
-// taken; a cron loop sees a run that ends at the tick's instant ended; a
-// Hub's batch and a Spread's step see every renewal and job end of the
-// instant. A call not sent takes no number, a function's end is logged
-// once, the teardown is not logged.
+// progress steps first (a call about to be sent, a reply waited for, a
+// log write a stall held up), then the plan's actions (a Resign), then
+// decisions (the settle functions the code under test is given:
+// seeded.SetSettle, seeded.WithSettle, lockseam.WithSettle; a job's
+// end). Within a priority they go in order of a key (quiesceKey), not
+// in the order they came: the code under test names each decider
+// ("elector NAME", "cron ELECTION", "hub", "spread"), prefixed with its
+// process (world.decider); a call is keyed by (process, Run, op, key),
+// a subscribe by (process, Run), a stalled log write by what it writes.
+// So a call's context cancelled at its instant is always seen; a reply
+// landing as its context or read timeout ends is taken; a cron loop sees
+// a run that ends at the tick's instant ended; a Hub's batch and a
+// Spread's step see every renewal and job end of the instant; two
+// deciders of one instant (an elector's term loop and its function's
+// cron loop) go in one order; a call the cron runner makes as a job ends
+// is counted as part of the function before the job's end. A call not
+// sent takes no number, a function's end is logged once, the teardown is
+// not logged.
 //
-// Election schedules replay all but exactly: the elector's term loop
-// takes what came at one instant in a fixed order under the settle in
-// Run's context (seeded.WithSettle), and a second planned Resign due at
-// or before the first is called at once; 2–6 of 600 (seeds 1–600, each run
-// twice) still diverge in one pass, not always the same ones: two
-// Resigns at one instant (seed 66, in 5 of 6 runs) and a cron catch-up
-// at a process's wake-up (seed 120) (docs/faults.md).
+// Election schedules replay exactly: the elector's term loop takes what
+// came at one instant in a fixed order under the settle in Run's context
+// (seeded.WithSettle), and a second planned Resign due at or before the
+// first is called at once (1,200 of 1,200 from seed 1, 150 of 150 under
+// -race; docs/faults.md).
 //
 // Lock schedules replay exactly (TestSim_ReplaysExactly runs seeds twice
 // and compares the logs; 900 of 900 from seed 1 without -race and 120 of
