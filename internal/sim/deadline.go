@@ -39,14 +39,24 @@ func (w *world) pastOwnDeadline(value string, rd time.Duration, now time.Time) t
 	return 0
 }
 
-// checkOwnDeadline is invariant 1's bound for an excused function k.
+// checkOwnDeadline is invariant 1's bound for an excused function k. A
+// cancellation excuses the function from when it came, not before: one
+// that came past the deadline leaves the function running uncancelled
+// until then.
 func (w *world) checkOwnDeadline(k fnKey, f *fnState, where string, now time.Time) {
-	if !f.cancelled.IsZero() {
-		return
+	at := now
+	if !f.cancelled.IsZero() && f.cancelled.Before(now) {
+		at = f.cancelled
 	}
 	v := fmt.Sprintf("%d %s", k.term, w.cands[k.cand].id)
-	if late := w.pastOwnDeadline(v, w.p.Cfg.RenewDeadline, now); late > 0 {
+	late := w.pastOwnDeadline(v, w.p.Cfg.RenewDeadline, at)
+	switch {
+	case late <= 0:
+	case at.Equal(now) && f.cancelled.IsZero():
 		w.violate(InvLease, fmt.Sprintf("c%d's leader function of term %d runs (%s) %s past its last true renewal + RenewDeadline, not cancelled (excused only until then: %s)",
+			k.cand, k.term, where, late, f.affected), f.tags...)
+	default:
+		w.violate(InvLease, fmt.Sprintf("c%d's leader function of term %d ran (seen %s) uncancelled until %s past its last true renewal + RenewDeadline (excused only until then: %s)",
 			k.cand, k.term, where, late, f.affected), f.tags...)
 	}
 }
