@@ -77,17 +77,18 @@ func IDToken(client any, election string) (string, bool) {
 var settles perClient[func(string)]
 
 // SetSettle makes settle the function a leader.Hub made over client calls
-// (key "hub") before it takes renewals off its queue into a pipeline (such
-// a Hub also orders its queue by key instead of by arrival), and a
+// (key "hub") before it takes renewals off its queue into a pipeline
+// (such a Hub also orders its queue by key instead of by arrival), and a
 // worker.Spread made over client (key "spread") before each step reads
-// its jobs' state, until the returned undo is called. It is the simulator's: inside a
-// testing/synctest bubble its settle returns once every other goroutine
-// of the bubble is durably blocked, taking no fake time, so which
-// renewals share a pipeline, in what order, and what a step sees, no
-// longer depend on the order the scheduler ran the goroutines woken at
-// that instant in. Settle must never be called while holding a lock
-// another goroutine may need. Without it (always, outside the simulator)
-// the Hub takes its queue as it finds it and the Spread steps at once.
+// its jobs' state, until the returned undo is called. It is the
+// simulator's: inside a testing/synctest bubble its settle returns once
+// every other goroutine of the bubble is durably blocked, taking no fake
+// time, so which renewals share a pipeline, in what order, and what a
+// step sees, no longer depend on the order the scheduler ran the
+// goroutines woken at that instant in. Settle must never be called while
+// holding a lock another goroutine may need. Without it (always, outside
+// the simulator) the Hub takes its queue as it finds it and the Spread
+// steps at once.
 func SetSettle(client any, settle func(key string)) (undo func()) {
 	return settles.set(client, &settle)
 }

@@ -54,7 +54,7 @@ type settleKey struct{}
 // context calls before a decision that reads what other goroutines do at
 // the same instant (a worker's cron loop, before it checks whether a
 // job's previous run is still going; an elector's term loop, before it
-// takes what came), with a key naming the decider ("cron JOB",
+// takes what came), with a key naming the decider ("cron ELECTION",
 // "elector NAME"). It is the simulator's: inside a testing/synctest
 // bubble its settle returns once every other goroutine of the bubble is
 // durably blocked, taking no fake time, so a replay decides the same way;

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -294,7 +296,10 @@ func (c *candidate) cronJob(cr CronPlan) func(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 		}
-		w.quiesceKey(prioDecide, fmt.Sprintf("%03d job end cron %s %d", c.idx, name, tick.UnixMilli())) // as the pull job's
+		// As the pull job's end, but before the cron loop's decision
+		// ("NNN cron …"): a run that ends at a tick's instant has ended
+		// when the loop looks.
+		w.quiesceKey(prioDecide, fmt.Sprintf("%03d %s %s %d", c.idx, "a cron run ends", name, tick.UnixMilli()))
 		w.mu.Lock()
 		w.jobEnd(c.idx, term, "at a cron run's return")
 		w.mu.Unlock()
@@ -464,7 +469,7 @@ func (c *candidate) resign(wg *sync.WaitGroup) {
 		// decides anything at it: a term ending at the instant it is
 		// called would otherwise be resigned or not as the scheduler ran
 		// the two.
-		w.quiesce(prioAct)
+		w.quiesceKey(prioAct, fmt.Sprintf("%03d resign", c.idx))
 		err := c.e.Resign(ctx)
 		w.mu.Lock()
 		w.event(c.idx, evResign, 0, 0, 0, 0, fmt.Sprintf("returned %v", err))
@@ -504,11 +509,17 @@ func (m metrics) Overrun(term uint64) {
 type logCore struct {
 	w    *world
 	cand int
+	with []zapcore.Field // the logger's own fields (With): they key a stalled write
 }
 
-func (l *logCore) Enabled(lvl zapcore.Level) bool    { return lvl >= zapcore.InfoLevel }
-func (l *logCore) With([]zapcore.Field) zapcore.Core { return l }
-func (l *logCore) Sync() error                       { return nil }
+func (l *logCore) Enabled(lvl zapcore.Level) bool { return lvl >= zapcore.InfoLevel }
+func (l *logCore) Sync() error                    { return nil }
+
+func (l *logCore) With(fs []zapcore.Field) zapcore.Core {
+	c := *l
+	c.with = append(slices.Clip(l.with), fs...)
+	return &c
+}
 
 func (l *logCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if l.Enabled(e.Level) {
@@ -542,10 +553,14 @@ func (l *logCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 		// goroutines do next (a job's run ends, a cron loop checks
 		// whether it still runs) happens in one order.
 		enc := zapcore.NewMapObjectEncoder()
-		for _, f := range fs {
+		for _, f := range append(slices.Clip(l.with), fs...) {
 			f.AddTo(enc)
 		}
-		l.w.quiesceKey(prioProgress, fmt.Sprintf("%03d log %s %v", l.cand, msg, enc.Fields))
+		// Which way a context ended is itself a race at one instant.
+		key := fmt.Sprintf("%03d log %s %v", l.cand, msg, enc.Fields)
+		key = strings.ReplaceAll(key, context.DeadlineExceeded.Error(), "context ended")
+		key = strings.ReplaceAll(key, context.Canceled.Error(), "context ended")
+		l.w.quiesceKey(prioProgress, key)
 	}
 	l.w.mu.Lock()
 	l.w.event(l.cand, evLog, 0, 0, 0, 0, msg)

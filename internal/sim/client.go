@@ -105,8 +105,9 @@ func (p CandPlan) wake(start, t time.Time) time.Time {
 // awaitReply waits, without w.mu, for the reply of a simulated call of a
 // process of plan p sent at depart (now: when the caller started it) on
 // done, bounded by p's read timeout, by ctx when p's client honours
-// context deadlines, and by the world's teardown (errClosed).
-func awaitReply[T any](ctx context.Context, w *world, p CandPlan, depart, now time.Time, done <-chan T) (T, error) {
+// context deadlines, and by the world's teardown (errClosed). key names
+// the call among the settler's waiters (quiesceKey).
+func awaitReply[T any](ctx context.Context, w *world, p CandPlan, depart, now time.Time, done <-chan T, key string) (T, error) {
 	var timeout <-chan time.Time
 	if rt := p.ReadTimeout; rt > 0 {
 		t := time.NewTimer(depart.Add(rt).Sub(now))
@@ -133,7 +134,7 @@ func awaitReply[T any](ctx context.Context, w *world, p CandPlan, depart, now ti
 		// timeout ends is taken, whichever channel the select saw first:
 		// once every goroutine woken at this instant has run, a reply
 		// delivered then is in done.
-		w.quiesce(prioProgress)
+		w.quiesceKey(prioProgress, key)
 		select {
 		case res = <-done:
 			return res, nil
@@ -283,7 +284,7 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 	})
 	w.mu.Unlock()
 
-	res, err := awaitReply(ctx, w, cl.plan, depart, now, done)
+	res, err := awaitReply(ctx, w, cl.plan, depart, now, done, fmt.Sprintf("%03d reply %06d %02d %s %d", cl.idx, runOf(ctx), o, key, n))
 	w.mu.Lock()
 	if err != nil {
 		w.event(cl.idx, evReturn, o, n, 0, 0, "error: "+err.Error())

@@ -41,18 +41,19 @@ func (w *world) pastOwnDeadline(value string, rd time.Duration, now time.Time) t
 
 // checkOwnDeadline is invariant 1's bound for an excused function k. A
 // cancellation excuses the function from when it came, not before: one
-// that came past the deadline leaves the function running uncancelled
-// until then.
+// that came past the deadline (judged by the renewals true by then: one
+// in flight that ran true later does not undo it) leaves the function
+// running uncancelled until then.
 func (w *world) checkOwnDeadline(k fnKey, f *fnState, where string, now time.Time) {
-	at := now
-	if !f.cancelled.IsZero() && f.cancelled.Before(now) {
-		at = f.cancelled
+	var late time.Duration
+	if f.cancelled.IsZero() {
+		late = w.pastOwnDeadline(fmt.Sprintf("%d %s", k.term, w.cands[k.cand].id), w.p.Cfg.RenewDeadline, now)
+	} else {
+		late = f.lateAtCancel
 	}
-	v := fmt.Sprintf("%d %s", k.term, w.cands[k.cand].id)
-	late := w.pastOwnDeadline(v, w.p.Cfg.RenewDeadline, at)
 	switch {
 	case late <= 0:
-	case at.Equal(now) && f.cancelled.IsZero():
+	case f.cancelled.IsZero():
 		w.violate(InvLease, fmt.Sprintf("c%d's leader function of term %d runs (%s) %s past its last true renewal + RenewDeadline, not cancelled (excused only until then: %s)",
 			k.cand, k.term, where, late, f.affected), f.tags...)
 	default:

@@ -121,15 +121,18 @@
 // end). Within a priority they go in order of a key (quiesceKey), not
 // in the order they came: the code under test names each decider
 // ("elector NAME", "cron ELECTION", "hub", "spread"), prefixed with its
-// process (world.decider); a call is keyed by (process, Run, op, key),
-// a subscribe by (process, Run), a stalled log write by what it writes.
+// process (world.decider); a call's send and the wait for its reply are
+// keyed by (process, Run, op, key), a subscribe by (process, Run), a
+// Resign by its process, a stalled log write by what it writes (its
+// logger's fields included); a cron run's end goes before its loop's
+// decision, a pull job's after it.
 // So a call's context cancelled at its instant is always seen; a reply
 // landing as its context or read timeout ends is taken; a cron loop sees
 // a run that ends at the tick's instant ended; a Hub's batch and a
 // Spread's step see every renewal and job end of the instant; two
 // deciders of one instant (an elector's term loop and its function's
-// cron loop) go in one order; a call the cron runner makes as a job ends
-// is counted as part of the function before the job's end. A call not
+// cron loop) go in one order; a call the cron runner makes as a pull job
+// ends is counted as part of the function before the job's end. A call not
 // sent takes no number, a function's end is logged once, the teardown is
 // not logged.
 //

@@ -313,7 +313,7 @@ func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner, what string
 	}
 	w.mu.Unlock()
 
-	nr, err := awaitReply(ctx, w, p.plan, depart, now, done)
+	nr, err := awaitReply(ctx, w, p.plan, depart, now, done, "")
 	if err == nil {
 		err = nr.err
 	}

@@ -227,7 +227,7 @@ func (p *lockProc) roundTrip(ctx context.Context, o op, exec func(now time.Time)
 	})
 	w.mu.Unlock()
 
-	res, err := awaitReply(ctx, w, p.plan, depart, now, done)
+	res, err := awaitReply(ctx, w, p.plan, depart, now, done, "")
 	w.mu.Lock()
 	if err != nil {
 		w.event(p.idx, evReturn, o, n, 0, 0, "error: "+err.Error())

@@ -80,9 +80,12 @@ type fnState struct {
 	seen      bool      // the elector reported its start
 	cancelled time.Time // zero until its context is cancelled
 	cause     error
-	jobs      int // its jobs running, and its calls to the store in flight
-	started   bool
-	ended     bool
+	// lateAtCancel: how far past its last true renewal + RenewDeadline
+	// the cancellation came (0 if not), as the server stood then.
+	lateAtCancel time.Duration
+	jobs         int // its jobs running, and its calls to the store in flight
+	started      bool
+	ended        bool
 	// endLogged: its end was logged. Jobs of the term that start and end
 	// at the instant of its cancellation (a cron run, a call) bring the
 	// count back to zero once or more as the scheduler orders them: the
@@ -440,6 +443,7 @@ func (w *world) cancelled(c int, term uint64, cause error) {
 		return
 	}
 	f.cancelled, f.cause = now, cause
+	f.lateAtCancel = w.pastOwnDeadline(fmt.Sprintf("%d %s", term, w.cands[c].id), w.p.Cfg.RenewDeadline, now)
 	w.event(c, evCancelled, 0, 0, int64(term), 0, fmt.Sprint(cause))
 	if f.started && f.jobs == 0 && !f.ended {
 		f.ended = true
