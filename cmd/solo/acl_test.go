@@ -182,7 +182,18 @@ func (r *aclRig) exercise(t *testing.T) *stepFailure {
 	if f := waitOrExit(t, "spread jobs run", []*proc{s1, s2}, ran); f != nil {
 		return f
 	}
+	// As in elect mode: a refusal that comes with the notices'
+	// subscription (a missing +unsubscribe: when it is torn down and made
+	// again) ends the members a moment after their jobs ran.
+	if f := stayUp(t, "spread renewing", []*proc{s1, s2}, 1500*time.Millisecond); f != nil {
+		return f
+	}
 	if code, text := soloRun(t, senv("cli"), "status"); code != 0 {
+		// Members ending on a refusal as status ran leave it no group to
+		// show: their exit names the cause.
+		if f := stayUp(t, "spread renewing", []*proc{s1, s2}, 5*time.Second); f != nil {
+			return f
+		}
 		return &stepFailure{"status (spread)", code, text}
 	}
 	for _, p := range []*proc{s1, s2} {

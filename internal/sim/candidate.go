@@ -341,6 +341,29 @@ func (c *candidate) drive(end <-chan struct{}) {
 		returned := false
 	wait:
 		for {
+			// A stop or Resign already due (planned while the previous Run
+			// could not return, its log stalled) is taken once the instant
+			// is quiet, the earlier planned first: through a timer already
+			// due the select below would take it at once, racing the new
+			// Run's own goroutines, and pick at random between two.
+			if due := func(ts []time.Duration) bool { return len(ts) > 0 && !w.start.Add(ts[0]).After(time.Now()) }; due(stops) || due(rsg) {
+				w.quiesceKey(prioAct, fmt.Sprintf("%03d drive", c.idx))
+				select {
+				case runErr = <-errc:
+					returned = true
+					break wait
+				default:
+				}
+				if due(rsg) && (!due(stops) || rsg[0] < stops[0]) {
+					for due(rsg) {
+						rsg = rsg[1:]
+						c.resign(&resigns)
+					}
+					continue
+				}
+				stops = stops[1:]
+				break wait
+			}
 			var stopC, resignC <-chan time.Time
 			var st, rt *time.Timer
 			if len(stops) > 0 {
