@@ -354,8 +354,8 @@ func (c *candidate) drive(end <-chan struct{}) {
 					break wait
 				default:
 				}
-				if due(rsg) && (!due(stops) || rsg[0] < stops[0]) {
-					for due(rsg) {
+				if first := func() bool { return due(rsg) && (!due(stops) || rsg[0] < stops[0]) }; first() {
+					for first() {
 						rsg = rsg[1:]
 						c.resign(&resigns)
 					}
