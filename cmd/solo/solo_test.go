@@ -141,9 +141,7 @@ func script(t *testing.T, out string, ignoreTerm bool) []string {
 	if ignoreTerm {
 		trap = `trap '' TERM`
 	}
-	body := trap + `
-echo "$SOLO_ID start $SOLO_TERM $(date +%s%N) $$ $SOLO_ELECTION" >> "$OUT"
-while :; do echo "$SOLO_ID tick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05; done
+	body := startLine(trap, "") + `while :; do echo "$SOLO_ID tick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05; done
 `
 	t.Cleanup(func() { killScripts(out) })
 	path := filepath.Join(t.TempDir(), "job.sh")
@@ -151,6 +149,26 @@ while :; do echo "$SOLO_ID tick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05;
 		t.Fatal(err)
 	}
 	return []string{"sh", path}
+}
+
+// startLine is the witness programs' start: setup (a child started, the
+// environment written), the start line, then trap, the program's own
+// handling of SIGTERM. A SIGTERM that came while the start line's time
+// was read (solo signals the whole tree: date too) left the line without
+// its time, or, trapped at once, left no line; so until the line is
+// written a SIGTERM is only noted (unless trap ignores it: then date
+// ignores it too), an empty time is read again, and a noted SIGTERM is
+// sent again once trap is in force.
+func startLine(trap, setup string) string {
+	early := `trap 'term=1' TERM` + "\n"
+	if trap == `trap '' TERM` {
+		early = trap + "\n"
+	}
+	return early + setup + `now() { t=$(date +%s%N); while [ -z "$t" ]; do t=$(date +%s%N); done; }
+now; echo "$SOLO_ID start $SOLO_TERM $t $$ $SOLO_ELECTION" >> "$OUT"
+` + trap + `
+[ -z "$term" ] || kill -TERM $$
+`
 }
 
 type line struct {

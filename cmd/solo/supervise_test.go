@@ -41,15 +41,16 @@ while :; do echo "$SOLO_ID ctick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05
 `), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
+	var trap string
 	switch o.term {
 	case "", "exit":
-		b.WriteString(`trap 'echo "$SOLO_ID sigterm $SOLO_TERM $(date +%s%N)" >> "$OUT"; exit 0' TERM` + "\n")
+		trap = `trap 'echo "$SOLO_ID sigterm $SOLO_TERM $(date +%s%N)" >> "$OUT"; exit 0' TERM`
 	case "continue":
-		b.WriteString(`trap 'echo "$SOLO_ID sigterm $SOLO_TERM $(date +%s%N)" >> "$OUT"' TERM` + "\n")
+		trap = `trap 'echo "$SOLO_ID sigterm $SOLO_TERM $(date +%s%N)" >> "$OUT"' TERM`
 	case "slow":
-		b.WriteString(`trap 'echo "$SOLO_ID sigterm $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.15; echo "$SOLO_ID done $SOLO_TERM $(date +%s%N)" >> "$OUT"; exit 0' TERM` + "\n")
+		trap = `trap 'echo "$SOLO_ID sigterm $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.15; echo "$SOLO_ID done $SOLO_TERM $(date +%s%N)" >> "$OUT"; exit 0' TERM`
 	}
+	var b strings.Builder
 	if o.usr1 {
 		b.WriteString(`trap 'echo "$SOLO_ID usr1 $SOLO_TERM $(date +%s%N)" >> "$OUT"' USR1` + "\n")
 	}
@@ -62,11 +63,10 @@ while :; do echo "$SOLO_ID ctick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05
 	case "setsid":
 		b.WriteString("setsid sh " + child + " &\n")
 	}
-	b.WriteString(`echo "$SOLO_ID start $SOLO_TERM $(date +%s%N) $$ $SOLO_ELECTION" >> "$OUT"
-while :; do echo "$SOLO_ID tick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05; done
-`)
+	body := startLine(trap, b.String()) + `while :; do echo "$SOLO_ID tick $SOLO_TERM $(date +%s%N)" >> "$OUT"; sleep 0.05; done
+`
 	path := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(path, []byte(b.String()), 0o755); err != nil {
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { killWitnessed(out) })
