@@ -385,10 +385,9 @@ func (c *candidate) drive(end <-chan struct{}) {
 			case <-resignC:
 				rsg = rsg[1:]
 				c.resign(&resigns)
-				// A resign planned at or before now is called now too,
-				// not through a timer already due: such a timer fires
-				// only once the bubble is otherwise blocked, after the
-				// code under test settled without it.
+				// A resign planned at or before now is called now too
+				// (the due check above would take it next, after the
+				// instant settles).
 				for len(rsg) > 0 && !w.start.Add(rsg[0]).After(time.Now()) {
 					rsg = rsg[1:]
 					c.resign(&resigns)

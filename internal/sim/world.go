@@ -125,17 +125,17 @@ type world struct {
 	stop     chan struct{} // teardown: every pending call returns
 	abort    chan struct{} // a spin: stop the schedule early
 	aborted  bool
-	sealed   bool // the schedule is over: late events are dropped
-	muted    bool // the teardown: events are not logged (violations still are)
+	sealed   bool    // the schedule is over: late events are dropped
+	muted    bool    // the teardown: events are not logged (violations still are)
+	queue    actions // the network's and the server's pending actions
+	seq      uint64
+	kick     chan struct{}
+	loopDone chan struct{}
 
 	// The settler (quiesce).
 	settleReq   chan settleReq
 	settlerStop chan struct{}
 	settlerDone chan struct{}
-	queue       actions // the network's and the server's pending actions
-	seq         uint64
-	kick        chan struct{}
-	loopDone    chan struct{}
 
 	// server
 	prim, rep state
