@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/bounded"
 	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
@@ -574,7 +575,8 @@ func (c *control) step() {
 	// Bounded like an election's calls, not by the interval: at the
 	// smallest legal heartbeat no call on a real network would finish in
 	// time, and a member whose every heartbeat fails never campaigns.
-	hctx, cancel := context.WithTimeout(c.ctx, max(s.sc.Heartbeat, s.cfg.RenewDeadline))
+	// A reply later than member_ttl after the send confirms nothing.
+	hctx, cancel := context.WithTimeout(c.ctx, min(max(s.sc.Heartbeat, s.cfg.RenewDeadline), s.sc.MemberTTL))
 	sent := time.Now()
 	peers, holder, err := s.heartbeat(hctx, held, s.sc.MemberTTL, s.sc.MemberTTL+s.cfg.TTL)
 	cancel()
@@ -859,7 +861,8 @@ func (s *Spread) spreadKey() string  { return s.cfg.Key("spread") }
 
 // heartbeat writes this member's heartbeat and load, its membership lasting
 // ttl and its exclusion entry excl (see spread.lua), and returns the live
-// members, in ID order. With ttl 0 it leaves the members, and refreshes
+// members, in ID order. It returns by ctx's deadline whatever the client's
+// timeouts (the reply of a call abandoned so is dropped). With ttl 0 it leaves the members, and refreshes
 // its exclusion entry to excl if it has one, or removes it (excl 0).
 // holder is the elect-mode lease ("TERM ID") that refused the heartbeat.
 func (s *Spread) heartbeat(ctx context.Context, held []string, ttl, excl time.Duration) (members []peer, holder string, err error) {
@@ -871,10 +874,14 @@ func (s *Spread) heartbeat(ctx context.Context, held []string, ttl, excl time.Du
 	}
 	s.mu.Unlock()
 	list := strings.Join(jobs, " ") // names hold no white space (Add)
-	res, err := heartbeatScript.Run(ctx, s.client,
-		[]string{s.membersKey(), s.loadsKey(), s.cfg.LeaseKey(), s.spreadKey(), s.cfg.Key("state"), s.cfg.Key("jobsets")},
-		s.member, ttl.Milliseconds(), len(held), idle, s.cfg.EventsChannel(), excl.Milliseconds(),
-		digest(list), list, strings.Join(held, " ")).StringSlice()
+	// Bounded as an election's calls are: a reply that never comes costs
+	// ctx's bound, not the client's read timeout.
+	res, err := bounded.Call(ctx, func() ([]string, error) {
+		return heartbeatScript.Run(ctx, s.client,
+			[]string{s.membersKey(), s.loadsKey(), s.cfg.LeaseKey(), s.spreadKey(), s.cfg.Key("state"), s.cfg.Key("jobsets")},
+			s.member, ttl.Milliseconds(), len(held), idle, s.cfg.EventsChannel(), excl.Milliseconds(),
+			digest(list), list, strings.Join(held, " ")).StringSlice()
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
 	}
