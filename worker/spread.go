@@ -476,45 +476,7 @@ func (s *Spread) Run(ctx context.Context) error {
 			t.Reset(s.sc.Heartbeat)
 		}
 	}
-	// Leave the members first, so that the others count one member fewer
-	// and campaign for the jobs this instance is about to release; but
-	// keep (and extend over the drain) the exclusion entry until every job
-	// stopped, so that no elect-mode candidate of the name takes it
-	// meanwhile.
-	lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
-	if _, _, err := s.heartbeat(lctx, nil, 0, max(s.sc.MemberTTL, s.cfg.ShutdownTimeout)+s.cfg.TTL); err != nil {
-		s.log.Warn("leave the group", zap.Error(err))
-	}
-	cancel()
-	s.mu.Lock()
-	for _, u := range units {
-		if u.cancel != nil {
-			u.cancel()
-		}
-	}
-	s.mu.Unlock()
-	closeWatch()
-	wg.Wait()
-	// Each job's first error, in job-name order (units are sorted): which
-	// of two jobs failing at one instant failed first is the scheduler's
-	// choice, not something to report.
-	var jerrs []error
-	for _, u := range units {
-		if u.err != nil {
-			jerrs = append(jerrs, u.err)
-		}
-	}
-	err := errors.Join(jerrs...)
-	if err == nil {
-		// Every job returned and its lease was released: the name is free.
-		// (After ErrStopTimeout the entry expires with the leases.)
-		lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
-		if _, _, err := s.heartbeat(lctx, nil, 0, 0); err != nil {
-			s.log.Warn("leave the group", zap.Error(err))
-		}
-		cancel()
-	}
-	return err
+	return s.leave(units, &wg, closeWatch)
 }
 
 // lapse stops the jobs of a member whose membership was not confirmed
