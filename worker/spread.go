@@ -150,6 +150,10 @@ type Spread struct {
 	// set once a heartbeat was answered (accepted, or refused so).
 	configErr error
 	answered  bool
+	// busy maps a job to a channel closed when its function returns: set
+	// while the job runs here, in this Run or, after ErrStopTimeout, in an
+	// earlier one (see straggling).
+	busy map[string]chan struct{}
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -166,6 +170,7 @@ type unit struct {
 
 	// Guarded by Spread.mu.
 	running  bool // a campaign goroutine runs
+	waiting  bool // the job's function of an earlier Run still runs (logged once)
 	cancel   context.CancelFunc
 	held     bool // the job runs here (its term passed the share check)
 	shedding bool
@@ -731,9 +736,13 @@ func (c *control) refuse(holder string) {
 	}
 }
 
-// start starts u's campaign goroutine; s.mu is held.
+// start starts u's campaign goroutine, unless the job's function of an
+// earlier Run still runs (see straggling); s.mu is held.
 func (c *control) start(u *unit) {
 	s := c.s
+	if c.straggling(u) {
+		return
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	u.running, u.cancel = true, cancel
 	c.wg.Go(func() {
@@ -796,10 +805,12 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	u.held, u.term, u.since, u.stop = true, term, time.Now(), stop
+	returned := s.run(u.name)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		u.held, u.shedding, u.term, u.stop = false, false, 0, nil
+		returned()
 		s.mu.Unlock()
 		select { // recount at once: a lost job may be someone's to take
 		case s.kick <- struct{}{}:

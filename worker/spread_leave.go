@@ -67,6 +67,7 @@ func (s *Spread) leave(units []*unit, wg *sync.WaitGroup, closeWatch func()) err
 		t.Stop()
 	}
 	<-drained
+	s.stragglerErrs(units)
 	// Each job's first error, in job-name order (units are sorted): which
 	// of two jobs failing at one instant failed first is the scheduler's
 	// choice, not something to report.
