@@ -167,6 +167,7 @@ type unit struct {
 	name string
 	e    *leader.Elector
 	w    *Worker
+	pm   leader.ProtocolMetrics // e's, when the metrics listen: nil otherwise
 
 	// Guarded by Spread.mu.
 	running  bool // a campaign goroutine runs
@@ -301,22 +302,38 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 }
 
 // RedisConfigErr returns the error of the group's last heartbeat, or else
-// of the last acquire or renew of one of its jobs, when Redis refused it
-// as a configuration error (leader.ErrRedisConfig: an ACL that lacks a
-// rule, a wrong password, a command the server does not know); else nil.
+// of the last acquire or renew of one of its jobs whose campaign runs now,
+// when Redis refused it as a configuration error (leader.ErrRedisConfig:
+// an ACL that lacks a rule, a wrong password, a command the server does
+// not know); else nil. A job's error clears when its campaign's next call
+// is answered, or when the member stops campaigning for it (at its
+// share): a member reports only the refusals of calls it still makes.
 func (s *Spread) RedisConfigErr() error {
 	s.mu.Lock()
-	err, units := s.configErr, s.units
+	err := s.configErr
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	for _, u := range units {
+	for _, u := range s.campaigning() {
 		if err := u.e.Status().ConfigErr; err != nil {
 			return fmt.Errorf("job %q: %w", u.name, err)
 		}
 	}
 	return nil
+}
+
+// campaigning returns the units whose campaign runs now (nil before Run).
+func (s *Spread) campaigning() []*unit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*unit
+	for _, u := range s.units {
+		if u.running {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // heartbeatAnswered reports whether Redis answered a heartbeat of the
@@ -413,8 +430,8 @@ func (s *Spread) Run(ctx context.Context) error {
 	for _, j := range jobs {
 		c := s.cfg
 		c.Name, c.ID = s.Election(j.name), s.member
-		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base),
-			leader.WithMetrics(s.tmpl.metrics.Elector(c.Name)))
+		m := s.tmpl.metrics.Elector(c.Name)
+		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base), leader.WithMetrics(m))
 		if err != nil {
 			return err
 		}
@@ -423,7 +440,8 @@ func (s *Spread) Run(ctx context.Context) error {
 			return err
 		}
 		w.jobs = []*job{j}
-		units = append(units, &unit{name: j.name, e: e, w: w})
+		pm, _ := m.(leader.ProtocolMetrics)
+		units = append(units, &unit{name: j.name, e: e, w: w, pm: pm})
 	}
 	s.mu.Lock()
 	s.units, s.members, s.limit = units, nil, 0
@@ -749,6 +767,14 @@ func (c *control) start(u *unit) {
 		defer cancel()
 		err := u.e.Run(ctx, func(ctx context.Context) error { return s.runTerm(ctx, u) })
 		s.mu.Lock()
+		// A refusal for version skew is reported while the job's campaign
+		// is refused (Status.ProtocolErr outlives the campaign, for an
+		// elect-mode Run to clear): a member no longer campaigning for the
+		// job (at its share, or stopped) refuses nothing. Cleared before
+		// the unit may campaign again, so never over a newer refusal.
+		if u.pm != nil && u.e.Status().ProtocolErr != nil {
+			u.pm.ProtocolRefused(false)
+		}
 		u.running, u.cancel = false, nil
 		if err != nil && u.err == nil {
 			u.err = fmt.Errorf("job %q: %w", u.name, err)
