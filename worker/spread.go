@@ -154,6 +154,12 @@ type Spread struct {
 	// while the job runs here, in this Run or, after ErrStopTimeout, in an
 	// earlier one (see straggling).
 	busy map[string]chan struct{}
+	// gen counts memberships: it grows when a heartbeat is accepted while
+	// not a member (first join, after a lapse or a refusal); fencedGen is
+	// the membership whose claim of the group's fence row is done (see
+	// fenceGroup, which fenceMu serialises).
+	gen, fencedGen uint64
+	fenceMu        sync.Mutex
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -444,7 +450,7 @@ func (s *Spread) Run(ctx context.Context) error {
 		units = append(units, &unit{name: j.name, e: e, w: w, pm: pm})
 	}
 	s.mu.Lock()
-	s.units, s.members, s.limit = units, nil, 0
+	s.units, s.members, s.limit, s.memberUntil = units, nil, 0, time.Time{}
 	s.configErr, s.answered = nil, false
 	s.mu.Unlock()
 
@@ -604,6 +610,9 @@ func (c *control) step() {
 		return
 	}
 	s.mu.Lock()
+	if !sent.Before(s.memberUntil) {
+		s.gen++ // a new membership: an elect-mode leader may have come between
+	}
 	s.memberUntil, s.conflict = sent.Add(s.sc.MemberTTL), ""
 	s.mu.Unlock()
 	c.lapseTimer.Reset(time.Until(sent.Add(s.sc.MemberTTL)))
@@ -843,6 +852,9 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 		default:
 		}
 	}()
+	if err := s.fenceGroup(ctx, u); err != nil || ctx.Err() != nil {
+		return err
+	}
 	return u.w.term(ctx, u.w.jobs, u.e.Checkpoint, nil) // u.w's elector is u.e
 }
 
