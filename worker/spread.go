@@ -100,8 +100,10 @@ func (c SpreadConfig) Validate(e leader.Config) error {
 // share is the ceiling of its jobs' sum (ceil(jobs / live members) when
 // every member has the same jobs). The group's name excludes an election
 // of the same name in mode elect (PREFIX:{GROUP}:spread): a member does not
-// join while that lease is held, and runs jobs only while its membership is
-// confirmed.
+// join while that lease is held, runs jobs only while its membership is
+// confirmed, and on shutdown keeps its entry until its jobs drained. With
+// a fence (WithFence), a member claims the elect-mode row GROUP with a term
+// reserved from that election before its first job runs (see fenceGroup).
 //
 // Balancing, without a coordinator: an instance never starts more jobs
 // than its share (a term won beyond it is handed back at once); one that
@@ -409,7 +411,9 @@ func (s *Spread) Sharded(name string, n int, fn func(ctx context.Context, shard 
 // leaves the group, then stops every job (drain, release, notice, as a
 // Worker does on shutdown) and returns nil, or leader.ErrStopTimeout when
 // a job ignored cancellation past the shutdown timeout (each such job's
-// first error, named, in job-name order, joined by errors.Join). Redis
+// first error, named, in job-name order, joined by errors.Join). A job
+// left running so is not started again by a later Run until it returned
+// (that Run returns ErrStopTimeout for it too if it ends first). Redis
 // errors are retried (membership keeps its last view meanwhile), never
 // returned.
 func (s *Spread) Run(ctx context.Context) error {
