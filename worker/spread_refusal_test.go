@@ -17,25 +17,10 @@ import (
 )
 
 // startMember runs a Spread of group with the jobs j and k (recording into
-// k as name) on client, with opts; it is stopped at the end of the test.
+// k as name) on client, with opts.
 func startMember(t *testing.T, client redis.UniversalClient, k *tracker, group, name string, opts ...worker.Option) *spreadInst {
 	t.Helper()
-	cfg := spreadConfig(group)
-	cfg.ID = name
-	s, err := worker.NewSpread(client, cfg, worker.SpreadConfig{}, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"j", "k"} {
-		if err := s.Pull(n, k.job(name, n)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &spreadInst{s: s, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- s.Run(ctx) }()
-	t.Cleanup(in.stop)
-	return in
+	return startJobsWith(t, client, k, group, name, opts, "j", "k")
 }
 
 // readyz returns s's /readyz.
