@@ -159,9 +159,9 @@ type Spread struct {
 	// gen counts memberships: it grows when a heartbeat is accepted while
 	// not a member (first join, after a lapse or a refusal); fencedGen is
 	// the membership whose claim of the group's fence row is done (see
-	// fenceGroup, which fenceMu serialises).
+	// fenceGroup, which fenceSem, of size one, serialises).
 	gen, fencedGen uint64
-	fenceMu        sync.Mutex
+	fenceSem       chan struct{}
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -299,6 +299,8 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 		tmpl:   tmpl,
 		member: cfg.ID,
 		kick:   make(chan struct{}, 1),
+
+		fenceSem: make(chan struct{}, 1),
 	}
 	s.base = zap.NewNop()
 	if probeW.log != nil {

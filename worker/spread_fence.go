@@ -31,8 +31,12 @@ func (s *Spread) fenceGroup(ctx context.Context, u *unit) error {
 	if u.w.fence == nil {
 		return nil
 	}
-	s.fenceMu.Lock() // one claim per membership, not one per job
-	defer s.fenceMu.Unlock()
+	select { // one claim per membership, not one per job
+	case s.fenceSem <- struct{}{}:
+		defer func() { <-s.fenceSem }()
+	case <-ctx.Done():
+		return nil
+	}
 	s.mu.Lock()
 	gen, done := s.gen, s.fencedGen == s.gen
 	s.mu.Unlock()
