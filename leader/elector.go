@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/bounded"
 	"github.com/solo-run/solo/internal/seeded"
 )
 
@@ -726,26 +727,10 @@ func (c *campaign) releaseWithin(ctx context.Context, l Lease) error {
 	return err
 }
 
-// callBounded runs f in a goroutine of its own and returns its result, or
-// ctx's error once ctx ends first. f must use ctx; a client that ignores it
-// keeps the goroutine until it returns, and its result is dropped.
+// callBounded is bounded.Call: f's result, or ctx's error once ctx ends
+// first, whatever the client does with ctx.
 func callBounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
+	return bounded.Call(ctx, f)
 }
 
 // jitter returns d plus up to 20%.

@@ -220,7 +220,7 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	if j.delivery == AtLeastOnce {
 		return w.catchUpOwed(ctx, e, now, fire)
 	}
-	last, ok, err := w.elector.LoadCheckpoint(ctx, cronKey(j.name))
+	last, ok, err := w.loadTick(ctx, log, cronKey(j.name))
 	if err != nil {
 		log.Warn("cannot read the last fired tick; missed ticks are not caught up", zap.Error(err))
 		return j.schedule.Next(now)
@@ -249,6 +249,29 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	return j.schedule.Next(now)
 }
 
+// loadTick reads a tick checkpoint at the start of a term. The catch-up it
+// decides (an owed at-least-once tick, a misfire run-once) is owed to the
+// job, so a failed read is not the end of it: after a failure it reads
+// again, with the pull jobs' back-off, for as long as the term lasts (the
+// scheduler loop waits; ticks that come due meanwhile follow the misfire
+// policy, as after any late start). It returns an error only once ctx
+// ended, or for a lock that keeps no checkpoints.
+func (w *Worker) loadTick(ctx context.Context, log *zap.Logger, key string) (n int64, ok bool, err error) {
+	backoff := w.policy.RestartBackoff
+	for attempt := 1; ; attempt++ {
+		n, ok, err = w.elector.LoadCheckpoint(ctx, key)
+		if err == nil || errors.Is(err, leader.ErrNoCheckpoints) {
+			return n, ok, err
+		}
+		log.Warn("cannot read a tick checkpoint at the start of the term; reading it again",
+			zap.String("checkpoint", key), zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
+		if !sleep(ctx, backoff) {
+			return 0, false, fmt.Errorf("read %s: %w (last error: %w)", key, ctx.Err(), err)
+		}
+		backoff = min(backoff*2, w.policy.RestartBackoffMax)
+	}
+}
+
 // ensureDoneRecord records 0 as j's last completed tick when no completion
 // is recorded yet (fenced, monotonic: it never lowers one).
 func (w *Worker) ensureDoneRecord(ctx context.Context, j *job, cp checkpointFunc) error {
@@ -267,9 +290,12 @@ func (w *Worker) ensureDoneRecord(ctx context.Context, j *job, cp checkpointFunc
 // completed one), then the ticks never fired by the misfire policy.
 func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, fire func(*cronEntry, ...time.Time)) time.Time {
 	j, log := e.job, e.log
-	fired, fok, err1 := w.elector.LoadCheckpoint(ctx, cronKey(j.name))
-	done, dok, err2 := w.elector.LoadCheckpoint(ctx, cronDoneKey(j.name))
+	fired, fok, err1 := w.loadTick(ctx, log, cronKey(j.name))
+	done, dok, err2 := w.loadTick(ctx, log, cronDoneKey(j.name))
 	if err := errors.Join(err1, err2); err != nil {
+		// The term ended before the ticks could be read (or the lock
+		// keeps no checkpoints): this term fires nothing, and the owed
+		// tick stays owed to the next.
 		log.Warn("cannot read the job's fired and completed ticks; an unfinished tick is not run again now", zap.Error(err))
 		return j.schedule.Next(now)
 	}

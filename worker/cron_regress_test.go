@@ -76,17 +76,7 @@ func (r *cronRig) count(msg string) int { return len(r.logs.FilterMessageSnippet
 // record stores tick as the job's last fired tick, as an earlier term did.
 func record(t *testing.T, lock *leadertest.Lock, job string, tick time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	_, rec, err := lock.Acquire(ctx, "earlier", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lock.Checkpoint(ctx, rec.Lease, cronKey(job), tick.UnixMilli()); err != nil {
-		t.Fatal(err)
-	}
-	if err := lock.Release(ctx, rec.Lease); err != nil {
-		t.Fatal(err)
-	}
+	recordKey(t, lock, cronKey(job), tick)
 }
 
 // ticks records the ticks a job ran for, in seconds after base.

@@ -22,6 +22,10 @@
 //     when its completion was not recorded, so the job must be idempotent
 //     for its tick (TickFrom).
 //
+// The checkpoints a term's catch-up needs are read again, with back-off,
+// after a failed read, for as long as the term lasts: one failed read
+// loses neither an owed at-least-once tick nor a MisfireRunOnce catch-up.
+//
 // With WithFence the worker claims every term in a fence (leader/fence's
 // Guard) before any job of the term runs, so jobs write through the fence
 // without claiming themselves.
@@ -52,8 +56,15 @@
 // jobs (per job, only the members that registered it count), sheds the
 // excess gracefully (Resign: drain, release, notice) and campaigns while
 // below its share. A group and an election of the same name in ModeElect
-// exclude each other. Each job keeps everything above: its
-// own term, fence claim, checkpoints and metrics.
+// exclude each other, at a member's shutdown too (its exclusion entry
+// covers the drain; a failed leave is sent again). Each job keeps
+// everything above: its own term, fence claim, checkpoints and metrics;
+// with a fence, a member also claims the elect-mode row of the group's
+// name with a term reserved from that election before its first job runs,
+// so an elect-mode leader from before a switch is refused (the reverse
+// switch is not fenced: see docs/operations.md). A later Run does not
+// start a job whose function an earlier Run left running past the
+// shutdown timeout.
 //
 // Module wires one election and its jobs for go.uber.org/fx: the
 // application passes the election's leader.Config and options, provides a

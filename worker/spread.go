@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/bounded"
 	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
@@ -99,8 +100,10 @@ func (c SpreadConfig) Validate(e leader.Config) error {
 // share is the ceiling of its jobs' sum (ceil(jobs / live members) when
 // every member has the same jobs). The group's name excludes an election
 // of the same name in mode elect (PREFIX:{GROUP}:spread): a member does not
-// join while that lease is held, and runs jobs only while its membership is
-// confirmed.
+// join while that lease is held, runs jobs only while its membership is
+// confirmed, and on shutdown keeps its entry until its jobs drained. With
+// a fence (WithFence), a member claims the elect-mode row GROUP with a term
+// reserved from that election before its first job runs (see fenceGroup).
 //
 // Balancing, without a coordinator: an instance never starts more jobs
 // than its share (a term won beyond it is handed back at once); one that
@@ -149,6 +152,16 @@ type Spread struct {
 	// set once a heartbeat was answered (accepted, or refused so).
 	configErr error
 	answered  bool
+	// busy maps a job to a channel closed when its function returns: set
+	// while the job runs here, in this Run or, after ErrStopTimeout, in an
+	// earlier one (see straggling).
+	busy map[string]chan struct{}
+	// gen counts memberships: it grows when a heartbeat is accepted while
+	// not a member (first join, after a lapse or a refusal); fencedGen is
+	// the membership whose claim of the group's fence row is done (see
+	// fenceGroup, which fenceSem, of size one, serialises).
+	gen, fencedGen uint64
+	fenceSem       chan struct{}
 }
 
 // Member is one live instance of a group as its last heartbeat told.
@@ -162,9 +175,11 @@ type unit struct {
 	name string
 	e    *leader.Elector
 	w    *Worker
+	pm   leader.ProtocolMetrics // e's, when the metrics listen: nil otherwise
 
 	// Guarded by Spread.mu.
 	running  bool // a campaign goroutine runs
+	waiting  bool // the job's function of an earlier Run still runs (logged once)
 	cancel   context.CancelFunc
 	held     bool // the job runs here (its term passed the share check)
 	shedding bool
@@ -284,6 +299,8 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 		tmpl:   tmpl,
 		member: cfg.ID,
 		kick:   make(chan struct{}, 1),
+
+		fenceSem: make(chan struct{}, 1),
 	}
 	s.base = zap.NewNop()
 	if probeW.log != nil {
@@ -295,22 +312,38 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 }
 
 // RedisConfigErr returns the error of the group's last heartbeat, or else
-// of the last acquire or renew of one of its jobs, when Redis refused it
-// as a configuration error (leader.ErrRedisConfig: an ACL that lacks a
-// rule, a wrong password, a command the server does not know); else nil.
+// of the last acquire or renew of one of its jobs whose campaign runs now,
+// when Redis refused it as a configuration error (leader.ErrRedisConfig:
+// an ACL that lacks a rule, a wrong password, a command the server does
+// not know); else nil. A job's error clears when its campaign's next call
+// is answered, or when the member stops campaigning for it (at its
+// share): a member reports only the refusals of calls it still makes.
 func (s *Spread) RedisConfigErr() error {
 	s.mu.Lock()
-	err, units := s.configErr, s.units
+	err := s.configErr
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	for _, u := range units {
+	for _, u := range s.campaigning() {
 		if err := u.e.Status().ConfigErr; err != nil {
 			return fmt.Errorf("job %q: %w", u.name, err)
 		}
 	}
 	return nil
+}
+
+// campaigning returns the units whose campaign runs now (nil before Run).
+func (s *Spread) campaigning() []*unit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*unit
+	for _, u := range s.units {
+		if u.running {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // heartbeatAnswered reports whether Redis answered a heartbeat of the
@@ -380,7 +413,9 @@ func (s *Spread) Sharded(name string, n int, fn func(ctx context.Context, shard 
 // leaves the group, then stops every job (drain, release, notice, as a
 // Worker does on shutdown) and returns nil, or leader.ErrStopTimeout when
 // a job ignored cancellation past the shutdown timeout (each such job's
-// first error, named, in job-name order, joined by errors.Join). Redis
+// first error, named, in job-name order, joined by errors.Join). A job
+// left running so is not started again by a later Run until it returned
+// (that Run returns ErrStopTimeout for it too if it ends first). Redis
 // errors are retried (membership keeps its last view meanwhile), never
 // returned.
 func (s *Spread) Run(ctx context.Context) error {
@@ -407,8 +442,8 @@ func (s *Spread) Run(ctx context.Context) error {
 	for _, j := range jobs {
 		c := s.cfg
 		c.Name, c.ID = s.Election(j.name), s.member
-		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base),
-			leader.WithMetrics(s.tmpl.metrics.Elector(c.Name)))
+		m := s.tmpl.metrics.Elector(c.Name)
+		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base), leader.WithMetrics(m))
 		if err != nil {
 			return err
 		}
@@ -417,10 +452,11 @@ func (s *Spread) Run(ctx context.Context) error {
 			return err
 		}
 		w.jobs = []*job{j}
-		units = append(units, &unit{name: j.name, e: e, w: w})
+		pm, _ := m.(leader.ProtocolMetrics)
+		units = append(units, &unit{name: j.name, e: e, w: w, pm: pm})
 	}
 	s.mu.Lock()
-	s.units, s.members, s.limit = units, nil, 0
+	s.units, s.members, s.limit, s.memberUntil = units, nil, 0, time.Time{}
 	s.configErr, s.answered = nil, false
 	s.mu.Unlock()
 
@@ -475,45 +511,7 @@ func (s *Spread) Run(ctx context.Context) error {
 			t.Reset(s.sc.Heartbeat)
 		}
 	}
-	// Leave the members first, so that the others count one member fewer
-	// and campaign for the jobs this instance is about to release; but
-	// keep (and extend over the drain) the exclusion entry until every job
-	// stopped, so that no elect-mode candidate of the name takes it
-	// meanwhile.
-	lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
-	if _, _, err := s.heartbeat(lctx, nil, 0, max(s.sc.MemberTTL, s.cfg.ShutdownTimeout)+s.cfg.TTL); err != nil {
-		s.log.Warn("leave the group", zap.Error(err))
-	}
-	cancel()
-	s.mu.Lock()
-	for _, u := range units {
-		if u.cancel != nil {
-			u.cancel()
-		}
-	}
-	s.mu.Unlock()
-	closeWatch()
-	wg.Wait()
-	// Each job's first error, in job-name order (units are sorted): which
-	// of two jobs failing at one instant failed first is the scheduler's
-	// choice, not something to report.
-	var jerrs []error
-	for _, u := range units {
-		if u.err != nil {
-			jerrs = append(jerrs, u.err)
-		}
-	}
-	err := errors.Join(jerrs...)
-	if err == nil {
-		// Every job returned and its lease was released: the name is free.
-		// (After ErrStopTimeout the entry expires with the leases.)
-		lctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
-		if _, _, err := s.heartbeat(lctx, nil, 0, 0); err != nil {
-			s.log.Warn("leave the group", zap.Error(err))
-		}
-		cancel()
-	}
-	return err
+	return s.leave(units, &wg, closeWatch)
 }
 
 // lapse stops the jobs of a member whose membership was not confirmed
@@ -574,7 +572,8 @@ func (c *control) step() {
 	// Bounded like an election's calls, not by the interval: at the
 	// smallest legal heartbeat no call on a real network would finish in
 	// time, and a member whose every heartbeat fails never campaigns.
-	hctx, cancel := context.WithTimeout(c.ctx, max(s.sc.Heartbeat, s.cfg.RenewDeadline))
+	// A reply later than member_ttl after the send confirms nothing.
+	hctx, cancel := context.WithTimeout(c.ctx, min(max(s.sc.Heartbeat, s.cfg.RenewDeadline), s.sc.MemberTTL))
 	sent := time.Now()
 	peers, holder, err := s.heartbeat(hctx, held, s.sc.MemberTTL, s.sc.MemberTTL+s.cfg.TTL)
 	cancel()
@@ -617,6 +616,9 @@ func (c *control) step() {
 		return
 	}
 	s.mu.Lock()
+	if !sent.Before(s.memberUntil) {
+		s.gen++ // a new membership: an elect-mode leader may have come between
+	}
 	s.memberUntil, s.conflict = sent.Add(s.sc.MemberTTL), ""
 	s.mu.Unlock()
 	c.lapseTimer.Reset(time.Until(sent.Add(s.sc.MemberTTL)))
@@ -767,15 +769,27 @@ func (c *control) refuse(holder string) {
 	}
 }
 
-// start starts u's campaign goroutine; s.mu is held.
+// start starts u's campaign goroutine, unless the job's function of an
+// earlier Run still runs (see straggling); s.mu is held.
 func (c *control) start(u *unit) {
 	s := c.s
+	if c.straggling(u) {
+		return
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	u.running, u.cancel = true, cancel
 	c.wg.Go(func() {
 		defer cancel()
 		err := u.e.Run(ctx, func(ctx context.Context) error { return s.runTerm(ctx, u) })
 		s.mu.Lock()
+		// A refusal for version skew is reported while the job's campaign
+		// is refused (Status.ProtocolErr outlives the campaign, for an
+		// elect-mode Run to clear): a member no longer campaigning for the
+		// job (at its share, or stopped) refuses nothing. Cleared before
+		// the unit may campaign again, so never over a newer refusal.
+		if u.pm != nil && u.e.Status().ProtocolErr != nil {
+			u.pm.ProtocolRefused(false)
+		}
 		u.running, u.cancel = false, nil
 		if err != nil && u.err == nil {
 			u.err = fmt.Errorf("job %q: %w", u.name, err)
@@ -832,16 +846,21 @@ func (s *Spread) runTerm(ctx context.Context, u *unit) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	u.held, u.term, u.since, u.stop = true, term, time.Now(), stop
+	returned := s.run(u.name)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		u.held, u.shedding, u.term, u.stop = false, false, 0, nil
+		returned()
 		s.mu.Unlock()
 		select { // recount at once: a lost job may be someone's to take
 		case s.kick <- struct{}{}:
 		default:
 		}
 	}()
+	if err := s.fenceGroup(ctx, u); err != nil || ctx.Err() != nil {
+		return err
+	}
 	return u.w.term(ctx, u.w.jobs, u.e.Checkpoint, nil) // u.w's elector is u.e
 }
 
@@ -859,7 +878,8 @@ func (s *Spread) spreadKey() string  { return s.cfg.Key("spread") }
 
 // heartbeat writes this member's heartbeat and load, its membership lasting
 // ttl and its exclusion entry excl (see spread.lua), and returns the live
-// members, in ID order. With ttl 0 it leaves the members, and refreshes
+// members, in ID order. It returns by ctx's deadline whatever the client's
+// timeouts (the reply of a call abandoned so is dropped). With ttl 0 it leaves the members, and refreshes
 // its exclusion entry to excl if it has one, or removes it (excl 0).
 // holder is the elect-mode lease ("TERM ID") that refused the heartbeat.
 func (s *Spread) heartbeat(ctx context.Context, held []string, ttl, excl time.Duration) (members []peer, holder string, err error) {
@@ -871,10 +891,14 @@ func (s *Spread) heartbeat(ctx context.Context, held []string, ttl, excl time.Du
 	}
 	s.mu.Unlock()
 	list := strings.Join(jobs, " ") // names hold no white space (Add)
-	res, err := heartbeatScript.Run(ctx, s.client,
-		[]string{s.membersKey(), s.loadsKey(), s.cfg.LeaseKey(), s.spreadKey(), s.cfg.Key("state"), s.cfg.Key("jobsets")},
-		s.member, ttl.Milliseconds(), len(held), idle, s.cfg.EventsChannel(), excl.Milliseconds(),
-		digest(list), list, strings.Join(held, " ")).StringSlice()
+	// Bounded as an election's calls are: a reply that never comes costs
+	// ctx's bound, not the client's read timeout.
+	res, err := bounded.Call(ctx, func() ([]string, error) {
+		return heartbeatScript.Run(ctx, s.client,
+			[]string{s.membersKey(), s.loadsKey(), s.cfg.LeaseKey(), s.spreadKey(), s.cfg.Key("state"), s.cfg.Key("jobsets")},
+			s.member, ttl.Milliseconds(), len(held), idle, s.cfg.EventsChannel(), excl.Milliseconds(),
+			digest(list), list, strings.Join(held, " ")).StringSlice()
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("heartbeat %q: %w", s.membersKey(), err)
 	}

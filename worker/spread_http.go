@@ -172,17 +172,15 @@ func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 	})
 	// /readyz fails while Redis refuses the group's calls as a
 	// configuration error (RedisConfigErr), with the fix in the body, and
-	// while a job's elector does not campaign for version skew
-	// (leader.ErrProtocolSkew), as Handler's does.
+	// while a job's campaign is refused for version skew
+	// (leader.ErrProtocolSkew), as Handler's does; a job this member does
+	// not campaign for (at its share) fails neither.
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
 		if err := s.RedisConfigErr(); err != nil {
 			writeText(rw, http.StatusServiceUnavailable, "redis configuration error: "+err.Error())
 			return
 		}
-		s.mu.Lock()
-		units := s.units
-		s.mu.Unlock()
-		for _, u := range units {
+		for _, u := range s.campaigning() {
 			if err := u.e.Status().ProtocolErr; err != nil {
 				writeText(rw, http.StatusServiceUnavailable, "job "+u.name+": not campaigning (version skew): "+err.Error())
 				return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,9 +208,15 @@ func TestSpread_ModeSwitchExcludes(t *testing.T) {
 // startJobs is startInstance with named jobs.
 func startJobs(t *testing.T, client redis.UniversalClient, k *tracker, group, name string, jobs ...string) *spreadInst {
 	t.Helper()
+	return startJobsWith(t, client, k, group, name, nil, jobs...)
+}
+
+// startJobsWith is startJobs with the Spread's options opts.
+func startJobsWith(t *testing.T, client redis.UniversalClient, k *tracker, group, name string, opts []worker.Option, jobs ...string) *spreadInst {
+	t.Helper()
 	cfg := spreadConfig(group)
 	cfg.ID = name
-	s, err := worker.NewSpread(client, cfg, worker.SpreadConfig{})
+	s, err := worker.NewSpread(client, cfg, worker.SpreadConfig{}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,24 +295,33 @@ func TestSpread_ShareCountsCapableMembers(t *testing.T) {
 
 // failHeartbeats is a go-redis hook that fails the group's heartbeat
 // script (the calls naming the members key) while on is set; every other
-// call (the jobs' renewals) goes through.
+// call (the jobs' renewals) goes through. With leaveOnce it fails only the
+// first leave (member TTL 0) after on was set, and clears on.
 type failHeartbeats struct {
-	key string
-	on  atomic.Bool
+	key       string
+	on        atomic.Bool
+	leaveOnce bool
+	failed    atomic.Int32
+}
+
+// matches reports whether args are a call f fails (on aside).
+func (f *failHeartbeats) matches(args []any) bool {
+	if f.leaveOnce {
+		// EVALSHA sha 6 KEYS[1..6] member ttl ...: KEYS[1] at 3, ttl at 10.
+		return len(args) > 10 && args[3] == f.key && args[10] == int64(0) && f.on.CompareAndSwap(true, false)
+	}
+	return slices.Contains(args, any(f.key))
 }
 
 func (f *failHeartbeats) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (f *failHeartbeats) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if f.on.Load() {
-			for _, a := range cmd.Args() {
-				if s, ok := a.(string); ok && s == f.key {
-					err := errors.New("injected: heartbeat lost")
-					cmd.SetErr(err)
-					return err
-				}
-			}
+		if f.on.Load() && f.matches(cmd.Args()) {
+			f.failed.Add(1)
+			err := errors.New("injected: heartbeat lost")
+			cmd.SetErr(err)
+			return err
 		}
 		return next(ctx, cmd)
 	}
@@ -348,18 +364,46 @@ func TestSpread_MembershipLapseStopsJobs(t *testing.T) {
 // Mutation: with the exclusion entry removed in the first leave (before
 // the jobs stop) this fails with "job job00 runs on a and e at once".
 func TestSpread_LeaveKeepsExclusionWhileDraining(t *testing.T) {
+	drainBesideElect(t, "leave", 1500*time.Millisecond, nil)
+}
+
+// TestSpread_FailedLeaveKeepsExclusionWhileDraining: the one call that
+// extends a leaving member's exclusion entry over its drain fails; a job
+// that drains for longer than the entry the last heartbeat wrote
+// (member_ttl + TTL = 2s) still never runs beside the elect-mode instance
+// waiting for the name: the leave is sent again while jobs drain.
+//
+// Mutation: with the leave sent once (the old Run) this fails with "job
+// job00 runs on a and e at once" (the tracker's witness).
+func TestSpread_FailedLeaveKeepsExclusionWhileDraining(t *testing.T) {
+	drainBesideElect(t, "leave1", 3500*time.Millisecond, &failHeartbeats{leaveOnce: true})
+}
+
+// drainBesideElect runs job00 on a spread member a of group name (TTL 1s,
+// shutdown_timeout 5s), starts an elect-mode instance e of the name, which
+// waits, then stops a while job00 ignores cancellation for drain; e must
+// take job00 only after it returned (the tracker fails the test on an
+// overlap). hook, when not nil, is on a's client and set on as a stops.
+func drainBesideElect(t *testing.T, name string, drain time.Duration, hook *failHeartbeats) {
+	t.Helper()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
+	hooked := client
+	if hook != nil {
+		hook.key = leader.Config{Name: name}.Key("members")
+		hooked = srv.Client(t)
+		hooked.AddHook(hook)
+	}
 	k := newTracker(t)
 	var slow atomic.Bool
 	slow.Store(true)
 	drained := make(chan string, 1)
-	cfg := leader.Config{Name: "leave", ID: "a", TTL: time.Second, ShutdownTimeout: 5 * time.Second}
-	s, err := worker.NewSpread(client, cfg, worker.SpreadConfig{})
+	cfg := leader.Config{Name: name, ID: "a", TTL: time.Second, ShutdownTimeout: 5 * time.Second}
+	s, err := worker.NewSpread(hooked, cfg, worker.SpreadConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pull("job00", k.slowJob("a", "job00", &slow, 1500*time.Millisecond, drained)); err != nil {
+	if err := s.Pull("job00", k.slowJob("a", "job00", &slow, drain, drained)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -367,7 +411,7 @@ func TestSpread_LeaveKeepsExclusionWhileDraining(t *testing.T) {
 	go func() { a.done <- s.Run(ctx) }()
 	t.Cleanup(a.stop)
 	k.waitLoads(t, 10*time.Second, []int{1}, "a")
-	e := startElect(t, client, k, "leave", "e", "job00")
+	e := startElect(t, client, k, name, "e", "job00")
 	deadline := time.Now().Add(10 * time.Second)
 	for e.logs.FilterMessageSnippet("a spread group of the same name runs its jobs").Len() == 0 {
 		if time.Now().After(deadline) {
@@ -375,9 +419,15 @@ func TestSpread_LeaveKeepsExclusionWhileDraining(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	a.stop() // job00 drains for 1.5s, ignoring cancellation
+	if hook != nil {
+		hook.on.Store(true)
+	}
+	a.stop() // job00 drains, ignoring cancellation
 	if who := <-drained; who == "" {
 		t.Fatal("no drain")
+	}
+	if hook != nil && hook.failed.Load() != 1 {
+		t.Fatalf("the leave call failed %d times, want once", hook.failed.Load())
 	}
 	k.waitLoads(t, 10*time.Second, []int{1}, "e")
 }

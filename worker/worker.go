@@ -509,7 +509,9 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healt
 	log := w.log.With(zap.Uint64("term", term))
 	ctx = w.jobContext(ctx, term, ok)
 	if w.fence != nil && cp != nil {
-		if err := w.claimFence(ctx, log, term); err != nil || ctx.Err() != nil {
+		election, holder := w.elector.Config().Name, w.elector.ID()
+		claim := func(ctx context.Context) error { return w.fence.Claim(ctx, election, term, holder) }
+		if err := w.claimFence(ctx, log, election, claim); err != nil || ctx.Err() != nil {
 			return err
 		}
 	}
@@ -563,18 +565,17 @@ func (w *Worker) jobContext(ctx context.Context, term uint64, hasTerm bool) cont
 	return fence.WithToken(ctx, fence.Token{Election: w.elector.Config().Name, Term: term, Holder: w.elector.ID()})
 }
 
-// claimFence claims term in the worker's fence before the term's jobs start,
-// retrying with back-off. It returns nil once claimed or when ctx ended, and
-// an error wrapping leader.ErrResigned after Policy.MaxFailures failures in
-// a row.
-func (w *Worker) claimFence(ctx context.Context, log *zap.Logger, term uint64) error {
-	election, holder := w.elector.Config().Name, w.elector.ID()
+// claimFence makes claim (a claim in the worker's fence of the row
+// election) before the term's jobs start, retrying with back-off. It
+// returns nil once claimed or when ctx ended, and an error wrapping
+// leader.ErrResigned after Policy.MaxFailures failures in a row.
+func (w *Worker) claimFence(ctx context.Context, log *zap.Logger, election string, claim func(context.Context) error) error {
 	p := w.policy
 	backoff := p.RestartBackoff
 	for failures := 1; ; failures++ {
-		err := w.fence.Claim(ctx, election, term, holder)
+		err := claim(ctx)
 		if err == nil {
-			log.Info("term claimed in the fence")
+			log.Info("term claimed in the fence", zap.String("row", election))
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -584,7 +585,7 @@ func (w *Worker) claimFence(ctx context.Context, log *zap.Logger, term uint64) e
 		if failures >= p.MaxFailures {
 			log.Error("fence claim failed repeatedly; resigning so another instance tries",
 				zap.Error(err), zap.Int("failures", failures))
-			return fmt.Errorf("fence claim of term %d failed %d times in a row: %w: %w: %w", term, failures, err, errTermFailed, leader.ErrResigned)
+			return fmt.Errorf("fence claim of %q failed %d times in a row: %w: %w: %w", election, failures, err, errTermFailed, leader.ErrResigned)
 		}
 		log.Warn("fence claim failed; no job runs until it succeeds", zap.Error(err),
 			zap.Int("failures", failures), zap.Duration("backoff", backoff))

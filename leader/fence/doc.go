@@ -99,6 +99,13 @@
 //     refused.
 //   - If Commit returns an error because the connection broke, the outcome
 //     is unknown, as with any database transaction.
+//   - Each election name has its own row, and terms of different names
+//     are not compared. worker's two modes of one name use different
+//     rows (NAME in mode elect, NAME.JOB per job in mode spread): a
+//     switch elect → spread is fenced (each spread member claims the row
+//     NAME with a term it reserved from that election before its first
+//     job), a switch spread → elect is not (docs/operations.md, "Changing
+//     TTLs or modes on a live election").
 //   - The guard is only as good as its terms and holders: they must come
 //     from the election (leader.TermFrom(ctx) or SOLO_TERM, and
 //     leader.Elector.ID() or SOLO_ID), never be made up.

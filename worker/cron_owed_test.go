@@ -1,0 +1,87 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/solo-run/solo/leader/leadertest"
+)
+
+// failLoadOnce is a lock whose first checkpoint read of each key in fail
+// fails: one lost read at the start of a term.
+type failLoadOnce struct {
+	*leadertest.Lock
+	mu   sync.Mutex
+	fail map[string]bool
+}
+
+func (f *failLoadOnce) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
+	f.mu.Lock()
+	failing := f.fail[key]
+	delete(f.fail, key)
+	f.mu.Unlock()
+	if failing {
+		return 0, false, errors.New("injected: checkpoint read lost")
+	}
+	return f.Lock.LoadCheckpoint(ctx, key)
+}
+
+// recordKey stores tick under the checkpoint key, as an earlier term did.
+func recordKey(t *testing.T, lock *leadertest.Lock, key string, tick time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	_, rec, err := lock.Acquire(ctx, "earlier", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Checkpoint(ctx, rec.Lease, key, tick.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Release(ctx, rec.Lease); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCron_OwedTickSurvivesAFailedRead: the first checkpoint read of a new
+// term fails once. An at-least-once job whose last leader fired tick -10
+// but completed only -20 still runs -10 (before, the term gave it up,
+// completed tick 10, and the owed tick was lost for good: no later term
+// runs a tick before the completed one); an at-most-once job with misfire
+// run-once still runs its latest missed tick, 0, once.
+//
+// Mutation: with a single read (the old catchUp) this fails with
+// "at-least-once: ran [10 20], want [-10 10 20]" and "run-once: ran
+// [10 20], want [0 10 20]".
+func TestCron_OwedTickSurvivesAFailedRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now().UTC() // 2000-01-01T00:00:00Z in the bubble
+		inner := leadertest.New()
+		recordKey(t, inner, cronDoneKey("a-owed"), base.Add(-20*time.Second))
+		recordKey(t, inner, cronKey("a-owed"), base.Add(-10*time.Second))
+		recordKey(t, inner, cronKey("b-once"), base.Add(-30*time.Second))
+		lock := &failLoadOnce{Lock: inner, fail: map[string]bool{cronKey("a-owed"): true, cronKey("b-once"): true}}
+		r := newCronRig(t, lock)
+		owed, once := &ticks{base: base}, &ticks{base: base}
+		for _, err := range []error{
+			r.w.Cron("a-owed", "*/10 * * * * *", owed.run, WithDelivery(AtLeastOnce)),
+			r.w.Cron("b-once", "*/10 * * * * *", once.run, WithMisfire(MisfireRunOnce)),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := r.start()
+		time.Sleep(25 * time.Second)
+		stop()
+		if got := owed.String(); got != "[-10 10 20]" {
+			t.Errorf("at-least-once: ran %s, want [-10 10 20] (the owed tick -10 first)", got)
+		}
+		if got := once.String(); got != "[0 10 20]" {
+			t.Errorf("run-once: ran %s, want [0 10 20] (the latest missed tick, 0, once)", got)
+		}
+	})
+}
