@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,7 +137,8 @@ type aggregate struct {
 	failed        int
 	byInv         map[string]*invStat
 	first         []*sim.Result
-	exercised     map[string]int // schedules that met each rare precondition
+	exercised     map[string]int      // schedules that met each rare precondition
+	findings      map[string][]uint64 // seeds of the schedules that found each (electionFindings)
 }
 
 type invStat struct {
@@ -147,7 +149,7 @@ type invStat struct {
 }
 
 func newAggregate(profile string, base uint64) *aggregate {
-	return &aggregate{profile: profile, base: base, oom: map[string]int{}, byInv: map[string]*invStat{}, maxCalm: -1, exercised: map[string]int{}}
+	return &aggregate{profile: profile, base: base, oom: map[string]int{}, byInv: map[string]*invStat{}, maxCalm: -1, exercised: map[string]int{}, findings: map[string][]uint64{}}
 }
 
 func (a *aggregate) add(k int64, r *sim.Result) {
@@ -177,6 +179,9 @@ func (a *aggregate) add(k int64, r *sim.Result) {
 		}
 	}
 	a.failed++
+	for _, f := range electionFindings(r) {
+		a.findings[f] = append(a.findings[f], r.Seed)
+	}
 	seen := map[string]bool{}
 	for _, v := range r.Violations {
 		if seen[v.Invariant] {
@@ -234,8 +239,43 @@ func (a *aggregate) failures() string {
 		s := a.byInv[inv]
 		fmt.Fprintf(&b, "  invariant %s: %d schedules; first at schedule #%d (seed %d): %s\n", inv, s.count, s.first, s.seed, s.msg)
 	}
+	fs := make([]string, 0, len(a.findings))
+	for f := range a.findings {
+		fs = append(fs, f)
+	}
+	sort.Strings(fs)
+	for _, f := range fs {
+		seeds := a.findings[f]
+		slices.Sort(seeds)
+		fmt.Fprintf(&b, "  %s: %d schedules, first seed %d\n", f, len(seeds), seeds[0])
+	}
 	for _, r := range a.first {
 		b.WriteString("\n" + r.Report(150))
 	}
 	return b.String()
+}
+
+// electionFindings names what a failed election schedule found, by its
+// violations' tags: issue 29's findings 3 (a lease evicted under
+// maxmemory: two leaders) and 8 (an owed at-least-once tick lost for
+// good), or the invariant it broke otherwise.
+func electionFindings(r *sim.Result) []string {
+	var out []string
+	add := func(f string) {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	for _, v := range r.Violations {
+		switch {
+		case slices.ContainsFunc(v.Tags, func(t string) bool { return strings.HasPrefix(t, "after-eviction") }):
+			add("issue 29 finding 3 (a lease evicted under maxmemory: invariants 1, 2)")
+		case slices.Contains(v.Tags, "owed-tick-lost"):
+			add("issue 29 finding 8 (an owed at-least-once tick lost for good: invariant 5)")
+		default:
+			add("other: invariant " + v.Invariant)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

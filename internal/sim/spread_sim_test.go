@@ -99,7 +99,7 @@ func TestSim_Spread(t *testing.T) {
 	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "spread profile: %d schedules from seed %d in %s (%s fake time); %d failed\n", n, base, time.Since(start).Round(time.Millisecond), fake.Round(time.Second), len(failed))
-	for _, m := range []string{sim.MetShedDrain, sim.MetSwitch, sim.MetMixed} {
+	for _, m := range []string{sim.MetShedDrain, sim.MetSwitch, sim.MetBack, sim.MetMixed} {
 		fmt.Fprintf(&b, "  precondition met in %d schedules: %s\n", met[m], m)
 	}
 	keys := make([]string, 0, len(findings))
@@ -123,17 +123,32 @@ func TestSim_Spread(t *testing.T) {
 }
 
 // spreadFindings names what a failed spread schedule found, by its
-// violations' invariants and tags: the review's findings 11 (a shed job
-// that drains slowly runs twice), 12 (elect and spread on one name run
+// violations' invariants and tags: the third review's findings 11 (a shed
+// job that drains slowly runs twice), 12 (elect and spread on one name run
 // every job twice) and 15 (a member that registers none of the jobs
-// counts toward the share), or another violation.
+// counts toward the share), issue 29's findings 9 (an elect-mode instance
+// runs a job a stopped spread member still drains) and 10 (one process
+// runs a job twice: a Run after ErrStopTimeout), or another violation.
 func spreadFindings(res *sim.Result) []string {
 	var out []string
 	for inv, tags := range res.Spread.Tags {
+		same := inv == sim.InvSpreadOne && tags[sim.TagSameProc]
+		if same {
+			// Whatever else that violation met: one process ran the job
+			// twice.
+			out = append(out, "issue 29 finding 10 (a Run after ErrStopTimeout: job twice in one process)")
+		}
 		for tag := range tags {
 			f := "other: " + inv + " [" + tag + "]"
 			switch {
+			case same && tag != sim.TagToElect:
+				continue
+			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagToElect:
+				f = "issue 29 finding 9 (spread → elect: an elect-mode instance runs a job a stopped member still drains)"
 			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagModeSwitch:
+				if tags[sim.TagToElect] {
+					continue
+				}
 				f = "finding 12 (mode switch: job twice)"
 			case inv == sim.InvSpreadOne && tag == sim.TagShedDrain:
 				f = "finding 11 (shed slow drain: job twice)"

@@ -1,0 +1,218 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/solo-run/solo/leader"
+)
+
+// This file holds the server's side of the plan's shapes (Plan.Memory,
+// Plan.Evictions, Plan.Promote): what `INFO memory` answers, evictions
+// under memory pressure, and the old master that clients go on talking to
+// for a while after a failover.
+
+// info answers INFO: the memory section's maxmemory and maxmemory_policy
+// lines, as Redis prints them (CRLF, "# Memory" heading).
+func (w *world) info(args []string) any {
+	if len(args) > 2 {
+		return errSyntax
+	}
+	if len(args) == 2 && !strings.EqualFold(args[1], "memory") && !strings.EqualFold(args[1], "all") && !strings.EqualFold(args[1], "default") {
+		return "" // another section: nothing the simulator keeps
+	}
+	m := w.p.Memory
+	pol := m.Policy
+	if pol == "" {
+		pol = "noeviction"
+	}
+	return fmt.Sprintf("# Memory\r\nused_memory:1048576\r\nmaxmemory:%d\r\nmaxmemory_policy:%s\r\n", m.Max, pol)
+}
+
+// evict drops what memory pressure makes the server drop at fake time now:
+// one to three keys its policy allows (any key for allkeys-*, one with a
+// TTL for volatile-*), drawn by the plan's stream; the replica deletes
+// them too (Redis propagates an eviction as a DEL).
+func (w *world) evict(now time.Time, n uint64) {
+	srv := w.srvNs(now)
+	var keys []string
+	for k, e := range w.prim.ks.m {
+		if (e.exp == 0 || srv < e.exp) && (strings.HasPrefix(w.p.Memory.Policy, "allkeys") || e.exp != 0) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	r := keyed(w.p.Seed, uint64(opEvict), n)
+	var gone []string
+	wr := repWrite{}
+	for range 1 + r.intn(3) {
+		if len(keys) == 0 {
+			break
+		}
+		i := r.intn(len(keys))
+		k := keys[i]
+		keys = append(keys[:i], keys[i+1:]...)
+		if k == w.p.Cfg.LeaseKey() {
+			w.exercised(ExLeaseEvicted)
+		}
+		w.prim.ks.set(k, nil)
+		wr.keys = append(wr.keys, keySnap{key: k})
+		gone = append(gone, k)
+	}
+	if len(wr.keys) > 0 {
+		w.replicate(now, wr)
+	}
+	w.evictions = append(w.evictions, now)
+	w.event(-1, evFault, 0, 0, 0, 0, fmt.Sprintf("EVICTION (maxmemory-policy %s): %v", w.p.Memory.Policy, gone))
+	w.lockFault(now, "eviction")
+}
+
+// keepOldMaster keeps the old master's data after a failover for
+// Plan.Promote: each candidate goes on talking to it until a time drawn
+// within that window (it learns of the promotion then).
+func (w *world) keepOldMaster(now time.Time, old state) {
+	if w.p.Promote <= 0 || len(w.cands) == 0 {
+		w.old = nil
+		return
+	}
+	w.old = &old
+	w.oldUntil = make([]time.Time, len(w.cands))
+	for i := range w.cands {
+		r := keyed(w.p.Seed, uint64(opShape), uint64(i)+1, w.epoch)
+		w.oldUntil[i] = now.Add(r.dur(0, w.p.Promote))
+	}
+	w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("clients keep talking to the old master until %v", fmtTimes(w.start, w.oldUntil)))
+	if w.p.Cfg.MinReplicas == 0 {
+		// Writes the old master takes meanwhile are lost as a failover's:
+		// out of the model until its window ends.
+		w.losses = append(w.losses, slices.MaxFunc(w.oldUntil, time.Time.Compare))
+		w.lossWhy = append(w.lossWhy, "failover without min_replicas (the old master took writes)")
+	}
+}
+
+// onOldMaster runs fn with the old master as the primary when candidate
+// cand still talks to it at now (fn then sees w.onOld), else as is.
+func (w *world) onOldMaster(cand int, now time.Time, fn func()) {
+	if w.old == nil || cand >= len(w.oldUntil) || !now.Before(w.oldUntil[cand]) {
+		fn()
+		return
+	}
+	w.prim, *w.old = *w.old, w.prim
+	w.onOld = true
+	defer func() {
+		w.onOld = false
+		w.prim, *w.old = *w.old, w.prim
+	}()
+	fn()
+}
+
+// postOld records what an election script did on the old master: a lease
+// it granted is one the new master never saw. Without MinReplicas that is
+// a failover out of the model (the function is excused, as any failover's);
+// with it, the WAIT that follows fails and no function may start.
+func (w *world) postOld(sc *script, r any) {
+	if sc.name != "leader/acquire.lua" || w.p.Cfg.MinReplicas > 0 {
+		return
+	}
+	if arr, ok := r.([]any); ok && len(arr) >= 2 {
+		if v, ok := arr[1].(string); ok {
+			if l, ok := parseLease(v); ok {
+				if w.oldTerms == nil {
+					w.oldTerms = map[uint64]bool{}
+				}
+				w.oldTerms[l.Term] = true
+			}
+		}
+	}
+}
+
+// oldLease says whether term's lease came from the old master after a
+// failover without MinReplicas.
+func (w *world) oldLease(term uint64) bool { return w.oldTerms[term] }
+
+func fmtTimes(start time.Time, ts []time.Time) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = fmtDur(t.Sub(start))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// errBoundary is a planned single failure at a boundary (CandPlan's
+// FailRead, FailLeave): the request never reaches the server.
+var errBoundary = errors.New("sim: i/o timeout (a single failed call at a boundary)")
+
+// errReset is a connection reset after the server ran the request
+// (CandPlan.Resets): go-redis sends the request again.
+var errReset = errors.New("sim: read: connection reset by peer")
+
+// goRedisRetries is go-redis's default MaxRetries; each retry waits
+// 8ms << attempt, at most 512ms (its MinRetryBackoff and MaxRetryBackoff;
+// go-redis draws a jitter within it, the simulator takes its upper end).
+const goRedisRetries = 3
+
+func retryBackoff(attempt int) time.Duration {
+	return min(8*time.Millisecond<<attempt, 512*time.Millisecond)
+}
+
+// scriptName names the shipped script a command runs, or "".
+func scriptName(a []string) string {
+	if len(a) < 2 || (!strings.EqualFold(a[0], "EVAL") && !strings.EqualFold(a[0], "EVALSHA")) {
+		return ""
+	}
+	sha := a[1]
+	if strings.EqualFold(a[0], "EVAL") {
+		sha = sha1Hex(a[1])
+	}
+	if sc := scripts().bySHA[strings.ToLower(sha)]; sc != nil {
+		return sc.name
+	}
+	return ""
+}
+
+// boundary says whether the plan fails this request at a boundary, under
+// w.mu: the first read of each checkpoint key in the first term the
+// candidate starts at or after CandPlan.FailRead, or a spread member's
+// first leave that extends its exclusion entry over the drain
+// (CandPlan.FailLeave).
+func (cl *client) boundary(ctx context.Context, o op, key string, args [][]string) string {
+	w, p := cl.w, cl.plan
+	if o == opLoad && p.FailRead > 0 {
+		term, ok := leader.TermFrom(ctx)
+		if !ok {
+			return ""
+		}
+		if cl.failTerm == 0 {
+			f := w.fns[fnKey{cl.idx, term}]
+			if f == nil || f.elected.Before(w.start.Add(p.FailRead)) {
+				return ""
+			}
+			cl.failTerm = term
+		}
+		if term != cl.failTerm || cl.failed[key] {
+			return ""
+		}
+		if cl.failed == nil {
+			cl.failed = map[string]bool{}
+		}
+		cl.failed[key] = true
+		return fmt.Sprintf("the first read of %s in term %d", key, term)
+	}
+	if p.FailLeave && !cl.failed["leave"] && scriptName(args[0]) == "worker/spread.lua" {
+		// ARGV[2] (member TTL) 0 and ARGV[6] (exclusion) above 0: the leave
+		// that extends the exclusion entry over the drain.
+		if a := args[0]; len(a) > 3 && a[2] == "6" && len(a) > 3+6+5 && a[3+6+1] == "0" && a[3+6+5] != "0" {
+			if cl.failed == nil {
+				cl.failed = map[string]bool{}
+			}
+			cl.failed["leave"] = true
+			return "the leave that extends the exclusion entry"
+		}
+	}
+	return ""
+}
