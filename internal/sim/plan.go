@@ -74,6 +74,9 @@ type CandPlan struct {
 	// FailLeave fails a spread member's first leave that extends its
 	// exclusion entry over the drain (spread schedules).
 	FailLeave bool
+	// FailRelease fails the process's first release (a spread member's
+	// shed or stop hands its lease back): the lease is left to expire.
+	FailRelease bool
 	// Resets is the probability that a call's connection resets after
 	// the server executed it: go-redis sends it again (its MaxRetries),
 	// so the server runs it twice.

@@ -175,11 +175,11 @@ func scriptName(a []string) string {
 	return ""
 }
 
-// boundary says whether the plan fails this request at a boundary, under
-// w.mu: the first read of each checkpoint key in the first term the
-// candidate starts at or after CandPlan.FailRead, or a spread member's
-// first leave that extends its exclusion entry over the drain
-// (CandPlan.FailLeave).
+// boundary says why the plan fails this request at a boundary, or "",
+// under w.mu: the first read of each checkpoint key in the first term the
+// candidate starts at or after CandPlan.FailRead, the process's first
+// release (CandPlan.FailRelease), or a spread member's first leave that
+// extends its exclusion entry over the drain (CandPlan.FailLeave).
 func (cl *client) boundary(ctx context.Context, o op, key string, args [][]string) string {
 	w, p := cl.w, cl.plan
 	if o == opLoad && p.FailRead > 0 {
@@ -202,6 +202,13 @@ func (cl *client) boundary(ctx context.Context, o op, key string, args [][]strin
 		}
 		cl.failed[key] = true
 		return fmt.Sprintf("the first read of %s in term %d", key, term)
+	}
+	if p.FailRelease && !cl.failed["release"] && o == opRelease {
+		if cl.failed == nil {
+			cl.failed = map[string]bool{}
+		}
+		cl.failed["release"] = true
+		return "the first release"
 	}
 	if p.FailLeave && !cl.failed["leave"] && scriptName(args[0]) == "worker/spread.lua" {
 		// ARGV[2] (member TTL) 0 and ARGV[6] (exclusion) above 0: the leave

@@ -252,7 +252,16 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 		c.FailLeave = sp.failLeave
 		p.Cands = append(p.Cands, c)
 	}
-	// Drawn from a stream of its own, so the draws above stay as they were.
+	// Drawn from streams of their own, so the draws above stay as they
+	// were: connection resets that make go-redis run a request twice, and
+	// a shed whose release fails.
+	rs := keyed(seed, uint64(opShape), 2)
+	for i := range p.Cands {
+		if rs.chance(0.3) {
+			p.Cands[i].Resets = 0.01 + 0.05*rs.float()
+		}
+		p.Cands[i].FailRelease = p.Shed && rs.chance(0.4)
+	}
 	if rc := keyed(seed, uint64(opSPlan), 2); (p.Switch || p.Back) && !p.Mixed && rc.chance(0.7) {
 		p.Cron = true
 		p.Jobs = append(p.Jobs[:len(p.Jobs):len(p.Jobs)], spreadCron)
@@ -295,8 +304,8 @@ func (p SpreadPlan) String() string {
 		if sp.Elect {
 			mode = "elect"
 		}
-		fmt.Fprintf(&b, "  p%d: %s jobs %v start %s stop %s restart %s die %s; ctx_timeouts %v read_timeout %s pauses %v fail_leave %v resets %.3f\n",
-			i, mode, sp.Jobs, sp.Start, sp.Stop, sp.Restart, sp.Die, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.FailLeave, cp.Resets)
+		fmt.Fprintf(&b, "  p%d: %s jobs %v start %s stop %s restart %s die %s; ctx_timeouts %v read_timeout %s pauses %v fail_leave %v fail_release %v resets %.3f\n",
+			i, mode, sp.Jobs, sp.Start, sp.Stop, sp.Restart, sp.Die, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.FailLeave, cp.FailRelease, cp.Resets)
 	}
 	return b.String()
 }
