@@ -210,7 +210,8 @@
 // second in most of those schedules), or arrive while every member stops
 // and drains, from nothing to past shutdown_timeout, with leaves that fail
 // (SpreadPlan.Back); members stop and run again at once after
-// ErrStopTimeout. Invariants (spread_run.go): P1 one runner per job at any
+// ErrStopTimeout; the server may evict keys as in the election schedules
+// (P2 is then not asked). Invariants (spread_run.go): P1 one runner per job at any
 // instant (two runs on one process are never excused; a stopped member's
 // run is in the model until shutdown_timeout); P2 in the calm phase no job runs nowhere
 // for longer than SpreadPlan.CalmBound while a member that registered it

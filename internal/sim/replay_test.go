@@ -13,7 +13,7 @@ import (
 )
 
 // TestSim_ReplaysExactly runs lock schedules of each mode (plain, fair,
-// Redlock; three seeds each), five spread schedules and eight election
+// Redlock; three seeds each), six spread schedules and eight election
 // schedules twice each and compares their event logs byte for byte,
 // after replayText's canonical form: a printed seed must replay the same
 // schedule, and any difference fails. SOLO_SIM_REPLAY=N runs N seeds of
@@ -73,9 +73,9 @@ func TestSim_ReplaysExactly(t *testing.T) {
 		// 1002 and 1003 diverged in every run before a spread member's
 		// acquires were keyed by election, its Hub's batches settled and
 		// ordered, and its electors given a source each.
-		// 3 and 5: a switch back to elect with failed leaves, a Run again
-		// after ErrStopTimeout.
-		for _, seed := range []uint64{1002, 1003, 1004, 3, 5} {
+		// 3, 9 and 1013: a switch back to elect with failed leaves, a Run
+		// again after ErrStopTimeout, an eviction.
+		for _, seed := range []uint64{1002, 1003, 1004, 3, 9, 1013} {
 			cases = append(cases, kase{"spread", seed, spread})
 		}
 		// Each diverged in some runs before the deciders, calls and

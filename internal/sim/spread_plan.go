@@ -113,7 +113,7 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 	p := SpreadPlan{Plan: base, Drain: map[string]time.Duration{}}
 	p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
 	p.DataLoss, p.Failovers, p.ReplicaDown, p.Crons, p.Cands = nil, nil, nil, nil, nil
-	p.Memory, p.Evictions, p.Promote = Memory{}, nil, 0
+	p.Promote = 0 // no failover (the plan's Memory and Evictions stay)
 	r := keyed(seed, uint64(opSPlan))
 	cfg := p.Cfg
 	ttl := cfg.TTL
@@ -298,6 +298,9 @@ func (p SpreadPlan) String() string {
 		sc.Heartbeat, sc.MemberTTL, sc.MinHold, p.Jobs, p.Drain, p.Shed, p.Switch, p.Back, p.Mixed, p.Cron)
 	fmt.Fprintf(&b, "  faults until %s (intensity %.2f), server clock rate %.5f offset %s, stalls %v; calm from %s (bound %s) to %s\n",
 		p.FaultEnd, p.Intensity, p.Rate, p.Offset, p.Stalls, p.CalmFrom, p.CalmBound, p.End)
+	if p.Memory.Policy != "" {
+		fmt.Fprintf(&b, "  maxmemory %d policy %s, evictions %v\n", p.Memory.Max, p.Memory.Policy, p.Evictions)
+	}
 	for i, sp := range p.Procs {
 		cp := p.Cands[i]
 		mode := "spread"

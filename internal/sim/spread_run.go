@@ -33,6 +33,7 @@ const (
 	TagEmpty      = "member-registers-none"
 	TagSameProc   = "same-process"          // both runs on one process: a Run again while its last one's job still ran
 	TagToElect    = "spread-drain-to-elect" // a spread member's run still draining as an elect-mode instance starts the job
+	TagEvicted    = "after-eviction"        // the server evicted keys under maxmemory before it
 )
 
 // SpreadStats are what a spread schedule did.
@@ -132,6 +133,9 @@ func RunSpread(seed uint64, o Options) *Result {
 	for _, pr := range r.procs {
 		drivers.Go(func() { pr.drive(end) })
 	}
+	faultsDone := make(chan struct{})
+	var faults sync.WaitGroup
+	faults.Go(func() { w.injectServerFaults(faultsDone) }) // evictions (the plan has no loss or failover)
 	sleepFake(w.start.Add(p.End), w.abort)
 	close(end)
 	running := make(chan struct{})
@@ -153,6 +157,8 @@ func RunSpread(seed uint64, o Options) *Result {
 	w.mu.Unlock()
 	close(w.stop)
 	<-running
+	close(faultsDone)
+	faults.Wait()
 	r.jobs.Wait()
 	<-w.loopDone
 	for _, pr := range r.procs {
@@ -517,6 +523,9 @@ func (r *spreadRun) begin(pr *sproc, job, election string, term uint64) *jobRun 
 		if o.proc == pr {
 			tags = append(tags, TagSameProc)
 		}
+		if len(w.evictions) > 0 {
+			tags = append(tags, TagEvicted)
+		}
 		cancelled := "not cancelled"
 		if !o.cancelled.IsZero() {
 			cancelled = fmt.Sprintf("cancelled %s ago: %v", now.Sub(o.cancelled), o.cause)
@@ -600,6 +609,12 @@ func (r *spreadRun) end(jr *jobRun) {
 func (r *spreadRun) finish(end time.Time) {
 	w := r.w
 	if w.aborted {
+		return
+	}
+	if r.p.Memory.Unsafe() {
+		// As invariant 6: a member that refuses to campaign under a policy
+		// that may evict its keys runs nothing, which is right.
+		w.event(-1, evNote, 0, 0, 0, 0, "maxmemory-policy "+r.p.Memory.Policy+" may evict the leases: no job running (refused) is allowed; P2 not checked")
 		return
 	}
 	from := w.start.Add(r.p.CalmFrom)

@@ -157,6 +157,8 @@ func spreadFindings(res *sim.Result) []string {
 			switch {
 			case same && tag != sim.TagToElect:
 				continue
+			case tag == sim.TagEvicted:
+				f = "issue 29 finding 3 (a lease evicted under maxmemory: job twice)"
 			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagToElect:
 				f = "issue 29 finding 9 (spread → elect: an elect-mode instance runs a job a stopped member still drains)"
 			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagModeSwitch:
