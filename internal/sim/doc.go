@@ -58,7 +58,9 @@
 // member's leave that extends its exclusion entry, a process's first
 // release, as a shed makes it); a connection reset after the server ran a
 // request, which the client sends again as go-redis does (its MaxRetries,
-// its back-off), so the server runs it twice; and clients that keep
+// its back-off), so the server runs it twice (go-redis also retries a read
+// timeout; the simulator does not, so a call without context timeouts
+// takes one read timeout, not up to four); and clients that keep
 // talking to the old master for a while after a failover: it takes their
 // writes and replicates them nowhere (with MinReplicas their WAIT fails;
 // without, what it grants is out of the model, as any failover's).
