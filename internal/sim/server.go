@@ -165,6 +165,8 @@ func (w *world) exec(now time.Time, cand int, args []string, res *execResult) an
 		return w.execWrite(now, args, res)
 	case "INFO":
 		return w.info(args)
+	case "CONFIG":
+		return w.configGet(args)
 	}
 	w.violate(InvScript, fmt.Sprintf("c%d sent %s, which the simulated server does not implement", cand, name))
 	return redisError("ERR unknown command '" + args[0] + "'")

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,11 +25,30 @@ func (w *world) info(args []string) any {
 		return "" // another section: nothing the simulator keeps
 	}
 	m := w.p.Memory
-	pol := m.Policy
-	if pol == "" {
-		pol = "noeviction"
-	}
+	pol := cmp.Or(m.Policy, "noeviction")
 	return fmt.Sprintf("# Memory\r\nused_memory:1048576\r\nmaxmemory:%d\r\nmaxmemory_policy:%s\r\n", m.Max, pol)
+}
+
+// configGet answers CONFIG GET for maxmemory and maxmemory-policy (the
+// other parameter a client might read to check the policy): the
+// parameter-value pairs that match, as Redis replies. Other subcommands
+// are refused, as a managed Redis that renames CONFIG refuses them.
+func (w *world) configGet(args []string) any {
+	if len(args) < 3 || !strings.EqualFold(args[1], "GET") {
+		return redisError("ERR unknown command 'CONFIG', with args beginning with: " + strings.Join(args[1:], " "))
+	}
+	m := w.p.Memory
+	pol := cmp.Or(m.Policy, "noeviction")
+	var out []any
+	for _, name := range args[2:] {
+		switch strings.ToLower(name) {
+		case "maxmemory":
+			out = append(out, "maxmemory", strconv.FormatInt(m.Max, 10))
+		case "maxmemory-policy":
+			out = append(out, "maxmemory-policy", pol)
+		}
+	}
+	return out
 }
 
 // evict drops what memory pressure makes the server drop at fake time now:
