@@ -44,6 +44,9 @@ type candidate struct {
 	runStart        time.Time
 	runWaitsFn      bool // a function of an earlier Run still ran when this Run started
 	firstAcqPending bool
+	// infoWait is the time this Run spent in INFO calls (a check of the
+	// server's configuration, which may come before the first acquire).
+	infoWait time.Duration
 }
 
 func newCandidate(w *world, idx int) (*candidate, error) {
@@ -97,7 +100,7 @@ func (c *candidate) acquireSent(now time.Time) {
 	}
 	c.firstAcqPending = false
 	base, ok := c.firstAcqBase()
-	if ok && now.Sub(base)-c.logStalled(base, now) > firstAcqSlop {
+	if ok && now.Sub(base)-c.logStalled(base, now)-c.infoWait > firstAcqSlop {
 		c.w.violate(InvFirstAcq, fmt.Sprintf("c%d sent its first acquire %s after Run started (or its previous function returned)", c.idx, now.Sub(base)), "watch-before-acquire")
 	}
 }
@@ -302,6 +305,9 @@ func (c *candidate) cronJob(cr CronPlan) func(ctx context.Context) error {
 		w.quiesceKey(prioDecide, fmt.Sprintf("%03d %s %s %d", c.idx, "a cron run ends", name, tick.UnixMilli()))
 		w.mu.Lock()
 		w.jobEnd(c.idx, term, "at a cron run's return")
+		if !fail {
+			w.completed[tickKey{name, tick.UnixMilli()}] = true
+		}
 		w.mu.Unlock()
 		if fail {
 			return errors.New("sim: the run failed")
@@ -326,7 +332,7 @@ func (c *candidate) drive(end <-chan struct{}) {
 		rnd := rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56))
 		ctx, cancel := context.WithCancel(withRun(seeded.WithSettle(seeded.With(context.Background(), rnd), w.decider(c.idx)), run))
 		w.mu.Lock()
-		c.runStart, c.runWaitsFn, c.firstAcqPending = time.Now(), c.activeFn(), true
+		c.runStart, c.runWaitsFn, c.firstAcqPending, c.infoWait = time.Now(), c.activeFn(), true, 0
 		w.event(c.idx, evRun, 0, 0, int64(run), 0, "")
 		if run > 0 {
 			w.driverBusy--
@@ -414,7 +420,7 @@ func (c *candidate) drive(end <-chan struct{}) {
 			w.event(c.idx, evStop, 0, 0, int64(run), 0, "")
 		}
 		if c.firstAcqPending {
-			if base, ok := c.firstAcqBase(); ok && cancelAt.Sub(base)-c.logStalled(base, cancelAt) > firstAcqSlop {
+			if base, ok := c.firstAcqBase(); ok && cancelAt.Sub(base)-c.logStalled(base, cancelAt)-c.infoWait > firstAcqSlop {
 				c.firstAcqPending = false
 				w.violate(InvFirstAcq, fmt.Sprintf("c%d sent no acquire in the %s between Run's start and its stop", c.idx, cancelAt.Sub(base)), "watch-before-acquire")
 			}
@@ -454,6 +460,17 @@ func (c *candidate) drive(end <-chan struct{}) {
 		w.mu.Unlock()
 		if final {
 			return
+		}
+		if returned {
+			// Run ended by itself (a configuration it refuses): called
+			// again a retry interval later, as a supervisor would.
+			t := time.NewTimer(w.p.Cfg.RetryInterval)
+			select {
+			case <-t.C:
+			case <-end:
+			case <-w.abort:
+			}
+			t.Stop()
 		}
 		select {
 		case <-end:

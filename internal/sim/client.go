@@ -43,6 +43,10 @@ type client struct {
 	nKey map[string]uint64
 	// byKey: every call counts per key (a spread member's; classify).
 	byKey bool
+	// The plan's boundary failures (shapes.go: boundary), under w.mu: the
+	// term whose first reads fail, and what failed already.
+	failTerm uint64
+	failed   map[string]bool
 }
 
 var (
@@ -230,6 +234,12 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 	depart := cl.wake(now)
 	execAt := w.execAt(depart.Add(cp.req))
 	never := (cp.lostReq || cp.lostRep) && !cl.plan.CtxTimeouts && cl.plan.ReadTimeout < 0
+	// A connection reset after the server ran it (go-redis sends it again:
+	// do), from a stream of its own.
+	reset := false
+	if rs := keyed(w.p.Seed, uint64(cl.idx)+1, uint64(opReset), uint64(o), n); cl.plan.Resets > 0 && w.faulty(now) && !cp.lostReq && !cp.lostRep {
+		reset = rs.chance(cl.plan.Resets)
+	}
 	var pend *pending
 	if w.faulty(now) && counted(o) {
 		pend = &pending{left: 2}
@@ -247,6 +257,8 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 		flags = " LOST-REQUEST"
 	case cp.lostRep:
 		flags = " LOST-REPLY"
+	case reset:
+		flags = " RESET-AFTER-EXEC"
 	}
 	if depart.After(now) {
 		flags += " (paused: sent at wake-up)"
@@ -278,6 +290,7 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 					w.settlePart(pend)
 				}
 			default:
+				res.reset = reset
 				done <- res // buffered: the caller may have given up
 			}
 		})
@@ -285,7 +298,13 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 	w.mu.Unlock()
 
 	res, err := awaitReply(ctx, w, cl.plan, depart, now, done, fmt.Sprintf("%03d reply %06d %02d %s %d", cl.idx, runOf(ctx), o, key, n))
+	if err == nil && res.reset {
+		err = errReset
+	}
 	w.mu.Lock()
+	if o == opOther && key == "info" {
+		cl.c.infoWait += time.Since(now) // invariant 8: a check before the first acquire
+	}
 	if err != nil {
 		w.event(cl.idx, evReturn, o, n, 0, 0, "error: "+err.Error())
 	} else {

@@ -49,6 +49,22 @@
 // ends, or fail; notices may be delayed or lost; a restart or failover
 // drops subscriptions for a while.
 //
+// Shapes (plan.go drawShapes, shapes.go), each from a stream of its own:
+// a server with maxmemory and a policy, which answers `INFO memory`
+// (maxmemory, maxmemory_policy) and, with a limit and an evicting policy,
+// evicts keys the policy allows (a key with a TTL, the lease first among
+// them, for volatile-*; any for allkeys-*); a single failed call at a
+// boundary (a candidate's first checkpoint reads in a term, a spread
+// member's leave that extends its exclusion entry, a process's first
+// release, as a shed makes it); a connection reset after the server ran a
+// request, which the client sends again as go-redis does (its MaxRetries,
+// its back-off), so the server runs it twice (go-redis also retries a read
+// timeout; the simulator does not, so a call without context timeouts
+// takes one read timeout, not up to four); and clients that keep
+// talking to the old master for a while after a failover: it takes their
+// writes and replicates them nowhere (with MinReplicas their WAIT fails;
+// without, what it grants is out of the model, as any failover's).
+//
 // # Invariants
 //
 // Checked against the simulated server's own state (see world.go):
@@ -59,9 +75,13 @@
 //  3. no function starts already past its renew deadline;
 //  4. terms strictly increase across all starts, data loss included;
 //  5. a cron tick fires at most once, and a run-once job whose term loaded
-//     an older checkpoint offers the latest missed tick;
+//     an older checkpoint offers the latest missed tick; an at-least-once
+//     tick that fired is run to completion before any later completion is
+//     recorded (an owed tick is eventually run, never skipped for good);
 //  6. once faults stopped and settled, a leader runs its function within
-//     the bound derived in world.calmBound;
+//     the bound derived in world.calmBound (not asked when the server's
+//     maxmemory-policy may evict keys: a candidate may refuse to campaign
+//     there, and no leader is then the right outcome, two the wrong one);
 //  7. Run returns within ShutdownTimeout + RenewDeadline + 10ms after its
 //     context ended;
 //  8. a Run sends its first acquire within 5ms of its start (or of the
@@ -189,8 +209,13 @@
 // leave and rejoin, freeze and die, register different job sets; jobs
 // drain slower than any timeout; elect-mode instances of the name are
 // replaced by spread members one by one (with a cron job firing every
-// second in most of those schedules). Invariants (spread_run.go): P1 one
-// runner per job at any instant; P2 in the calm phase no job runs nowhere
+// second in most of those schedules), or arrive while every member stops
+// and drains, from nothing to past shutdown_timeout, with leaves that fail
+// (SpreadPlan.Back); members stop and run again at once after
+// ErrStopTimeout; the server may evict keys as in the election schedules
+// (P2 is then not asked). Invariants (spread_run.go): P1 one runner per job at any
+// instant (two runs on one process are never excused; a stopped member's
+// run is in the model until shutdown_timeout); P2 in the calm phase no job runs nowhere
 // for longer than SpreadPlan.CalmBound while a member that registered it
 // is up; P3 a cron tick fires at most once. See spread_plan.go for the
 // weighting.

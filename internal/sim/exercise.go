@@ -27,6 +27,11 @@ const (
 	// ExLeaseFault: a data loss or failover while a lease was live
 	// (invariants 1, 2, 4).
 	ExLeaseFault = "data loss or failover while a lease was live (1, 2, 4)"
+	// ExLeaseEvicted: the server evicted the lease key under memory
+	// pressure (maxmemory with a volatile-* or allkeys-* policy): a
+	// candidate that campaigns under such a policy leaves two leaders
+	// (invariants 1, 2).
+	ExLeaseEvicted = "lease evicted under maxmemory (1, 2: refuse an evicting policy)"
 	// ExLockRenewNotOurs: the lock's renew.lua ran for a hold other than
 	// the server's live one: without the owner check it extends another
 	// holder's lock, and a lost hold lives on (L1, L3).
@@ -50,6 +55,9 @@ func (w *world) exercised(what string) {
 // preScript records the preconditions a script is about to meet, from the
 // primary's state before it runs.
 func (w *world) preScript(now time.Time, sc *script, keys, argv []string) {
+	if w.onOld {
+		return // the checker judges the new master
+	}
 	switch sc.name {
 	case "leader/release.lua":
 		if cur := w.leaseNow(now); cur != "" && len(argv) > 0 && cur != argv[0] {

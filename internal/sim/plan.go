@@ -39,6 +39,17 @@ type Plan struct {
 
 	WriteMin, WriteMax time.Duration // a pull job's write interval
 
+	// Memory is the server's maxmemory setting, as `INFO memory` reports
+	// it; Evictions are when the server, under memory pressure, evicts
+	// keys its policy allows (a key with a TTL for volatile-*, any key
+	// for allkeys-*): only with a limit and an evicting policy.
+	Memory    Memory
+	Evictions []time.Duration
+	// Promote is how long clients go on talking to the old master after
+	// a failover (they learn of the promotion one by one, each within
+	// it): the old master takes their writes and replicates them nowhere.
+	Promote time.Duration
+
 	mutate map[string]string // Options.Mutate
 }
 
@@ -56,6 +67,81 @@ type CandPlan struct {
 	LogStalls   []Window        // every log write blocks until the window ends (a full stderr pipe)
 	Stops       []time.Duration // Run's context is cancelled; Run is called again once it returned
 	Resigns     []time.Duration // Elector.Resign
+	// FailRead, when non-zero, fails the first read of each checkpoint
+	// key in the first term this candidate starts at or after it: a
+	// single failed read at a term's start.
+	FailRead time.Duration
+	// FailLeave fails a spread member's first leave that extends its
+	// exclusion entry over the drain (spread schedules).
+	FailLeave bool
+	// FailRelease fails the process's first release (a spread member's
+	// shed or stop hands its lease back): the lease is left to expire.
+	FailRelease bool
+	// Resets is the probability that a call's connection resets after
+	// the server executed it: go-redis sends it again (its MaxRetries),
+	// so the server runs it twice.
+	Resets float64
+}
+
+// Memory is a server's maxmemory configuration.
+type Memory struct {
+	Max    int64  // maxmemory in bytes; 0: no limit
+	Policy string // maxmemory-policy
+}
+
+// Evicts reports whether the server may drop keys under memory pressure:
+// a limit, and a policy other than noeviction.
+func (m Memory) Evicts() bool { return m.Max > 0 && m.Policy != "" && m.Policy != "noeviction" }
+
+// Unsafe reports whether the policy lets the server drop keys at all,
+// should a limit be set: solo's keys are then not guaranteed, and a
+// candidate may refuse to campaign.
+func (m Memory) Unsafe() bool { return m.Policy != "" && m.Policy != "noeviction" }
+
+// Streams of the shapes added to a plan, each its own so the draws before
+// them stay as they were.
+const (
+	opShape op = 112 + iota // a plan's memory, boundary failures and promotion window
+	opReset                 // whether a call's connection resets after it executed
+	opEvict                 // which keys one eviction drops
+)
+
+// policies are the maxmemory-policy values a schedule draws from.
+var policies = []string{"noeviction", "volatile-lru", "volatile-ttl", "volatile-random", "allkeys-lru", "allkeys-random"}
+
+// drawShapes adds the shapes drawn from a stream of their own: the
+// server's memory policy and evictions, a candidate's failed read at a
+// term's start, connection resets that make go-redis send a request
+// twice, and how long clients talk to the old master after a failover.
+func (p *Plan) drawShapes() {
+	r := keyed(p.Seed, uint64(opShape))
+	ttl, faultLen := p.Cfg.TTL, p.FaultEnd
+	if r.chance(0.15) {
+		p.Memory = Memory{Max: 100 << 20, Policy: policies[1+r.intn(len(policies)-1)]}
+		switch x := r.float(); {
+		case x < 0.15:
+			p.Memory.Policy = "noeviction"
+		case x < 0.25:
+			p.Memory.Max = 0 // a policy without a limit: nothing is evicted
+		}
+		if p.Memory.Evicts() {
+			for range 1 + r.intn(3) {
+				p.Evictions = append(p.Evictions, r.dur(0, faultLen))
+			}
+			sort.Slice(p.Evictions, func(i, j int) bool { return p.Evictions[i] < p.Evictions[j] })
+		}
+	}
+	if len(p.Failovers) > 0 && r.chance(0.5) {
+		p.Promote = r.logDur(ttl/20, 2*ttl)
+	}
+	for i := range p.Cands {
+		if r.chance(0.25) {
+			p.Cands[i].FailRead = r.dur(time.Millisecond, faultLen)
+		}
+		if r.chance(0.3) {
+			p.Cands[i].Resets = 0.01 + 0.05*r.float()
+		}
+	}
 }
 
 // CronPlan is one cron job, registered on every candidate.
@@ -277,6 +363,7 @@ func NewPlan(seed uint64, o Options) Plan {
 		}
 		p.Crons = append(p.Crons, CronPlan{Name: fmt.Sprintf("cron%d", i), Spec: spec, Misfire: m, Delivery: d})
 	}
+	p.drawShapes()
 	return p
 }
 
@@ -303,14 +390,17 @@ func (p Plan) String() string {
 	c := p.Cfg
 	fmt.Fprintf(&b, "seed %d: ttl %s renew_interval %s renew_deadline %s retry %s resign_cooldown %s shutdown %s drift %g min_replicas %d replica_timeout %s\n",
 		p.Seed, c.TTL, c.RenewInterval, c.RenewDeadline, c.RetryInterval, c.ResignCooldown, c.ShutdownTimeout, c.Drift, c.MinReplicas, c.ReplicaTimeout)
-	fmt.Fprintf(&b, "  faults until %s (intensity %.2f), server clock rate %.5f offset %s, stalls %v, data loss %v, failovers %v, replica down %v\n",
-		p.FaultEnd, p.Intensity, p.Rate, p.Offset, p.Stalls, p.DataLoss, p.Failovers, p.ReplicaDown)
+	fmt.Fprintf(&b, "  faults until %s (intensity %.2f), server clock rate %.5f offset %s, stalls %v, data loss %v, failovers %v (old master kept %s), replica down %v\n",
+		p.FaultEnd, p.Intensity, p.Rate, p.Offset, p.Stalls, p.DataLoss, p.Failovers, p.Promote, p.ReplicaDown)
+	if p.Memory.Policy != "" {
+		fmt.Fprintf(&b, "  maxmemory %d policy %s, evictions %v\n", p.Memory.Max, p.Memory.Policy, p.Evictions)
+	}
 	for _, cr := range p.Crons {
 		fmt.Fprintf(&b, "  cron %s %q misfire %s delivery %s\n", cr.Name, cr.Spec, cr.Misfire, cr.Delivery)
 	}
 	for i, cp := range p.Cands {
-		fmt.Fprintf(&b, "  c%d: id %s ctx_timeouts %v read_timeout %s pauses %v log_stalls %v stops %v resigns %v\n",
-			i, cp.ID, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.LogStalls, cp.Stops, cp.Resigns)
+		fmt.Fprintf(&b, "  c%d: id %s ctx_timeouts %v read_timeout %s pauses %v log_stalls %v stops %v resigns %v fail_read %s resets %.3f\n",
+			i, cp.ID, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.LogStalls, cp.Stops, cp.Resigns, cp.FailRead, cp.Resets)
 	}
 	return b.String()
 }

@@ -45,7 +45,10 @@ func (h rdbHook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPip
 	return func(ctx context.Context, cmds []redis.Cmder) error { return h.cl.do(ctx, cmds) }
 }
 
-// do sends cmds in one round trip and sets their replies.
+// do sends cmds in one round trip and sets their replies. A connection
+// reset after the server ran them is retried as go-redis retries it (up
+// to its MaxRetries, after its back-off): the server runs them again. A
+// boundary failure the plan names fails the request unsent.
 func (cl *client) do(ctx context.Context, cmds []redis.Cmder) error {
 	w := cl.w
 	args := make([][]string, len(cmds))
@@ -53,31 +56,42 @@ func (cl *client) do(ctx context.Context, cmds []redis.Cmder) error {
 		args[i] = strArgs(c.Args())
 	}
 	o, key := cl.classify(args)
-	res, err := cl.roundTripKey(ctx, o, key, func(now time.Time) execResult {
-		r := execResult{epoch: w.epoch}
-		for _, a := range args {
-			if strings.EqualFold(a[0], "WAIT") && len(a) == 3 {
-				ms, _ := strconv.ParseInt(a[2], 10, 64)
-				at := r.applyAt
-				if at.IsZero() && cl.lastEpoch == w.epoch {
-					at = cl.lastApply // WAIT counts the connection's earlier writes too
-				}
-				r.acked = w.waitFor(now, at, time.Duration(ms)*time.Millisecond, &r)
-				r.replies = append(r.replies, r.acked)
-				continue
-			}
-			r.replies = append(r.replies, w.exec(now, cl.idx, a, &r))
+	w.mu.Lock()
+	why := cl.boundary(ctx, o, key, args)
+	if why != "" {
+		w.event(cl.idx, evFault, o, 0, 0, 0, "planned failure: "+why)
+	}
+	w.mu.Unlock()
+	if why != "" {
+		return setErr(cmds, errBoundary)
+	}
+	var res execResult
+	var err error
+	for attempt := 0; ; attempt++ {
+		res, err = cl.roundTripKey(ctx, o, key, func(now time.Time) execResult {
+			r := execResult{epoch: w.epoch}
+			w.onOldMaster(cl.idx, now, func() { cl.exec(now, args, &r) })
+			return r
+		})
+		if !errors.Is(err, errReset) || attempt == goRedisRetries {
+			break
 		}
-		if !r.applyAt.IsZero() {
-			cl.lastApply, cl.lastEpoch = r.applyAt, w.epoch
+		w.mu.Lock()
+		w.event(cl.idx, evLog, o, 0, 0, 0, fmt.Sprintf("go-redis sends %s again after a connection reset (retry %d)", o, attempt+1))
+		w.mu.Unlock()
+		t := time.NewTimer(retryBackoff(attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			err = ctx.Err()
 		}
-		return r
-	})
+		t.Stop()
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
-		for _, c := range cmds {
-			c.SetErr(err)
-		}
-		return err
+		return setErr(cmds, err)
 	}
 	var first error
 	for i, c := range cmds {
@@ -86,6 +100,38 @@ func (cl *client) do(ctx context.Context, cmds []redis.Cmder) error {
 		}
 	}
 	return first
+}
+
+// exec runs one request's commands on the server, under w.mu.
+func (cl *client) exec(now time.Time, args [][]string, r *execResult) {
+	w := cl.w
+	for _, a := range args {
+		if strings.EqualFold(a[0], "WAIT") && len(a) == 3 {
+			ms, _ := strconv.ParseInt(a[2], 10, 64)
+			at := r.applyAt
+			if at.IsZero() && cl.lastEpoch == w.epoch {
+				at = cl.lastApply // WAIT counts the connection's earlier writes too
+			}
+			if w.onOld {
+				at = now.Add(1000 * time.Hour) // the old master has no replica left
+			}
+			r.acked = w.waitFor(now, at, time.Duration(ms)*time.Millisecond, r)
+			r.replies = append(r.replies, r.acked)
+			continue
+		}
+		r.replies = append(r.replies, w.exec(now, cl.idx, a, r))
+	}
+	if !r.applyAt.IsZero() && !w.onOld {
+		cl.lastApply, cl.lastEpoch = r.applyAt, w.epoch
+	}
+}
+
+// setErr sets err on every command and returns it.
+func setErr(cmds []redis.Cmder, err error) error {
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+	return err
 }
 
 // classify names the op of a request, for its fault stream: the script's,
@@ -156,6 +202,10 @@ func (cl *client) classifyOp(args [][]string) (op, string) {
 		}
 	case "PUBLISH":
 		return opResignReq, ""
+	case "INFO", "CONFIG":
+		// A check of the server's configuration (its maxmemory-policy),
+		// which may come before a Run's first acquire (invariant 8).
+		return opOther, "info"
 	}
 	return opOther, ""
 }
@@ -213,6 +263,13 @@ func setReply(c redis.Cmder, r any) error {
 		cmd.SetVal(n)
 	case *redis.StringCmd:
 		cmd.SetVal(fmt.Sprint(toGoRedis(r)))
+	case *redis.MapStringStringCmd: // CONFIG GET: name, value, …
+		arr, _ := r.([]any)
+		m := make(map[string]string, len(arr)/2)
+		for i := 0; i+1 < len(arr); i += 2 {
+			m[fmt.Sprint(arr[i])] = fmt.Sprint(arr[i+1])
+		}
+		cmd.SetVal(m)
 	default:
 		err := fmt.Errorf("sim: %v: reply type %T not simulated", c.Args()[0], c)
 		c.SetErr(err)

@@ -13,7 +13,7 @@ import (
 )
 
 // TestSim_ReplaysExactly runs lock schedules of each mode (plain, fair,
-// Redlock; three seeds each), three spread schedules and five election
+// Redlock; three seeds each), six spread schedules and eight election
 // schedules twice each and compares their event logs byte for byte,
 // after replayText's canonical form: a printed seed must replay the same
 // schedule, and any difference fails. SOLO_SIM_REPLAY=N runs N seeds of
@@ -73,7 +73,9 @@ func TestSim_ReplaysExactly(t *testing.T) {
 		// 1002 and 1003 diverged in every run before a spread member's
 		// acquires were keyed by election, its Hub's batches settled and
 		// ordered, and its electors given a source each.
-		for _, seed := range []uint64{1002, 1003, 1004} {
+		// 3, 9 and 1013: a switch back to elect with failed leaves, a Run
+		// again after ErrStopTimeout, an eviction.
+		for _, seed := range []uint64{1002, 1003, 1004, 3, 9, 1013} {
 			cases = append(cases, kase{"spread", seed, spread})
 		}
 		// Each diverged in some runs before the deciders, calls and
@@ -81,7 +83,9 @@ func TestSim_ReplaysExactly(t *testing.T) {
 		// Resigns as the function returns), 120 (cron runs and their loop
 		// at a log stall's end), 312 and 862 (a cancelled Run's subscribe
 		// and the next Run's), 709.
-		for _, seed := range []uint64{66, 120, 312, 709, 862} {
+		// 5, 29, 4467: an eviction, a failed read at a term's start,
+		// resets and the old master after a failover.
+		for _, seed := range []uint64{66, 120, 312, 709, 862, 5, 29, 4467} {
 			cases = append(cases, kase{"elect", seed, elect})
 		}
 	}

@@ -58,6 +58,11 @@ func (w *world) srvNs(now time.Time) int64 {
 // replicate appends a write to the replication stream and returns when the
 // replica applies it. Lags are keyed by the server's write counter.
 func (w *world) replicate(now time.Time, wr repWrite) time.Time {
+	if w.onOld {
+		// The old master after a failover: its replica was promoted, so
+		// its writes reach no one and WAIT times out.
+		return now.Add(1000 * time.Hour)
+	}
 	w.writes++
 	r := keyed(w.p.Seed, uint64(opRepl), w.writes)
 	lag := r.dur(50*time.Microsecond, 3*time.Millisecond)
@@ -101,6 +106,7 @@ type execResult struct {
 	wait    time.Duration // time spent in WAIT
 	epoch   uint64        // the server's epoch at execution
 	applyAt time.Time     // when the replica applies the request's last write; zero if none
+	reset   bool          // the connection reset before the reply arrived (CandPlan.Resets)
 }
 
 // exec runs one command of a client at fake time now, under w.mu: the
@@ -157,6 +163,10 @@ func (w *world) exec(now time.Time, cand int, args []string, res *execResult) an
 		return r
 	case "ZREM": // Withdraw: an elector leaves the candidates (spread_server.go)
 		return w.execWrite(now, args, res)
+	case "INFO":
+		return w.info(args)
+	case "CONFIG":
+		return w.configGet(args)
 	}
 	w.violate(InvScript, fmt.Sprintf("c%d sent %s, which the simulated server does not implement", cand, name))
 	return redisError("ERR unknown command '" + args[0] + "'")
@@ -199,6 +209,9 @@ func (w *world) eval(now time.Time, sc *script, keys, argv []string, res *execRe
 // routePublish delivers a PUBLISH: the election's channel to its watches,
 // any other to the lock's subscribers. It returns the receivers' count.
 func (w *world) routePublish(now time.Time, p pubMsg) int64 {
+	if w.onOld {
+		return 0 // the subscribers left the old master at the failover
+	}
 	if p.channel == w.p.Cfg.EventsChannel() {
 		ev, ok := parseEvent(p.msg)
 		if !ok {
@@ -294,6 +307,7 @@ func (w *world) failover(now time.Time) {
 	w.catchUpReplica(now)
 	w.preFault(now, w.repQ)
 	lost := len(w.repQ)
+	old := w.prim
 	w.prim = w.rep.clone()
 	w.repQ = w.repQ[:0]
 	w.lastApply = now
@@ -301,6 +315,7 @@ func (w *world) failover(now time.Time) {
 	w.disconnectWatches(now)
 	w.event(-1, evFault, 0, 0, int64(lost), 0, "FAILOVER to the replica; writes lost: "+strconv.Itoa(lost)+"; lease now "+quoteVal(w.leaseNow(now)))
 	w.failovers = append(w.failovers, now)
+	w.keepOldMaster(now, old)
 	if w.p.Cfg.MinReplicas == 0 {
 		w.affectActive("failover without min_replicas")
 	}
@@ -347,6 +362,12 @@ func pxMillis(d time.Duration) int64 {
 // postElection records what an election script did, from its reply and
 // the lease before it (world.before): a new term, and true renewals.
 func (w *world) postElection(now time.Time, sc *script, argv []string, r any) {
+	if w.onOld {
+		// The old master: a renewal there is true as the process sees it
+		// (the server it talks to held its value), a term it mints is none
+		// of the new master's.
+		w.postOld(sc, r)
+	}
 	switch sc.name {
 	case "leader/acquire.lua":
 		arr, ok := r.([]any)
@@ -356,7 +377,7 @@ func (w *world) postElection(now time.Time, sc *script, argv []string, r any) {
 		v, _ := arr[1].(string)
 		switch arr[0] {
 		case int64(1):
-			if l, ok := parseLease(v); ok {
+			if l, ok := parseLease(v); ok && !w.onOld {
 				w.minted(l)
 			}
 			w.renewedTrue(v, now)

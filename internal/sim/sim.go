@@ -176,22 +176,27 @@ wait:
 func (w *world) injectServerFaults(stop <-chan struct{}) {
 	type ev struct {
 		at   time.Duration
-		loss bool
+		kind int // 0 failover, 1 data loss, 2 eviction
 	}
 	var evs []ev
 	for _, d := range w.p.DataLoss {
-		evs = append(evs, ev{d, true})
+		evs = append(evs, ev{d, 1})
 	}
 	for _, d := range w.p.Failovers {
-		evs = append(evs, ev{d, false})
+		evs = append(evs, ev{d, 0})
+	}
+	if w.lk == nil || w.evictLocks {
+		for _, d := range w.p.Evictions {
+			evs = append(evs, ev{d, 2})
+		}
 	}
 	for _, s := range w.p.Stalls {
 		w.mu.Lock()
 		w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) redis stalls from %s to %s", fmtDur(s.From), fmtDur(s.To)))
 		w.mu.Unlock()
 	}
-	sort.Slice(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
-	for _, e := range evs {
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	for n, e := range evs {
 		t := time.NewTimer(time.Until(w.start.Add(e.at)))
 		select {
 		case <-t.C:
@@ -203,9 +208,12 @@ func (w *world) injectServerFaults(stop <-chan struct{}) {
 			return
 		}
 		w.mu.Lock()
-		if e.loss {
+		switch e.kind {
+		case 1:
 			w.dataLoss(time.Now())
-		} else {
+		case 2:
+			w.evict(time.Now(), uint64(n))
+		default:
 			w.failover(time.Now())
 		}
 		w.mu.Unlock()

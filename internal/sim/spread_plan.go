@@ -32,6 +32,11 @@ type SpreadPlan struct {
 	// rolling switch from mode elect to spread on the group's name; a
 	// member that registers none of the jobs.
 	Shed, Switch, Mixed bool
+	// Back switches the other way, from spread to elect: elect-mode
+	// instances of the group's name arrive while every member stops and
+	// its jobs drain (for between nothing and past shutdown_timeout),
+	// some members failing the leave that extends their exclusion entry.
+	Back bool
 	// Cron adds a cron job firing every second, registered by every
 	// process that registers jobs (mode switch schedules only): in both
 	// modes at once a tick fires twice.
@@ -54,6 +59,37 @@ type SpreadProc struct {
 	// non-zero, runs it again.
 	Stop, Restart time.Duration
 	Die           time.Duration // frozen for good: nothing of it runs from then on (0: never)
+	failLeave     bool          // its first leave extending the exclusion entry fails (CandPlan.FailLeave)
+}
+
+// drawBack makes p a switch from spread back to elect (SpreadPlan.Back),
+// drawing from r: a longer shutdown timeout, drains from nothing to past
+// it, every member stopping for good one after another, and one or two
+// elect-mode instances of the name arriving as the first stops.
+func (p *SpreadPlan) drawBack(r *rng, first int) {
+	ttl := p.Cfg.TTL
+	p.Back = true
+	p.Cfg.ShutdownTimeout = r.dur(2*ttl, 5*ttl)
+	sd := p.Cfg.ShutdownTimeout
+	for _, j := range p.Jobs {
+		p.Drain[j] = r.dur(0, sd*3/2)
+	}
+	at := time.Duration(0)
+	for _, sp := range p.Procs {
+		at = max(at, sp.Start)
+	}
+	at += r.dur(2*ttl, 4*ttl)
+	// Each member's leave fails, or none: one that succeeds extends the
+	// exclusion past every drain of the others (they stop within a TTL).
+	fail := r.chance(0.6)
+	for i := first; i < len(p.Procs); i++ {
+		sp := &p.Procs[i]
+		sp.Stop, sp.Restart, sp.Die = at+r.dur(0, ttl), 0, 0
+		sp.failLeave = fail
+	}
+	for range r.between(1, 2) {
+		p.Procs = append(p.Procs, SpreadProc{Elect: true, Jobs: p.Jobs, Start: at - r.dur(0, ttl)})
+	}
 }
 
 // sc returns the spread config with the defaults applied.
@@ -77,6 +113,7 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 	p := SpreadPlan{Plan: base, Drain: map[string]time.Duration{}}
 	p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
 	p.DataLoss, p.Failovers, p.ReplicaDown, p.Crons, p.Cands = nil, nil, nil, nil, nil
+	p.Promote = 0 // no failover (the plan's Memory and Evictions stay)
 	r := keyed(seed, uint64(opSPlan))
 	cfg := p.Cfg
 	ttl := cfg.TTL
@@ -178,6 +215,9 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 			sp.Die = sp.Start + r.dur(0, max(faultEnd-sp.Start, ttl))
 		}
 	}
+	if rb := keyed(seed, uint64(opSPlan), 3); !p.Switch && rb.chance(0.4) {
+		p.drawBack(&rb, first)
+	}
 	for _, sp := range p.Procs {
 		last = max(last, sp.Start, sp.Stop, sp.Restart, sp.Die)
 	}
@@ -209,10 +249,20 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 		if sp.Die > 0 {
 			c.Pauses = append(c.Pauses, Window{sp.Die, 1000 * time.Hour})
 		}
+		c.FailLeave = sp.failLeave
 		p.Cands = append(p.Cands, c)
 	}
-	// Drawn from a stream of its own, so the draws above stay as they were.
-	if rc := keyed(seed, uint64(opSPlan), 2); p.Switch && !p.Mixed && rc.chance(0.7) {
+	// Drawn from streams of their own, so the draws above stay as they
+	// were: connection resets that make go-redis run a request twice, and
+	// a shed whose release fails.
+	rs := keyed(seed, uint64(opShape), 2)
+	for i := range p.Cands {
+		if rs.chance(0.3) {
+			p.Cands[i].Resets = 0.01 + 0.05*rs.float()
+		}
+		p.Cands[i].FailRelease = p.Shed && rs.chance(0.4)
+	}
+	if rc := keyed(seed, uint64(opSPlan), 2); (p.Switch || p.Back) && !p.Mixed && rc.chance(0.7) {
 		p.Cron = true
 		p.Jobs = append(p.Jobs[:len(p.Jobs):len(p.Jobs)], spreadCron)
 		for i := range p.Procs {
@@ -230,7 +280,7 @@ func NewSpreadPlan(seed uint64, o Options) SpreadPlan {
 	}
 	// Every request of the fault phase has executed and been answered
 	// (delays reach 5/2 TTL each way), every drain ended.
-	p.CalmFrom = max(p.FaultEnd, last) + 6*ttl + drain + cfg.ShutdownTimeout
+	p.CalmFrom = max(p.FaultEnd, last) + 6*ttl + drain + p.Cfg.ShutdownTimeout
 	rate := min(p.Rate, 1)
 	p.CalmBound = sc.MemberTTL + 4*sc.Heartbeat + time.Duration(float64(2*ttl)/rate) + 3*cfg.RetryInterval + cfg.ResignCooldown + 100*time.Millisecond
 	p.End = p.CalmFrom + p.CalmBound + 2*ttl
@@ -244,18 +294,21 @@ func (p SpreadPlan) String() string {
 	sc := p.sc()
 	fmt.Fprintf(&b, "spread seed %d: ttl %s renew_interval %s renew_deadline %s retry %s resign_cooldown %s shutdown %s drift %g\n",
 		p.Seed, c.TTL, c.RenewInterval, c.RenewDeadline, c.RetryInterval, c.ResignCooldown, c.ShutdownTimeout, c.Drift)
-	fmt.Fprintf(&b, "  heartbeat %s member_ttl %s min_hold %s; jobs %v drain %v; shed %v switch %v mixed %v cron %v\n",
-		sc.Heartbeat, sc.MemberTTL, sc.MinHold, p.Jobs, p.Drain, p.Shed, p.Switch, p.Mixed, p.Cron)
+	fmt.Fprintf(&b, "  heartbeat %s member_ttl %s min_hold %s; jobs %v drain %v; shed %v switch %v back %v mixed %v cron %v\n",
+		sc.Heartbeat, sc.MemberTTL, sc.MinHold, p.Jobs, p.Drain, p.Shed, p.Switch, p.Back, p.Mixed, p.Cron)
 	fmt.Fprintf(&b, "  faults until %s (intensity %.2f), server clock rate %.5f offset %s, stalls %v; calm from %s (bound %s) to %s\n",
 		p.FaultEnd, p.Intensity, p.Rate, p.Offset, p.Stalls, p.CalmFrom, p.CalmBound, p.End)
+	if p.Memory.Policy != "" {
+		fmt.Fprintf(&b, "  maxmemory %d policy %s, evictions %v\n", p.Memory.Max, p.Memory.Policy, p.Evictions)
+	}
 	for i, sp := range p.Procs {
 		cp := p.Cands[i]
 		mode := "spread"
 		if sp.Elect {
 			mode = "elect"
 		}
-		fmt.Fprintf(&b, "  p%d: %s jobs %v start %s stop %s restart %s die %s; ctx_timeouts %v read_timeout %s pauses %v\n",
-			i, mode, sp.Jobs, sp.Start, sp.Stop, sp.Restart, sp.Die, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses)
+		fmt.Fprintf(&b, "  p%d: %s jobs %v start %s stop %s restart %s die %s; ctx_timeouts %v read_timeout %s pauses %v fail_leave %v fail_release %v resets %.3f\n",
+			i, mode, sp.Jobs, sp.Start, sp.Stop, sp.Restart, sp.Die, cp.CtxTimeouts, cp.ReadTimeout, cp.Pauses, cp.FailLeave, cp.FailRelease, cp.Resets)
 	}
 	return b.String()
 }

@@ -31,6 +31,9 @@ const (
 	TagModeSwitch = "elect-and-spread" // one runner in mode elect, the other in mode spread
 	TagMixedJobs  = "mixed-job-sets"   // members registered different jobs
 	TagEmpty      = "member-registers-none"
+	TagSameProc   = "same-process"          // both runs on one process: a Run again while its last one's job still ran
+	TagToElect    = "spread-drain-to-elect" // a spread member's run still draining as an elect-mode instance starts the job
+	TagEvicted    = "after-eviction"        // the server evicted keys under maxmemory before it
 )
 
 // SpreadStats are what a spread schedule did.
@@ -51,6 +54,7 @@ const (
 	MetShedDrain = "a shed job drained past shutdown_timeout + ttl"
 	MetSwitch    = "a spread member started while an elect-mode instance of its name ran"
 	MetMixed     = "calm phase with members of different job sets"
+	MetBack      = "a stopped spread member drained while an elect-mode instance of its name ran"
 )
 
 // spreadRun is one spread schedule: the world (server, network, event
@@ -129,6 +133,9 @@ func RunSpread(seed uint64, o Options) *Result {
 	for _, pr := range r.procs {
 		drivers.Go(func() { pr.drive(end) })
 	}
+	faultsDone := make(chan struct{})
+	var faults sync.WaitGroup
+	faults.Go(func() { w.injectServerFaults(faultsDone) }) // evictions (the plan has no loss or failover)
 	sleepFake(w.start.Add(p.End), w.abort)
 	close(end)
 	running := make(chan struct{})
@@ -150,6 +157,8 @@ func RunSpread(seed uint64, o Options) *Result {
 	w.mu.Unlock()
 	close(w.stop)
 	<-running
+	close(faultsDone)
+	faults.Wait()
 	r.jobs.Wait()
 	<-w.loopDone
 	for _, pr := range r.procs {
@@ -497,7 +506,7 @@ func (r *spreadRun) begin(pr *sproc, job, election string, term uint64) *jobRun 
 	w.event(pr.idx, evElected, 0, 0, int64(term), 0, "")
 	w.event(pr.idx, evNote, 0, 0, 0, 0, fmt.Sprintf("job %s begins (%s term %d)", job, election, term))
 	for _, o := range r.active[job] {
-		if why := r.excuse(o, now); why != "" {
+		if why := r.excuse(o, pr, now); why != "" {
 			w.outOfModel(why)
 			continue
 		}
@@ -507,6 +516,15 @@ func (r *spreadRun) begin(pr *sproc, job, election string, term uint64) *jobRun 
 		}
 		if (o.proc.wk != nil) != (pr.wk != nil) {
 			tags = append(tags, TagModeSwitch)
+		}
+		if o.proc.sp != nil && pr.wk != nil && len(o.proc.stops) > 0 {
+			tags = append(tags, TagToElect)
+		}
+		if o.proc == pr {
+			tags = append(tags, TagSameProc)
+		}
+		if len(w.evictions) > 0 {
+			tags = append(tags, TagEvicted)
 		}
 		cancelled := "not cancelled"
 		if !o.cancelled.IsZero() {
@@ -522,23 +540,30 @@ func (r *spreadRun) begin(pr *sproc, job, election string, term uint64) *jobRun 
 	return jr
 }
 
-// excuse says why an earlier run still going is out of the model, or "".
-func (r *spreadRun) excuse(o *jobRun, now time.Time) string {
+// excuse says why an earlier run o still going as process pr starts the
+// job is out of the model, or "". Nothing excuses two runs on one
+// process: a Run waits for its last one's stragglers.
+func (r *spreadRun) excuse(o *jobRun, pr *sproc, now time.Time) string {
 	w := r.w
+	if o.proc == pr {
+		return ""
+	}
 	for _, pw := range r.p.Cands[o.proc.idx].Pauses {
 		if w.start.Add(pw.From).Before(now) && w.start.Add(pw.To).After(o.begin) {
 			return "a job's process was frozen while it ran"
 		}
 	}
+	draining := false // stopped, and within shutdown_timeout: its lease is renewed while it drains
 	for _, s := range o.proc.stops {
 		if s.After(o.begin) && now.Sub(s) >= r.p.Cfg.ShutdownTimeout {
 			return "a job drained past shutdown_timeout after its process was stopped"
 		}
+		draining = draining || s.After(o.begin)
 	}
 	if r.lost[lostKey{o.proc.idx, o.election, o.term}] {
 		return "a job ran on after its lease was lost (renew deadline)"
 	}
-	if !o.cancelled.IsZero() && !errors.Is(o.cause, leader.ErrResigned) && now.Sub(o.cancelled) > w.budget() {
+	if !o.cancelled.IsZero() && !errors.Is(o.cause, leader.ErrResigned) && !draining && now.Sub(o.cancelled) > w.budget() {
 		return "a job ignored cancellation past its stop budget"
 	}
 	return ""
@@ -566,6 +591,9 @@ func (r *spreadRun) end(jr *jobRun) {
 			r.met[MetShedDrain] = true
 		}
 	}
+	if jr.proc.sp != nil && len(jr.proc.stops) > 0 && r.electUp > 0 {
+		r.met[MetBack] = true
+	}
 	runs := r.active[jr.job]
 	for i, o := range runs {
 		if o == jr {
@@ -581,6 +609,12 @@ func (r *spreadRun) end(jr *jobRun) {
 func (r *spreadRun) finish(end time.Time) {
 	w := r.w
 	if w.aborted {
+		return
+	}
+	if r.p.Memory.Unsafe() {
+		// As invariant 6: a member that refuses to campaign under a policy
+		// that may evict its keys runs nothing, which is right.
+		w.event(-1, evNote, 0, 0, 0, 0, "maxmemory-policy "+r.p.Memory.Policy+" may evict the leases: no job running (refused) is allowed; P2 not checked")
 		return
 	}
 	from := w.start.Add(r.p.CalmFrom)

@@ -22,7 +22,8 @@ import (
 // worker.Workers, over the simulated Redis running the shipped scripts.
 // CI profile: 120 schedules, 40 under -race (SOLO_SIM=long: 5,000;
 // SOLO_SIM_SPREAD_SCHEDULES=N overrides), seeds from SOLO_SIM_BASE on
-// (random when unset, printed). SOLO_SIM_SEED=N replays one schedule.
+// (random when unset, printed), within a budget of 90 s, 45 s under -race
+// (SOLO_SIM_BUDGET overrides; 0: none; see TestSim_CI). SOLO_SIM_SEED=N replays one schedule.
 func TestSim_Spread(t *testing.T) {
 	if s := os.Getenv("SOLO_SIM_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -45,14 +46,15 @@ func TestSim_Spread(t *testing.T) {
 		}
 		return
 	}
-	n := 120
+	n, budget := 120, 90*time.Second
 	if raceOn {
-		n = 40
+		n, budget = 40, 45*time.Second
 	}
 	if os.Getenv("SOLO_SIM") == "long" {
-		n = 5000
+		n, budget = 5000, 0
 	}
 	n = schedulesFromEnv(t, "SOLO_SIM_SPREAD_SCHEDULES", n)
+	budget = budgetFromEnv(t, budget)
 	base := baseSeed(t)
 	start := time.Now()
 	var (
@@ -63,6 +65,8 @@ func TestSim_Spread(t *testing.T) {
 		findings = map[string][]uint64{}
 		fake     time.Duration
 		oom      = map[string]int{}
+		ran      int
+		cut      bool
 	)
 	t.Run("schedules", func(t *testing.T) {
 		for i := range runtime.GOMAXPROCS(0) {
@@ -73,10 +77,17 @@ func TestSim_Spread(t *testing.T) {
 					if k >= int64(n) {
 						return
 					}
+					if spent(start, budget) {
+						mu.Lock()
+						cut = true
+						mu.Unlock()
+						return
+					}
 					seed := base + uint64(k)
 					var res *sim.Result
 					synctest.Test(t, func(t *testing.T) { res = sim.RunSpread(seed, sim.Options{}) })
 					mu.Lock()
+					ran++
 					fake += res.Stats.FakeTime
 					for m, ok := range res.Spread.Met {
 						if ok {
@@ -98,8 +109,11 @@ func TestSim_Spread(t *testing.T) {
 		}
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "spread profile: %d schedules from seed %d in %s (%s fake time); %d failed\n", n, base, time.Since(start).Round(time.Millisecond), fake.Round(time.Second), len(failed))
-	for _, m := range []string{sim.MetShedDrain, sim.MetSwitch, sim.MetMixed} {
+	fmt.Fprintf(&b, "spread profile: %d schedules from seed %d in %s (%s fake time); %d failed\n", ran, base, time.Since(start).Round(time.Millisecond), fake.Round(time.Second), len(failed))
+	if cut {
+		fmt.Fprintf(&b, "  the %s budget was spent: %d of %d schedules ran\n", budget, ran, n)
+	}
+	for _, m := range []string{sim.MetShedDrain, sim.MetSwitch, sim.MetBack, sim.MetMixed} {
 		fmt.Fprintf(&b, "  precondition met in %d schedules: %s\n", met[m], m)
 	}
 	keys := make([]string, 0, len(findings))
@@ -118,22 +132,39 @@ func TestSim_Spread(t *testing.T) {
 	t.Log(b.String())
 	if len(failed) > 0 {
 		sort.Slice(failed, func(i, j int) bool { return failed[i].Seed < failed[j].Seed })
-		t.Errorf("%d of %d spread schedules failed; the first:\n%s", len(failed), n, failed[0].Report(300))
+		t.Errorf("%d of %d spread schedules failed:\n%s\nthe first:\n%s", len(failed), ran, b.String(), failed[0].Report(300))
 	}
 }
 
 // spreadFindings names what a failed spread schedule found, by its
-// violations' invariants and tags: the review's findings 11 (a shed job
-// that drains slowly runs twice), 12 (elect and spread on one name run
+// violations' invariants and tags: the third review's findings 11 (a shed
+// job that drains slowly runs twice), 12 (elect and spread on one name run
 // every job twice) and 15 (a member that registers none of the jobs
-// counts toward the share), or another violation.
+// counts toward the share), issue 29's findings 9 (an elect-mode instance
+// runs a job a stopped spread member still drains) and 10 (one process
+// runs a job twice: a Run after ErrStopTimeout), or another violation.
 func spreadFindings(res *sim.Result) []string {
 	var out []string
 	for inv, tags := range res.Spread.Tags {
+		same := inv == sim.InvSpreadOne && tags[sim.TagSameProc]
+		if same {
+			// Whatever else that violation met: one process ran the job
+			// twice.
+			out = append(out, "issue 29 finding 10 (a Run after ErrStopTimeout: job twice in one process)")
+		}
 		for tag := range tags {
 			f := "other: " + inv + " [" + tag + "]"
 			switch {
+			case same && tag != sim.TagToElect:
+				continue
+			case tag == sim.TagEvicted:
+				f = "issue 29 finding 3 (a lease evicted under maxmemory: job twice)"
+			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagToElect:
+				f = "issue 29 finding 9 (spread → elect: an elect-mode instance runs a job a stopped member still drains)"
 			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagModeSwitch:
+				if tags[sim.TagToElect] {
+					continue
+				}
 				f = "finding 12 (mode switch: job twice)"
 			case inv == sim.InvSpreadOne && tag == sim.TagShedDrain:
 				f = "finding 11 (shed slow drain: job twice)"

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -153,6 +154,17 @@ type world struct {
 	maxMinted uint64               // the highest term acquire.lua minted
 	trueAt    map[string]time.Time // last true renewal of each lease or lock field (deadline.go)
 	before    string               // the lease before the running script (server.go)
+	evictions []time.Time          // when the server evicted keys (shapes.go)
+	// The old master after a failover (Plan.Promote; shapes.go): its data,
+	// until when each candidate still talks to it, whether a request runs
+	// on it now, and the terms it granted without MinReplicas.
+	old      *state
+	oldUntil []time.Time
+	onOld    bool
+	oldTerms map[uint64]bool
+	// evictLocks lets Plan.Evictions strike lock schedules too (the lock
+	// schedules' code sets it; off, they run without evictions).
+	evictLocks bool
 
 	cands []*candidate
 	lk    *lockWorld // lock schedules only (lock_run.go)
@@ -164,6 +176,7 @@ type world struct {
 	fenceTerm uint64
 	fenceBy   fnKey
 	ticks     map[tickKey][]tickFire
+	completed map[tickKey]bool // at-least-once ticks whose run returned nil
 	viol      []Violation
 	violN     map[string]int // violations by invariant; viol keeps the first of each
 	stats     Stats
@@ -184,20 +197,21 @@ type world struct {
 
 func newWorld(p Plan, start time.Time) *world {
 	w := &world{
-		p:        p,
-		start:    start,
-		faultEnd: start.Add(p.FaultEnd),
-		stop:     make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-		loopDone: make(chan struct{}),
-		abort:    make(chan struct{}),
-		watches:  map[*watch]struct{}{},
-		fns:      map[fnKey]*fnState{},
-		ticks:    map[tickKey][]tickFire{},
-		violN:    map[string]int{},
-		settled:  make(chan struct{}),
-		scheds:   map[string]cron.Schedule{},
-		ev:       make([]event, 0, 1024),
+		p:         p,
+		start:     start,
+		faultEnd:  start.Add(p.FaultEnd),
+		stop:      make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		loopDone:  make(chan struct{}),
+		abort:     make(chan struct{}),
+		watches:   map[*watch]struct{}{},
+		fns:       map[fnKey]*fnState{},
+		ticks:     map[tickKey][]tickFire{},
+		completed: map[tickKey]bool{},
+		violN:     map[string]int{},
+		settled:   make(chan struct{}),
+		scheds:    map[string]cron.Schedule{},
+		ev:        make([]event, 0, 1024),
 
 		settleReq:   make(chan settleReq),
 		settlerStop: make(chan struct{}),
@@ -305,6 +319,12 @@ func (w *world) oom(f *fnState, now time.Time) string {
 	if !f.cancelled.IsZero() && now.Sub(f.cancelled) > w.budget() {
 		return "leader function ran past its stop budget (paused or ignoring cancellation)"
 	}
+	for _, k := range w.fnKeysOf(f) {
+		if w.oldLease(k.term) {
+			f.affected = "failover without min_replicas (a lease the old master granted)"
+			return f.affected
+		}
+	}
 	return ""
 }
 
@@ -364,7 +384,11 @@ func (w *world) checkLease(k fnKey, f *fnState, where string) {
 		}
 		return
 	}
-	w.violate(InvLease, fmt.Sprintf("c%d's leader function of term %d runs (%s) but the server holds %s", k.cand, k.term, where, quoteVal(got)), f.tags...)
+	tags := f.tags
+	if len(w.evictions) > 0 && !slices.ContainsFunc(tags, func(t string) bool { return strings.HasPrefix(t, "after-eviction") }) {
+		tags = append(slices.Clip(tags), "after-eviction("+w.p.Memory.Policy+")")
+	}
+	w.violate(InvLease, fmt.Sprintf("c%d's leader function of term %d runs (%s) but the server holds %s", k.cand, k.term, where, quoteVal(got)), tags...)
 }
 
 // elected records a function start: invariants 1, 2 and 4.
@@ -382,11 +406,19 @@ func (w *world) elected(c int, term uint64) {
 	}
 	f.elected, f.seen = now, true
 	f.tags = w.cands[c].diagnoseStart(now, w.p.Cfg.RenewDeadline)
+	if len(w.evictions) > 0 {
+		f.tags = append(f.tags, "after-eviction("+w.p.Memory.Policy+")")
+	}
 	w.fns[k] = f
 	w.stats.Starts++
 	w.event(c, evElected, 0, 0, int64(term), 0, "")
+	selfOOM := w.oldLease(term)
 	for ok2, o := range w.fns {
 		if o.ended || ok2 == k {
+			continue
+		}
+		if selfOOM {
+			w.noteOOM(f, "failover without min_replicas (a lease the old master granted)")
 			continue
 		}
 		if ok2.cand == c {
@@ -407,7 +439,7 @@ func (w *world) elected(c int, term uint64) {
 		}
 		w.violate(InvOne, fmt.Sprintf("c%d starts term %d while c%d's function of term %d runs (cancelled: %v)", c, term, ok2.cand, ok2.term, !o.cancelled.IsZero()), tags...)
 	}
-	if w.stats.Starts > 1 && term <= w.lastStart.term {
+	if w.stats.Starts > 1 && term <= w.lastStart.term && !selfOOM && !w.oldLease(w.lastStart.term) {
 		tags := append([]string(nil), f.tags...)
 		if term == w.lastStart.term && w.cands[w.lastStart.cand].id == w.cands[c].id {
 			tags = append(tags, "id-collision")
@@ -541,7 +573,9 @@ func (w *world) fired(c int, term uint64, job string, tick time.Time) {
 		}
 	}
 	for _, l := range w.losses {
-		if l.After(p.at) && !l.After(now) {
+		// (A loss is recorded as it happens, so before now; but for the
+		// end of the old master's window after a failover, which is later.)
+		if l.After(p.at) {
 			w.outOfModel("cron tick fired again after data loss or a failover without min_replicas")
 			return
 		}
@@ -730,8 +764,16 @@ func (w *world) finish(end time.Time) {
 			w.checkRunOnce(k, f)
 		}
 	}
+	w.checkCompleted(end)
 	if w.settleAt.IsZero() {
 		w.event(-1, evNote, 0, 0, 0, 0, "the fault phase never settled: invariant 6 not checked")
+		return
+	}
+	if w.p.Memory.Unsafe() {
+		// A candidate that sees a policy able to evict its keys refuses to
+		// campaign: no leader is then the right outcome, two the wrong one
+		// (invariants 1, 2).
+		w.event(-1, evNote, 0, 0, 0, 0, "maxmemory-policy "+w.p.Memory.Policy+" may evict the lease: no leader (refused) is allowed; invariant 6 not checked")
 		return
 	}
 	live := 0
