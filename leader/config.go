@@ -81,8 +81,14 @@ type Config struct {
 	// MinReplicas, when positive, makes acquire and renew wait (WAIT) until
 	// that many replicas acknowledged the write, on the same connection.
 	// An acquire acknowledged by fewer is refused; such a renew counts as
-	// failed. Use it with Sentinel so a failover cannot lose a fresh lease.
-	// Default 0 (off).
+	// failed. Use it with Sentinel: without it the old master takes
+	// renewals the promoted replica never sees until the clients follow,
+	// and two leaders can run at once. Even with it the old master's last
+	// acknowledged renewal can come a Sentinel reconfiguration (about 1s)
+	// after the promotion, so keep TTL×(1−Drift) − RenewDeadline −
+	// RenewInterval above that plus the jobs' stop time (solo's command
+	// defaults to MinReplicas 1, RenewInterval TTL/10 and RenewDeadline
+	// TTL/2 for a Sentinel URL, docs/operations.md). Default 0 (off).
 	MinReplicas int
 
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default

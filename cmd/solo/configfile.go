@@ -545,7 +545,7 @@ func (j JobConfig) validate(key string) error {
 // parse is Load and Parse: defaults, then the file, then env, then Validate.
 func parse(file string, data []byte, env []string) (Config, error) {
 	c := DefaultConfig()
-	d := &yamlDecoder{file: file, lines: map[string]int{}}
+	d := &yamlDecoder{file: file, lines: map[string]int{}, given: map[string]bool{}}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := d.decodeFile(data, &c); err != nil {
 			return Config{}, err
@@ -555,6 +555,11 @@ func parse(file string, data []byte, env []string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	minGiven := d.given[minReplicasKey]
+	if given, present := envGiven(env, minReplicasEnv); present {
+		minGiven = given
+	}
+	applySentinelDefaults(&c, minGiven)
 	for i := range c.Jobs {
 		j := &c.Jobs[i]
 		switch {
@@ -606,7 +611,8 @@ func parse(file string, data []byte, env []string) (Config, error) {
 // either way ("mapping key already defined").
 type yamlDecoder struct {
 	file  string
-	lines map[string]int // key path → line of the key
+	lines map[string]int  // key path → line of the key
+	given map[string]bool // key paths of the scalars given a value
 }
 
 var yamlErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -700,6 +706,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, key string, v reflect.Value) error {
 		return d.fail(n, key, shown, reason)
 	}
 	v.Set(parsed)
+	d.given[key] = true
 	return nil
 }
 

@@ -41,11 +41,11 @@ func TestExitBound(t *testing.T) {
 			sum: "election.shutdown_timeout 10s + 3 Redis round trips of 1s (leave, releases, entry removal) + 1s log flush"},
 		{name: "read_timeout of the url", yaml: minimal + "redis:\n  url: redis://r:6379/0?read_timeout=3s\n", want: 14 * time.Second,
 			sum: "election.shutdown_timeout 10s + 1 Redis round trip of 3s (the release) + 1s log flush"},
-		// Every call after the drain is bounded by renew_deadline (6.67s at
-		// ttl 10s), whatever the client's timeouts.
+		// Every call after the drain is bounded by renew_deadline (5s at
+		// ttl 10s with a Sentinel url), whatever the client's timeouts.
 		{name: "read_timeout above renew_deadline", yaml: minimal + "redis:\n  url: redis+sentinel://s1:26379/m/0?read_timeout=30s\n",
-			want: 10*time.Second + 6666666666 + time.Second,
-			sum:  "election.shutdown_timeout 10s + 1 Redis round trip of 6.666666666s (the release) + 1s log flush"},
+			want: 10*time.Second + 5*time.Second + time.Second,
+			sum:  "election.shutdown_timeout 10s + 1 Redis round trip of 5s (the release) + 1s log flush"},
 		// The sum saturates instead of wrapping to a negative bound.
 		// Old code: exitBound() = -2562047h47m14.854775809s.
 		{name: "largest shutdown_timeout", yaml: minimal + "  shutdown_timeout: 2562047h47m16.854775807s\n", want: math.MaxInt64,
@@ -105,13 +105,32 @@ func TestValidate_GracePeriodAgainstTheExitBound(t *testing.T) {
 // with `SOLO_ELECTION_GRACE_PERIOD="13s": shorter than solo run's exit
 // bound 14s …`.
 func TestKubernetesManifest_GracePeriodPassesSolo(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "solo-run.yaml"))
+	config, grace, env := readManifest(t)
+	env = append(env, "SOLO_REDIS_URL=rediss://solo:x@redis.redis.svc.cluster.local:6379/0") // from the Secret
+	if got, want := lookupEnv(env, "SOLO_ELECTION_GRACE_PERIOD"), strconv.Itoa(*grace)+"s"; got != want {
+		t.Fatalf("SOLO_ELECTION_GRACE_PERIOD %q, want terminationGracePeriodSeconds %s", got, want)
+	}
+	cfg, err := Parse([]byte(config), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var config string
-	var grace *int
-	var env []string
+	bound, sum := exitBound(cfg)
+	t.Logf("terminationGracePeriodSeconds %d; exit bound %s = %s", *grace, bound, sum)
+}
+
+// manifestPath is deploy/kubernetes's manifest of solo run.
+var manifestPath = filepath.Join("..", "..", "deploy", "kubernetes", "solo-run.yaml")
+
+// readManifest reads manifestPath: its ConfigMap's config.yaml, its
+// Deployment's terminationGracePeriodSeconds and the NAME=VALUE of each
+// environment variable of its container with a literal value (the
+// Secret's are left to the caller).
+func readManifest(t *testing.T) (config string, grace *int, env []string) {
+	t.Helper()
+	b, err := os.ReadFile(manifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
 		var m struct {
 			Kind string            `yaml:"kind"`
@@ -122,9 +141,8 @@ func TestKubernetesManifest_GracePeriodPassesSolo(t *testing.T) {
 						Grace      *int `yaml:"terminationGracePeriodSeconds"`
 						Containers []struct {
 							Env []struct {
-								Name      string  `yaml:"name"`
-								Value     *string `yaml:"value"`
-								ValueFrom any     `yaml:"valueFrom"`
+								Name  string  `yaml:"name"`
+								Value *string `yaml:"value"`
 							} `yaml:"env"`
 						} `yaml:"containers"`
 					} `yaml:"spec"`
@@ -141,27 +159,16 @@ func TestKubernetesManifest_GracePeriodPassesSolo(t *testing.T) {
 			spec := m.Spec.Template.Spec
 			grace = spec.Grace
 			for _, e := range spec.Containers[0].Env {
-				switch {
-				case e.Value != nil:
+				if e.Value != nil {
 					env = append(env, e.Name+"="+*e.Value)
-				case e.Name == "SOLO_REDIS_URL": // from the Secret
-					env = append(env, e.Name+"=rediss://solo:x@redis.redis.svc.cluster.local:6379/0")
 				}
 			}
 		}
 	}
 	if config == "" || grace == nil {
-		t.Fatal("solo-run.yaml: no ConfigMap config.yaml, or no Deployment with terminationGracePeriodSeconds")
+		t.Fatalf("%s: no ConfigMap config.yaml, or no Deployment with terminationGracePeriodSeconds", manifestPath)
 	}
-	if got, want := lookupEnv(env, "SOLO_ELECTION_GRACE_PERIOD"), strconv.Itoa(*grace)+"s"; got != want {
-		t.Fatalf("SOLO_ELECTION_GRACE_PERIOD %q, want terminationGracePeriodSeconds %s", got, want)
-	}
-	cfg, err := Parse([]byte(config), env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound, sum := exitBound(cfg)
-	t.Logf("terminationGracePeriodSeconds %d; exit bound %s = %s", *grace, bound, sum)
+	return config, grace, env
 }
 
 // TestRun_ExitsWithinItsExitBound runs solo run, told a grace period equal

@@ -36,14 +36,20 @@ const minStopMargin = 200 * time.Millisecond
 
 // stopTiming derives, from the timing rule, when SIGKILL follows SIGTERM,
 // and refuses configurations under which solo run cannot stop a program
-// tree before the lease can pass. lc has its defaults applied.
+// tree before the lease can pass. lc has its defaults applied; failover is
+// failoverAllowance's share of the margin (0 without Sentinel).
 //
 // The lease outlives the renew deadline by at least
-// margin = TTL × (1 − drift) − renew_deadline on this host's clock; SIGKILL
-// comes at 3/4 of it (not of TTL − renew_deadline, which ignores drift).
-func stopTiming(lc leader.Config) (killAfter time.Duration, err error) {
+// margin = TTL × (1 − drift) − renew_deadline − failover on this host's
+// clock; SIGKILL comes at 3/4 of it (not of TTL − renew_deadline, which
+// ignores drift).
+func stopTiming(lc leader.Config, failover time.Duration) (killAfter time.Duration, err error) {
 	safe := time.Duration(float64(lc.TTL) * (1 - lc.Drift))
-	margin := safe - lc.RenewDeadline
+	margin := safe - lc.RenewDeadline - failover
+	if margin < minStopMargin && failover > 0 {
+		return 0, usageErr("election.renew_interval %s + election.renew_deadline %s: leave %s before the lease can pass in a Sentinel failover (ttl×(1−drift) = %s − renew_deadline − renew_interval − %s for the sentinels to move the replicas; ttl %s, drift %g); solo run needs at least %s to stop the program: lower renew_interval or renew_deadline, or raise ttl",
+			lc.RenewInterval, lc.RenewDeadline, margin, safe, sentinelReconfiguration, lc.TTL, lc.Drift, minStopMargin)
+	}
 	if margin < minStopMargin {
 		return 0, usageErr("election.renew_deadline %s: leaves %s before the lease can pass (ttl×(1−drift) = %s, ttl %s, drift %g); solo run needs at least %s to stop the program (SIGTERM, then SIGKILL)",
 			lc.RenewDeadline, margin, safe, lc.TTL, lc.Drift, minStopMargin)
@@ -262,7 +268,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		return usageErr("%w", err)
 	}
 	lc = e.Config()
-	killAfter, err := stopTiming(lc)
+	killAfter, err := stopTiming(lc, failoverAllowance(cfg.Redis.URL, lc.RenewInterval, lc.MinReplicas))
 	if err != nil {
 		_ = client.Close()
 		return err
@@ -415,6 +421,9 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	log.Info("solo running", zap.String("election", lc.Name), zap.String("id", e.ID()),
 		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", soloVersion()),
 		zap.Duration("kill_after", killAfter))
+	if w := sentinelWarning(cfg); w != "" {
+		log.Error("unsafe election settings for Sentinel: " + w)
+	}
 	// --once and --try watch the first acquire: gaveUp is what solo exits
 	// with when it stops campaigning before it ever led.
 	var gaveUp atomic.Pointer[error]

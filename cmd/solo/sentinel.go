@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/solo-run/solo/leader/redisurl"
+)
+
+// sentinelReconfiguration is how long, after Sentinel promotes a replica,
+// the old master may keep a replica that acknowledges its writes (WAIT):
+// the leading sentinel sees the promotion at its next INFO (every second
+// during a failover) and only then points the other replicas at the new
+// master (parallel-syncs at a time). Measured on loopback with two
+// replicas: 1.0–1.1s. It holds for every replica when parallel-syncs is
+// at least the number of replicas minus one; each further batch adds its
+// replicas' resync (docs/operations.md, "Redis failed over (Sentinel)").
+const sentinelReconfiguration = 2 * time.Second
+
+// Defaults of the election under a Sentinel URL, for the keys left unset:
+// every renewal acknowledged by a replica, renewals every ttl/10 and a
+// deadline of ttl/2, which leave ttl×(1−drift) − renew_deadline −
+// renew_interval − sentinelReconfiguration (1.9s at ttl 10s) for the
+// program to stop in a planned failover.
+const (
+	sentinelMinReplicas     = 1
+	sentinelRenewDivisor    = 10 // renew_interval = ttl / 10
+	sentinelDeadlineDivisor = 2  // renew_deadline = ttl / 2
+	minReplicasKey          = "election.min_replicas"
+	minReplicasEnv          = EnvPrefix + "ELECTION_MIN_REPLICAS"
+)
+
+// isSentinelURL reports whether url is a redis+sentinel:// or
+// rediss+sentinel:// URL that parses.
+func isSentinelURL(url string) bool {
+	opts, err := redisurl.Parse(url)
+	return err == nil && opts.MasterName != ""
+}
+
+// applySentinelDefaults fills, when c's Redis URL is a Sentinel URL, the
+// election keys left unset with the Sentinel defaults above. minGiven says
+// whether election.min_replicas was given a value (0 included) in the file
+// or the environment. Durations need no such flag: an explicit zero
+// duration is refused, so zero means unset.
+func applySentinelDefaults(c *Config, minGiven bool) {
+	if !isSentinelURL(c.Redis.URL) {
+		return
+	}
+	e := &c.Election.Config
+	ttl := e.TTL
+	if ttl == 0 {
+		return // leader.Config's default TTL is set by DefaultConfig; zero only in hand-built configs
+	}
+	if !minGiven {
+		e.MinReplicas = sentinelMinReplicas
+	}
+	if e.RenewInterval == 0 {
+		e.RenewInterval = ttl / sentinelRenewDivisor
+	}
+	if e.RenewDeadline == 0 {
+		e.RenewDeadline = ttl / sentinelDeadlineDivisor
+	}
+}
+
+// envGiven reports whether the last KEY=VALUE of name in env has a value.
+func envGiven(env []string, name string) (given, present bool) {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			given, present = v != "", true
+		}
+	}
+	return given, present
+}
+
+// failoverAllowance is the part of the stop margin a planned Sentinel
+// failover can take from a leader: its last renewal acknowledged on the
+// old master may come up to sentinelReconfiguration after the promotion,
+// and the promoted copy of the lease dates from the renewal before it,
+// one renew_interval earlier. Zero when url is not a Sentinel URL, or when
+// min_replicas is 0: then nothing bounds how long the old master takes
+// renewals the new one never sees (sentinelWarning).
+func failoverAllowance(url string, renewInterval time.Duration, minReplicas int) time.Duration {
+	if minReplicas == 0 || !isSentinelURL(url) {
+		return 0
+	}
+	return renewInterval + sentinelReconfiguration
+}
+
+// sentinelWarning returns the error-level warning solo run logs for a
+// Sentinel URL with min_replicas 0, or "".
+func sentinelWarning(c Config) string {
+	if c.Election.MinReplicas != 0 || !isSentinelURL(c.Redis.URL) {
+		return ""
+	}
+	return fmt.Sprintf("%s 0 with a Sentinel redis.url: renewals are not acknowledged by a replica, so during a planned failover (SENTINEL FAILOVER) "+
+		"the leader keeps renewing on the old master while its lease runs out on the new one, and two instances can run the program at once; "+
+		"remove %s (the Sentinel default is %d) or set it to 1 or more (docs/operations.md, \"Redis failed over (Sentinel)\")",
+		minReplicasKey, minReplicasKey, sentinelMinReplicas)
+}
