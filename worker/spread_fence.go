@@ -2,10 +2,14 @@ package worker
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/solo-run/solo/internal/bounded"
+	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/leader/fence"
 )
 
@@ -14,9 +18,10 @@ import (
 // from mode elect, nothing would raise the row GROUP again, and the old
 // elect-mode leader — frozen past its lease, then resumed — would still
 // commit fenced writes. So before the first job of a membership runs, the
-// member reserves a term of the elect-mode election GROUP (INCR of its
-// term key: no elect-mode leader is ever handed that term or a lower one
-// again) and claims the row GROUP with it, holder the member ID. Every
+// member reserves a term of the elect-mode election GROUP (reserve.lua:
+// minted as an acquire mints, above every term handed out before, even
+// when Redis lost the term key; no elect-mode leader is handed that term
+// or a lower one after it) and claims the row GROUP with it, holder the member ID. Every
 // elect-mode leader before the switch holds a lower term: its fenced
 // writes are refused (fence.ErrStaleTerm) from then on. An elect-mode
 // leader after a later switch back gets a higher term, and claims the row
@@ -46,13 +51,17 @@ func (s *Spread) fenceGroup(ctx context.Context, u *unit) error {
 	claim := func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.RenewDeadline)
 		defer cancel()
-		term, err := bounded.Call(rctx, func() (int64, error) { return s.client.Incr(rctx, s.cfg.TermKey()).Result() })
+		term, err := bounded.Call(rctx, func() (int64, error) {
+			return reserveScript.Run(rctx, s.client, []string{s.cfg.TermKey()}).Int64()
+		})
 		if err != nil {
 			return fmt.Errorf("reserve a term of %q: %w", s.cfg.Name, err)
 		}
 		err = u.w.fence.Claim(ctx, s.cfg.Name, uint64(term), s.member)
 		if errors.Is(err, fence.ErrStaleTerm) {
-			return nil // a member's later reservation is claimed: as good
+			// The row holds a higher term: a later reservation or a later
+			// elect-mode leader's, above every term before ours: as good.
+			return nil
 		}
 		return err
 	}
@@ -64,3 +73,10 @@ func (s *Spread) fenceGroup(ctx context.Context, u *unit) error {
 	s.mu.Unlock()
 	return nil
 }
+
+//go:embed reserve.lua
+var reserveLua string
+
+var reserveScript = redis.NewScript(reserveLua)
+
+func init() { rediserr.Register("spread term reserve", reserveLua) }

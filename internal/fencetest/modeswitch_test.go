@@ -54,6 +54,17 @@ func runFor(r func(context.Context) error) (stop func() error) {
 func TestModeSwitch_FencesTheOldMode(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
+	// termLost: Redis loses the term key between the modes (a restart
+	// without persistence, a lagging replica promoted): the reserved term
+	// must still be above the old leader's.
+	for _, termLost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("term key lost %v", termLost), func(t *testing.T) {
+			testModeSwitch(t, client, termLost)
+		})
+	}
+}
+
+func testModeSwitch(t *testing.T, client redis.UniversalClient, termLost bool) {
 	forEachBackend(t, func(t *testing.T, newEnv func(t *testing.T) *env) {
 		e := newEnv(t)
 		name := fmt.Sprintf("msw%d", tables.Add(1))
@@ -88,6 +99,11 @@ func TestModeSwitch_FencesTheOldMode(t *testing.T) {
 		old := next("elect-mode leader")
 		if err := stop(); err != nil {
 			t.Fatal(err)
+		}
+		if termLost {
+			if err := client.Del(ctxT(t), leader.Config{Name: name}.TermKey()).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
 
 		s := newSpread(t, client, name, e, tokens, errs)
