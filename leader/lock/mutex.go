@@ -990,7 +990,9 @@ func (l *lease) unref(ctx context.Context) {
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
 	l.end(ErrUnlocked) // every hold of the term ends before the lock can pass on
-	n, err := l.m.release(uncancelled(ctx), l.field, true)
+	ctx, cancel := uncancelled(ctx)
+	defer cancel()
+	n, err := l.m.release(ctx, l.field, true)
 	l.finish(n, err)
 	return n, err
 }
@@ -1137,13 +1139,19 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// uncancelled returns ctx without its cancellation (its values kept);
-// ctx itself when it has none to drop.
-func uncancelled(ctx context.Context) context.Context {
+// uncancelled returns ctx without its cancellation but with its deadline
+// and values: a release is sent even when ctx was cancelled (Unlock with
+// the hold's own context), and ctx's deadline still bounds it. cancel is
+// never nil.
+func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx.Done() == nil {
-		return ctx
+		return ctx, func() {}
 	}
-	return context.WithoutCancel(ctx)
+	u := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(u, dl)
+	}
+	return u, func() {}
 }
 
 // heldLostError is Lock's error for a carried hold that was lost: it
