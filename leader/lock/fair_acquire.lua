@@ -12,9 +12,9 @@
 -- (as acquire.lua's ARGV[4..])
 -- Returns as acquire.lua; held by nobody but not our turn:
 -- {0, "", ms until the head's slot times out}; both "held" replies carry
--- the last term minted as a fourth element. A call whose entry ends in
--- "!" takes grants: fair_release.lua may hand it the lock as "CALL.0",
--- which it adopts (ARGV[7..]).
+-- the last term minted as a fourth element. A call whose entry is
+-- "CALL!TTL" takes grants: fair_release.lua may hand it the lock as
+-- "CALL.0" for TTL ms, which it adopts (ARGV[7..]).
 if ARGV[3] ~= '' then
   if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
     return {3, redis.call('HINCRBY', KEYS[1], ARGV[3], 1)}

@@ -3,13 +3,17 @@
 -- lock for the head's call under the owner "CALL.0" (no attempt of a call
 -- is numbered 0), and publishes the grant, so the head's wait ends without
 -- another round trip (the head adopts "CALL.0" if it tries meanwhile).
--- Only a head that says it takes grants (its queue entry is "CALL!") is
--- granted; an older client's entry ("CALL") is woken by "released" as
--- before and takes the lock itself.
+-- Only a head that says it takes grants and for how long is granted: its
+-- queue entry is "CALL!TTL" (TTL in ms, the waiter's own), and the grant
+-- expires after that TTL, so the key outlives the hold the waiter times
+-- by its own TTL whatever the releaser's. Any other entry is woken by
+-- "released" and takes the lock itself: an older client's "CALL", and
+-- "CALL!", whose TTL is unknown (an older releaser, which grants "CALL!"
+-- entries only, likewise wakes a "CALL!TTL" entry).
 -- KEYS[1] lock hash, KEYS[2] term key, KEYS[3] queue, KEYS[4] slot
 -- timeouts
 -- ARGV[1] "TERM OWNER", ARGV[2] "1" for the caller's last hold of the
--- term, ARGV[3] channel, ARGV[4] TTL ms
+-- term, ARGV[3] channel
 -- Returns {n} as release.lua's n; {0, "TERM CALL.0"} released and granted.
 if ARGV[2] ~= '1' then
   if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
@@ -36,7 +40,11 @@ while head do
   redis.call('ZREM', KEYS[4], head)
   head = redis.call('LINDEX', KEYS[3], 0)
 end
-if not head or string.sub(head, -1) ~= '!' then
+local call, ttl
+if head then
+  call, ttl = string.match(head, '^(.+)!(%d+)$')
+end
+if not call then
   redis.call('PUBLISH', ARGV[3], 'released ' .. ARGV[1])
   return {0}
 end
@@ -49,8 +57,8 @@ if old >= term then
   term = old + 1
   redis.call('SET', KEYS[2], string.format('%d', term))
 end
-local field = string.format('%d', term) .. ' ' .. string.sub(head, 1, -2) .. '.0'
+local field = string.format('%d', term) .. ' ' .. call .. '.0'
 redis.call('HSET', KEYS[1], field, 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PUBLISH', ARGV[3], 'granted ' .. field)
 return {0, field}
