@@ -323,11 +323,13 @@ func grantCall(owner string) string {
 // the timing rule asks (docs/design.md, Timing). A grant whose term is
 // not above seen (a grant that lapsed before that attempt, reported
 // late), or an attempt older than RenewInterval (the hold would have to
-// renew at once), is left to the next attempt, which adopts it.
+// renew at once), is left to the next attempt, which adopts it. So is
+// every grant under MinReplicas: a release never waits for replicas, and
+// the adopting attempt pipelines its WAIT, as every acquire does.
 func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64) (h *Hold, err error, done bool) {
 	t, _, _ := strings.Cut(field, " ")
 	term, perr := strconv.ParseUint(t, 10, 64)
-	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval {
+	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 {
 		return nil, nil, false
 	}
 	h, err = m.held(ctx, ownerOf(field), acquireReply{code: codeAdopted, term: term, field: field}, sent)
