@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,4 +128,101 @@ func TestFairGrant_RollingUpgrade(t *testing.T) {
 	}
 	_ = h.Unlock(ctx)
 	rdb.Del(ctx, keys[2], keys[3])
+}
+
+// faultHook runs a client's script commands and then, for the first
+// `lose` of them, fails them as if the reply were lost (the server ran
+// them): go-redis retries below its hooks, so nothing re-sends them.
+type faultHook struct {
+	mu   sync.Mutex
+	lose int
+}
+
+var errReplyLost = errors.New("test: reply lost")
+
+func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *faultHook) take(cmd redis.Cmder) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !isScript(cmd) || h.lose == 0 {
+		return false
+	}
+	h.lose--
+	return true
+}
+
+func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.take(cmd) {
+			cmd.SetErr(errReplyLost)
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if h.take(cmd) {
+				cmd.SetErr(errReplyLost)
+				err = errReplyLost
+			}
+		}
+		return err
+	}
+}
+
+// TestFairGrant_LostQueuingReplyGrantUndone: W's first attempt queues its
+// call but its reply is lost, so W does not know it is queued. The
+// holder's release grants the lock to W's call; W then gives up (ctx)
+// before its retry. W's cleanup must delete the grant (the call may have
+// been queued), so X, next in the queue, holds the lock at once, not a
+// TTL (5s) later.
+func TestFairGrant_LostQueuingReplyGrantUndone(t *testing.T) {
+	srv, rdb := startRedis(t)
+	name := lockName(t)
+	cfg := lock.Config{TTL: 5 * time.Second}
+	h, err := mustMutex(t, newLockClient(t, rdb), name, lock.WithConfig(cfg), lock.WithFair()).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "solo:{" + name + "}:lock"
+	wrdb := newRedis(t, srv.Addr())
+	wrdb.AddHook(&faultHook{lose: 1})
+	wcfg := cfg
+	wcfg.RetryInterval = 5 * time.Second // W gives up before its retry
+	wm := mustMutex(t, newLockClient(t, wrdb), name, lock.WithConfig(wcfg), lock.WithFair())
+	wctx, wcancel := context.WithCancel(t.Context())
+	gotW := lockAsync(t, wctx, wm)
+	waitFor(t, func() bool { return rdb.LLen(t.Context(), key+".queue").Val() == 1 })
+	gotX, _ := waitGranted(t, srv.Addr(), name, cfg)
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The lock is now granted to W's call ("TERM CALL.0").
+	waitFor(t, func() bool {
+		f, _ := rdb.HKeys(t.Context(), key).Result()
+		return len(f) == 1 && strings.HasSuffix(f[0], ".0")
+	})
+	wcancel()
+	if w := <-gotW; w.err == nil {
+		t.Fatal("W's Lock returned a hold after its ctx ended")
+	}
+	gaveUp := time.Now()
+	select {
+	case x := <-gotX:
+		if x.err != nil {
+			t.Fatal(x.err)
+		}
+		if d := x.at.Sub(gaveUp); d > 2*time.Second {
+			t.Fatalf("X waited %s after W gave up: W's grant outlived its call", d.Round(100*time.Millisecond))
+		}
+		_ = x.h.Unlock(t.Context())
+	case <-time.After(10 * time.Second):
+		t.Fatal("X still waiting 10s after W gave up")
+	}
 }

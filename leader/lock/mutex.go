@@ -135,13 +135,15 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			m.c.unsubscribe(w, !held)
 		}
 	}()
-	giveUp := func(err error) (*Hold, error) {
-		m.endCall(ctx, &call, queued)
-		return nil, err
-	}
 	var grantOwn string // fair: the owner a release grants this call the lock under
 	if m.grants && wait {
 		grantOwn = grantOwner(m.c.callID(call.seq))
+	}
+	giveUp := func(err error) (*Hold, error) {
+		// An attempt whose outcome is unknown may have queued the call
+		// (and a release granted it the lock since): its grant goes too.
+		m.endCall(ctx, &call, queued || (grantOwn != "" && len(call.unknown) > 0))
+		return nil, err
 	}
 	if wait {
 		// Join the Client's waiters for the lock now when its
