@@ -88,11 +88,13 @@ func lockArgs(name string, a ...string) (keys, argv []string) {
 		return []string{lockHash(), lockGone()}, a
 	case "fair_acquire": // owner, TTL ms, re-entry field or "", "1"/"0" queue, slot ms, queue entry, adoptable owners...
 		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts(), lockGone()}, a
-	case "fair_release": // field, "1"/"0", channel, TTL ms
-		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts()}, a
+	case "fair_release": // field, "1"/"0", channel, mark lifetime ms (TTL)
+		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts(), lockGone()}, a
+	case "release": // field, "1"/"0", channel, mark lifetime ms (TTL)
+		return []string{lockHash(), lockGone()}, a
 	case "fair_abandon": // channel, tombstone lifetime ms, queue entry, owners...
 		return []string{lockHash(), lockGone(), lockQueue(), lockTimeouts()}, a
-	default: // renew: field, TTL ms; release: field, "1"/"0", channel
+	default: // renew: field, TTL ms
 		return []string{lockHash()}, a
 	}
 }
@@ -250,7 +252,7 @@ func (w *world) execLockRelease(now time.Time, field string, last, fair bool, ch
 			return res
 		}
 	} else {
-		r, res = w.runLock(now, "release", field, flag, channel)
+		r, res = w.runLock(now, "release", field, flag, channel, strconv.FormatInt(pxMillis(ttl), 10))
 		res.n, _ = r.(int64)
 	}
 	after, count := w.lockField(now)

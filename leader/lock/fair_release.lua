@@ -11,10 +11,24 @@
 -- "CALL!", whose TTL is unknown (an older releaser, which grants "CALL!"
 -- entries only, likewise wakes a "CALL!TTL" entry).
 -- KEYS[1] lock hash, KEYS[2] term key, KEYS[3] queue, KEYS[4] slot
--- timeouts
+-- timeouts, KEYS[5] tombstones (as release.lua's KEYS[2])
 -- ARGV[1] "TERM OWNER", ARGV[2] "1" for the caller's last hold of the
--- term, ARGV[3] channel
--- Returns {n} as release.lua's n; {0, "TERM CALL.0"} released and granted.
+-- term, ARGV[3] channel, ARGV[4] ms the last release's mark is kept (as
+-- release.lua)
+-- Returns {n} as release.lua's n; {0, "TERM CALL.0"} released and granted
+-- (a second run of that release: {0}).
+-- mark: remember for life ms that member's last release ran, so that the
+-- same request run twice (a client re-sending it after a dropped
+-- connection) answers as the first run did; expired marks are pruned.
+local function mark(gone, member, life)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', gone, '-inf', now)
+  redis.call('ZADD', gone, now + life, member)
+  if redis.call('PTTL', gone) < life then
+    redis.call('PEXPIRE', gone, life)
+  end
+end
 if ARGV[2] ~= '1' then
   if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
     return {-1}
@@ -27,8 +41,12 @@ if ARGV[2] ~= '1' then
   return {n}
 end
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+  if redis.call('ZSCORE', KEYS[5], ARGV[1]) then
+    return {0}
+  end
   return {-1}
 end
+mark(KEYS[5], ARGV[1], tonumber(ARGV[4]))
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Drop waiters at the head whose slot timed out (as fair_acquire.lua).

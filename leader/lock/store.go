@@ -221,8 +221,8 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 		acquireHead:     acquireScript.head(lock, term, gone),
 		fairAcquireHead: fairAcquireScript.head(lock, term, queue, timeouts, gone),
 		renewHead:       renewScript.head(lock),
-		releaseHead:     releaseScript.head(lock),
-		fairReleaseHead: fairReleaseScript.head(lock, term, queue, timeouts),
+		releaseHead:     releaseScript.head(lock, gone),
+		fairReleaseHead: fairReleaseScript.head(lock, term, queue, timeouts, gone),
 		abandonHead:     abandonScript.head(lock, gone),
 		fairAbandonHead: fairAbandonScript.head(lock, gone, queue, timeouts),
 	}
@@ -400,7 +400,7 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 		flag = "1"
 	}
 	if s.fair {
-		a := append(args(s.fairReleaseHead, 3), field, flag, s.chanArg)
+		a := append(args(s.fairReleaseHead, 4), field, flag, s.chanArg, s.ttlArg)
 		res, err := s.run(ctx, fairReleaseScript, a).Slice()
 		if err != nil {
 			return 0, fmt.Errorf("release %s: %w", s.key, err)
@@ -423,7 +423,7 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 		}
 		return n, nil
 	}
-	a := append(args(s.releaseHead, 3), field, flag, s.chanArg)
+	a := append(args(s.releaseHead, 4), field, flag, s.chanArg, s.ttlArg)
 	n, err := s.run(ctx, releaseScript, a).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", s.key, err)
