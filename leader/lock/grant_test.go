@@ -226,3 +226,48 @@ func TestFairGrant_LostQueuingReplyGrantUndone(t *testing.T) {
 		t.Fatal("X still waiting 10s after W gave up")
 	}
 }
+
+// TestFairRelease_StaleReleaseGrantsNothing: A's hold (a fixed 300ms
+// lease) expired without a release; B holds the lock now and W waits,
+// queued, for a grant. A's last release lands late (a request delayed on
+// the network): it must be refused as not A's, and hand nothing to W
+// while B holds the lock. The test for fair_release.lua's owner check.
+func TestFairRelease_StaleReleaseGrantsNothing(t *testing.T) {
+	srv, rdb := startRedis(t)
+	name := lockName(t)
+	base := "solo:{" + name + "}:lock"
+	ha, err := mustMutex(t, newLockClient(t, rdb), name, lock.WithFixedLease(300*time.Millisecond), lock.WithFair()).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := lock.Field(ha)
+	<-ha.Context().Done()
+	cfg := lock.Config{TTL: 5 * time.Second}
+	hb, err := mustMutex(t, newLockClient(t, rdb), name, lock.WithConfig(cfg), lock.WithFair()).LockTimeout(t.Context(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hb.Unlock(context.Background()) }()
+	gotW, _ := waitGranted(t, srv.Addr(), name, cfg)
+
+	keys := []string{base, base + ".term", base + ".queue", base + ".timeouts", base + ".gone"}
+	res, err := rdb.Eval(t.Context(), lock.FairReleaseLua, keys, stale, "1", base+".events", "300").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0] != int64(-1) {
+		t.Errorf("A's stale release: %v, want {-1} (not ours); the lock is %v", res, rdb.HKeys(t.Context(), base).Val())
+	}
+	select {
+	case w := <-gotW:
+		if w.err == nil {
+			t.Fatalf("W holds term %d while B's hold (term %d, live %v) is live: A's stale release granted it the lock",
+				w.h.Term(), hb.Term(), hb.Context().Err() == nil)
+		}
+		t.Fatal(w.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if f := rdb.HKeys(t.Context(), base).Val(); len(f) != 1 || f[0] != lock.Field(hb) {
+		t.Fatalf("the lock is %v after A's stale release, want B's %q alone", f, lock.Field(hb))
+	}
+}
