@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -52,7 +53,8 @@ type RedisLock struct {
 	termKey        string
 	infoKey        string
 	candKey        string
-	spreadKey      string // PREFIX:{NAME}:spread: a spread group of the name excludes this election
+	cpSeq          atomic.Uint64 // the last Checkpoint request's ID (from a random start)
+	spreadKey      string        // PREFIX:{NAME}:spread: a spread group of the name excludes this election
 	channel        string
 	renewMs        int64
 	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
@@ -101,6 +103,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 	}
 	v := cfg.Value
 	l.value.Store(&v)
+	l.cpSeq.Store(rand.Uint64()) // IDs unique beside another RedisLock's
 	return l
 }
 
