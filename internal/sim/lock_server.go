@@ -73,7 +73,7 @@ func lockTerm() string { return lockHash() + ".term" }
 func lockGone() string { return lockHash() + ".gone" }
 
 // lockQueue and lockTimeouts are the fair lock's queue (a list of calls,
-// "CALL!") and its slot timeouts (a zset call -> server ms).
+// "CALL!TTL") and its slot timeouts (a zset call -> server ms).
 func lockQueue() string    { return lockHash() + ".queue" }
 func lockTimeouts() string { return lockHash() + ".timeouts" }
 
@@ -286,8 +286,9 @@ func (w *world) execLockAbandon(now time.Time, call string, owners []string, fai
 }
 
 // queueEntry is a fair call's entry in the queue. leader/lock's Redis
-// store marks its calls as ones that take grants ("CALL!": fair_release.lua
-// then hands the lock to the queue's head as "CALL.0"), but a Mutex over a
+// store marks its calls as ones that take grants for their TTL in ms
+// ("CALL!TTL": fair_release.lua then hands the lock to the queue's head
+// as "CALL.0" for that TTL), but a Mutex over a
 // seam store takes no grants (leader/lock's client.go: grants only with
 // the Redis store): it neither adopts nor abandons "CALL.0". Its calls
 // queue as an older client's do, the bare call, which fair_release.lua
