@@ -44,7 +44,10 @@ var _ Checkpointer = (*RedisLock)(nil)
 // fewer replicas returns ErrNotReplicated and counts as not recorded (a
 // failover could lose it), although the primary may keep it.
 func (l *RedisLock) Checkpoint(ctx context.Context, lease Lease, key string, n int64) error {
-	reply, acked, err := l.eval(ctx, checkpointScript, []string{l.leaseKey, l.cpKey(key)}, lease.String(), n)
+	// The request's ID lets a second run of it (go-redis's retry) answer
+	// as the first.
+	req := l.cpSeq.Add(1)
+	reply, acked, err := l.eval(ctx, checkpointScript, []string{l.leaseKey, l.cpKey(key), l.infoKey}, lease.String(), n, req)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", l.cpKey(key), err)
 	}

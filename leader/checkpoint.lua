@@ -1,7 +1,14 @@
 -- checkpoint: record a number beside the lease, fenced by the lease and
 -- monotonic (a failover never moves it back).
--- KEYS[1] lease key, KEYS[2] checkpoint key; ARGV[1] "TERM ID", ARGV[2] n
--- Returns 1 recorded, 0 not greater than the recorded value, -1 lease not ours.
+-- KEYS[1] lease key, KEYS[2] checkpoint key, KEYS[3] (optional) the info
+-- hash; ARGV[1] "TERM ID", ARGV[2] n, ARGV[3] (optional) the request's ID
+-- The lease notes in its info hash (field KEYS[2]) the ID of the request
+-- that recorded the value, so that the same request run twice (a client
+-- re-sending it after a dropped connection) answers 1 again, while
+-- another request with an equal value still gets 0; the note goes with
+-- the lease (an acquire rewrites the info hash).
+-- Returns 1 recorded (or by this very request), 0 not greater than the
+-- recorded value, -1 lease not ours.
 -- Values are int64 in decimal. Lua numbers are doubles, exact only below
 -- 2^53, and the failed-terms count (term × 1000 + n, about 1.8e18) is far
 -- above that: tonumber would make term×1000+1 equal to term×1000. So the
@@ -23,9 +30,16 @@ end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return -1
 end
+local noted = ARGV[3] and KEYS[3] and redis.call('HGET', KEYS[3], 'lease') == ARGV[1]
 local cur = redis.call('GET', KEYS[2])
 if cur and int(cur) and not less(cur, ARGV[2]) then
+  if noted and cur == ARGV[2] and redis.call('HGET', KEYS[3], KEYS[2]) == ARGV[3] then
+    return 1
+  end
   return 0
 end
 redis.call('SET', KEYS[2], ARGV[2])
+if noted then
+  redis.call('HSET', KEYS[3], KEYS[2], ARGV[3])
+end
 return 1

@@ -101,8 +101,13 @@ func TestRedis_InfoLivesAndDiesWithTheLease(t *testing.T) {
 	if err := lock.Release(ctx, rec.Lease); err != nil {
 		t.Fatal(err)
 	}
-	if n := direct.Exists(ctx, cfg.InfoKey()).Val(); n != 0 {
-		t.Fatal("info left after release")
+	// Nothing of the holder is left: only the release's note (so that a
+	// second run of the same release answers as the first), for a TTL.
+	if m := direct.HGetAll(ctx, cfg.InfoKey()).Val(); len(m) != 1 || m["released"] != rec.Lease.String() {
+		t.Fatalf("info left after release: %v", m)
+	}
+	if d := direct.PTTL(ctx, cfg.InfoKey()).Val(); d <= 0 || d > cfg.TTL {
+		t.Fatalf("the release's note lives %s, want at most the TTL %s", d, cfg.TTL)
 	}
 	// A lease without info (an older solo took it): the holder's TTL is
 	// unknown, so no last renewal is made up from the reader's TTL.

@@ -52,7 +52,9 @@ type RedisLock struct {
 	termKey        string
 	infoKey        string
 	candKey        string
-	spreadKey      string // PREFIX:{NAME}:spread: a spread group of the name excludes this election
+	cpSeq          atomic.Uint64 // the last Checkpoint request's ID
+	releaseNoteMs  int64         // how long a release's note answers a second run of it (TTL)
+	spreadKey      string        // PREFIX:{NAME}:spread: a spread group of the name excludes this election
 	channel        string
 	renewMs        int64
 	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
@@ -98,6 +100,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 		minReplicas:    cfg.MinReplicas,
 		replicaTimeout: cfg.ReplicaTimeout,
 		healthEvery:    cfg.TTL,
+		releaseNoteMs:  pxMillis(cfg.TTL),
 	}
 	v := cfg.Value
 	l.value.Store(&v)
@@ -168,7 +171,7 @@ func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) e
 func (l *RedisLock) Release(ctx context.Context, lease Lease) error {
 	msg := eventMessage(Event{Kind: EventReleased, Lease: lease})
 	keys := []string{l.leaseKey, l.infoKey, l.candKey}
-	n, err := releaseScript.Run(ctx, l.client, keys, lease.String(), l.channel, msg, lease.ID).Int64()
+	n, err := releaseScript.Run(ctx, l.client, keys, lease.String(), l.channel, msg, lease.ID, l.releaseNoteMs).Int64()
 	if err != nil {
 		return fmt.Errorf("release %s: %w", l.leaseKey, err)
 	}

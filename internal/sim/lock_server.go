@@ -73,7 +73,7 @@ func lockTerm() string { return lockHash() + ".term" }
 func lockGone() string { return lockHash() + ".gone" }
 
 // lockQueue and lockTimeouts are the fair lock's queue (a list of calls,
-// "CALL!") and its slot timeouts (a zset call -> server ms).
+// "CALL!TTL") and its slot timeouts (a zset call -> server ms).
 func lockQueue() string    { return lockHash() + ".queue" }
 func lockTimeouts() string { return lockHash() + ".timeouts" }
 
@@ -88,11 +88,13 @@ func lockArgs(name string, a ...string) (keys, argv []string) {
 		return []string{lockHash(), lockGone()}, a
 	case "fair_acquire": // owner, TTL ms, re-entry field or "", "1"/"0" queue, slot ms, queue entry, adoptable owners...
 		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts(), lockGone()}, a
-	case "fair_release": // field, "1"/"0", channel, TTL ms
-		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts()}, a
+	case "fair_release": // field, "1"/"0", channel, mark lifetime ms (TTL)
+		return []string{lockHash(), lockTerm(), lockQueue(), lockTimeouts(), lockGone()}, a
+	case "release": // field, "1"/"0", channel, mark lifetime ms (TTL)
+		return []string{lockHash(), lockGone()}, a
 	case "fair_abandon": // channel, tombstone lifetime ms, queue entry, owners...
 		return []string{lockHash(), lockGone(), lockQueue(), lockTimeouts()}, a
-	default: // renew: field, TTL ms; release: field, "1"/"0", channel
+	default: // renew: field, TTL ms
 		return []string{lockHash()}, a
 	}
 }
@@ -250,7 +252,7 @@ func (w *world) execLockRelease(now time.Time, field string, last, fair bool, ch
 			return res
 		}
 	} else {
-		r, res = w.runLock(now, "release", field, flag, channel)
+		r, res = w.runLock(now, "release", field, flag, channel, strconv.FormatInt(pxMillis(ttl), 10))
 		res.n, _ = r.(int64)
 	}
 	after, count := w.lockField(now)
@@ -284,8 +286,9 @@ func (w *world) execLockAbandon(now time.Time, call string, owners []string, fai
 }
 
 // queueEntry is a fair call's entry in the queue. leader/lock's Redis
-// store marks its calls as ones that take grants ("CALL!": fair_release.lua
-// then hands the lock to the queue's head as "CALL.0"), but a Mutex over a
+// store marks its calls as ones that take grants for their TTL in ms
+// ("CALL!TTL": fair_release.lua then hands the lock to the queue's head
+// as "CALL.0" for that TTL), but a Mutex over a
 // seam store takes no grants (leader/lock's client.go: grants only with
 // the Redis store): it neither adopts nor abandons "CALL.0". Its calls
 // queue as an older client's do, the bare call, which fair_release.lua

@@ -108,14 +108,19 @@ func TestLua_Lock(t *testing.T) {
 	eq(t, "held", n.must("leader/lock/acquire.lua", keys, "c2.1", "1000", ""), []any{int64(0), f, int64(1000)})
 	// Only the same call's earlier attempts named in ARGV[4..] adopt.
 	eq(t, "adopt", n.must("leader/lock/acquire.lua", keys, "c1.2", "1000", "", "c1.1"), []any{int64(2), f})
+	// The same request run twice (go-redis's retry) adopts its own hold.
+	eq(t, "run twice", n.must("leader/lock/acquire.lua", keys, "c1.1", "1000", ""), []any{int64(2), f})
 	eq(t, "reenter", n.must("leader/lock/acquire.lua", keys, "", "1000", f), []any{int64(3), int64(2)})
 	eq(t, "reenter gone", n.must("leader/lock/acquire.lua", keys, "", "1000", "1 c1.1"), []any{int64(-1)})
 	eq(t, "renew other", n.must("leader/lock/renew.lua", keys[:1], "1 c2.1", "1000"), int64(0))
 	eq(t, "renew", n.must("leader/lock/renew.lua", keys[:1], f, "1000"), int64(1))
-	eq(t, "release one", n.must("leader/lock/release.lua", keys[:1], f, "0", "ch"), int64(1))
+	eq(t, "release one", n.must("leader/lock/release.lua", gone, f, "0", "ch", "1000"), int64(1))
 	eq(t, "abandon other", n.must("leader/lock/abandon.lua", gone, "ch", "60000", "c2.1"), int64(0))
 	// A tombstoned attempt that lands later takes nothing.
-	eq(t, "release last", n.must("leader/lock/release.lua", keys[:1], f, "1", "ch"), int64(0))
+	eq(t, "release last", n.must("leader/lock/release.lua", gone, f, "1", "ch", "1000"), int64(0))
+	// Run twice: released, with no second notice; another field: not ours.
+	eq(t, "release last twice", n.must("leader/lock/release.lua", gone, f, "1", "ch", "1000"), int64(0))
+	eq(t, "release stale", n.must("leader/lock/release.lua", gone, "1 c9.1", "1", "ch", "1000"), int64(-1))
 	eq(t, "tombstoned", n.must("leader/lock/acquire.lua", keys, "c2.1", "1000", ""), []any{int64(-2)})
 	eq(t, "gone", n.cmd("HKEYS", keys[0]), []any{})
 	eq(t, "notice", n.pub, []pubMsg{{"ch", "released " + f}})

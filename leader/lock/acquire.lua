@@ -26,11 +26,16 @@ if h[1] then
   local sp = string.find(h[1], ' ', 1, true)
   if sp then
     local o = string.sub(h[1], sp + 1)
+    -- This attempt's own owner too: the same request run twice (a
+    -- client re-sending it after a dropped connection) adopts what its
+    -- first run took.
+    local mine = o == ARGV[1]
     for i = 4, #ARGV do
-      if o == ARGV[i] then
-        redis.call('PEXPIRE', KEYS[1], ARGV[2])
-        return {2, h[1]}
-      end
+      mine = mine or o == ARGV[i]
+    end
+    if mine then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      return {2, h[1]}
     end
   end
   return {0, h[1], redis.call('PTTL', KEYS[1])}

@@ -40,6 +40,11 @@
 //     (Hold.Context, WithHold) adds one to the hold count in Redis; the
 //     lock is released when the term's last hold is unlocked. Another
 //     context never re-enters.
+//   - A request the Redis client sends twice (go-redis re-sends a script
+//     after a connection reset) is answered as its first run: an acquire
+//     adopts what it took, a last release reports the lock released.
+//   - Unlock keeps ctx's deadline: its release is sent even when ctx was
+//     cancelled (Unlock(h.Context())), never past ctx's deadline.
 //
 // # Non-guarantees
 //
@@ -55,8 +60,10 @@
 //     for a release and can pass one another. WithFair grants the lock in
 //     the order Lock calls started waiting (a queue in Redis; the release
 //     hands the lock to the head, whose Lock returns without another
-//     round trip; a dead waiter's slot lapses after 2×TTL +
-//     RetryInterval), at the cost of longer scripts.
+//     round trip, the key then living for the head's own TTL whatever
+//     the releaser's; with MinReplicas the head's next acquire, with its
+//     WAIT, takes the grant instead; a dead waiter's slot lapses after
+//     2×TTL + RetryInterval), at the cost of longer scripts.
 //   - No read-write lock: readers could not be fenced by a term (see
 //     docs/design.md, Locks).
 //

@@ -18,3 +18,7 @@ func QueuedCalls(c *Client) int {
 
 // MaxInflight is how many sends a batcher lets fly at once.
 const MaxInflight = maxInflight
+
+// FairReleaseLua is fair_release.lua, for tests that send a release the
+// way a late request lands.
+var FairReleaseLua = fairReleaseLua

@@ -12,9 +12,9 @@
 -- (as acquire.lua's ARGV[4..])
 -- Returns as acquire.lua; held by nobody but not our turn:
 -- {0, "", ms until the head's slot times out}; both "held" replies carry
--- the last term minted as a fourth element. A call whose entry ends in
--- "!" takes grants: fair_release.lua may hand it the lock as "CALL.0",
--- which it adopts (ARGV[7..]).
+-- the last term minted as a fourth element. A call whose entry is
+-- "CALL!TTL" takes grants: fair_release.lua may hand it the lock as
+-- "CALL.0" for TTL ms, which it adopts (ARGV[7..]).
 if ARGV[3] ~= '' then
   if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
     return {3, redis.call('HINCRBY', KEYS[1], ARGV[3], 1)}
@@ -41,11 +41,16 @@ if h[1] then
   local sp = string.find(h[1], ' ', 1, true)
   if sp then
     local o = string.sub(h[1], sp + 1)
+    -- This attempt's own owner too: the same request run twice (a
+    -- client re-sending it after a dropped connection) adopts what its
+    -- first run took.
+    local mine = o == ARGV[1]
     for i = 7, #ARGV do
-      if o == ARGV[i] then
-        redis.call('PEXPIRE', KEYS[1], ARGV[2])
-        return {2, h[1]}
-      end
+      mine = mine or o == ARGV[i]
+    end
+    if mine then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      return {2, h[1]}
     end
   end
 end

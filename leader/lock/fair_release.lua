@@ -3,14 +3,32 @@
 -- lock for the head's call under the owner "CALL.0" (no attempt of a call
 -- is numbered 0), and publishes the grant, so the head's wait ends without
 -- another round trip (the head adopts "CALL.0" if it tries meanwhile).
--- Only a head that says it takes grants (its queue entry is "CALL!") is
--- granted; an older client's entry ("CALL") is woken by "released" as
--- before and takes the lock itself.
+-- Only a head that says it takes grants and for how long is granted: its
+-- queue entry is "CALL!TTL" (TTL in ms, the waiter's own), and the grant
+-- expires after that TTL, so the key outlives the hold the waiter times
+-- by its own TTL whatever the releaser's. Any other entry is woken by
+-- "released" and takes the lock itself: an older client's "CALL", and
+-- "CALL!", whose TTL is unknown (an older releaser, which grants "CALL!"
+-- entries only, likewise wakes a "CALL!TTL" entry).
 -- KEYS[1] lock hash, KEYS[2] term key, KEYS[3] queue, KEYS[4] slot
--- timeouts
+-- timeouts, KEYS[5] tombstones (as release.lua's KEYS[2])
 -- ARGV[1] "TERM OWNER", ARGV[2] "1" for the caller's last hold of the
--- term, ARGV[3] channel, ARGV[4] TTL ms
--- Returns {n} as release.lua's n; {0, "TERM CALL.0"} released and granted.
+-- term, ARGV[3] channel, ARGV[4] ms the last release's mark is kept (as
+-- release.lua)
+-- Returns {n} as release.lua's n; {0, "TERM CALL.0"} released and granted
+-- (a second run of that release: {0}).
+-- mark: remember for life ms that member's last release ran, so that the
+-- same request run twice (a client re-sending it after a dropped
+-- connection) answers as the first run did; expired marks are pruned.
+local function mark(gone, member, life)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', gone, '-inf', now)
+  redis.call('ZADD', gone, now + life, member)
+  if redis.call('PTTL', gone) < life then
+    redis.call('PEXPIRE', gone, life)
+  end
+end
 if ARGV[2] ~= '1' then
   if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
     return {-1}
@@ -23,8 +41,12 @@ if ARGV[2] ~= '1' then
   return {n}
 end
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+  if redis.call('ZSCORE', KEYS[5], ARGV[1]) then
+    return {0}
+  end
   return {-1}
 end
+mark(KEYS[5], ARGV[1], tonumber(ARGV[4]))
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Drop waiters at the head whose slot timed out (as fair_acquire.lua).
@@ -36,7 +58,11 @@ while head do
   redis.call('ZREM', KEYS[4], head)
   head = redis.call('LINDEX', KEYS[3], 0)
 end
-if not head or string.sub(head, -1) ~= '!' then
+local call, ttl
+if head then
+  call, ttl = string.match(head, '^(.+)!(%d+)$')
+end
+if not call then
   redis.call('PUBLISH', ARGV[3], 'released ' .. ARGV[1])
   return {0}
 end
@@ -49,8 +75,8 @@ if old >= term then
   term = old + 1
   redis.call('SET', KEYS[2], string.format('%d', term))
 end
-local field = string.format('%d', term) .. ' ' .. string.sub(head, 1, -2) .. '.0'
+local field = string.format('%d', term) .. ' ' .. call .. '.0'
 redis.call('HSET', KEYS[1], field, 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PUBLISH', ARGV[3], 'granted ' .. field)
 return {0, field}

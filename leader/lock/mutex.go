@@ -135,13 +135,15 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			m.c.unsubscribe(w, !held)
 		}
 	}()
-	giveUp := func(err error) (*Hold, error) {
-		m.endCall(ctx, &call, queued)
-		return nil, err
-	}
 	var grantOwn string // fair: the owner a release grants this call the lock under
 	if m.grants && wait {
 		grantOwn = grantOwner(m.c.callID(call.seq))
+	}
+	giveUp := func(err error) (*Hold, error) {
+		// An attempt whose outcome is unknown may have queued the call
+		// (and a release granted it the lock since): its grant goes too.
+		m.endCall(ctx, &call, queued || (grantOwn != "" && len(call.unknown) > 0))
+		return nil, err
 	}
 	if wait {
 		// Join the Client's waiters for the lock now when its
@@ -323,11 +325,13 @@ func grantCall(owner string) string {
 // the timing rule asks (docs/design.md, Timing). A grant whose term is
 // not above seen (a grant that lapsed before that attempt, reported
 // late), or an attempt older than RenewInterval (the hold would have to
-// renew at once), is left to the next attempt, which adopts it.
+// renew at once), is left to the next attempt, which adopts it. So is
+// every grant under MinReplicas: a release never waits for replicas, and
+// the adopting attempt pipelines its WAIT, as every acquire does.
 func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64) (h *Hold, err error, done bool) {
 	t, _, _ := strings.Cut(field, " ")
 	term, perr := strconv.ParseUint(t, 10, 64)
-	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval {
+	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 {
 		return nil, nil, false
 	}
 	h, err = m.held(ctx, ownerOf(field), acquireReply{code: codeAdopted, term: term, field: field}, sent)
@@ -990,7 +994,9 @@ func (l *lease) unref(ctx context.Context) {
 // watchdog.
 func (l *lease) releaseLast(ctx context.Context) (int64, error) {
 	l.end(ErrUnlocked) // every hold of the term ends before the lock can pass on
-	n, err := l.m.release(uncancelled(ctx), l.field, true)
+	ctx, cancel := uncancelled(ctx)
+	defer cancel()
+	n, err := l.m.release(ctx, l.field, true)
 	l.finish(n, err)
 	return n, err
 }
@@ -1137,13 +1143,19 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// uncancelled returns ctx without its cancellation (its values kept);
-// ctx itself when it has none to drop.
-func uncancelled(ctx context.Context) context.Context {
+// uncancelled returns ctx without its cancellation but with its deadline
+// and values: a release is sent even when ctx was cancelled (Unlock with
+// the hold's own context), and ctx's deadline still bounds it. cancel is
+// never nil.
+func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx.Done() == nil {
-		return ctx
+		return ctx, func() {}
 	}
-	return context.WithoutCancel(ctx)
+	u := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(u, dl)
+	}
+	return u, func() {}
 }
 
 // heldLostError is Lock's error for a carried hold that was lost: it

@@ -195,7 +195,7 @@ func (s redlockMaster) releaseFloor(ctx context.Context, field string, last bool
 	if last {
 		flag = "1"
 	}
-	n, err := redlockReleaseScript.Run(ctx, s.client, s.lockKeys, field, flag, s.channel, "released "+field, floor).Int64()
+	n, err := redlockReleaseScript.Run(ctx, s.client, s.allKeys, field, flag, s.channel, "released "+field, floor, s.ttl).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", s.oneKey[0], err)
 	}

@@ -7,13 +7,16 @@
 -- after the hold's end.
 -- KEYS[1] lock hash, KEYS[2] term key, KEYS[3] tombstones; ARGV[1] owner,
 -- ARGV[2] channel, ARGV[3] the hold's term, ARGV[4] tombstone lifetime ms
--- Returns 0 deleted and announced, -1 not held by owner.
+-- Returns 0 deleted and announced (or already by this request's first
+-- run: it leaves "released OWNER" beside the tombstone), -1 not held by
+-- owner.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local life = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], now + life, ARGV[1])
 redis.call('PEXPIRE', KEYS[3], life)
+local done = 'released ' .. ARGV[1]
 local h = redis.call('HKEYS', KEYS[1])
 if h[1] then
   local sp = string.find(h[1], ' ', 1, true)
@@ -23,8 +26,12 @@ if h[1] then
       redis.call('SET', KEYS[2], ARGV[3])
     end
     redis.call('DEL', KEYS[1])
+    redis.call('ZADD', KEYS[3], now + life, done)
     redis.call('PUBLISH', ARGV[2], 'released ' .. h[1])
     return 0
   end
+end
+if redis.call('ZSCORE', KEYS[3], done) then
+  return 0
 end
 return -1

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,66 @@ func TestMinReplicas_RefusedWithRedlock(t *testing.T) {
 	c := newRedlock(t, srvs)
 	if _, err := c.Mutex("x", cfg); !errors.As(err, &ce) || ce.Field != "min_replicas" {
 		t.Fatalf("Redlock Mutex with MinReplicas: %v, want a ConfigError naming min_replicas", err)
+	}
+}
+
+// startReplicated starts a primary and one replica of it, in sync.
+func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
+	t.Helper()
+	primary = redistest.Start(t)
+	replica = redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()))
+	rc := newRedis(t, replica.Addr())
+	waitFor(t, func() bool {
+		info, _ := rc.Info(t.Context(), "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	return primary, replica
+}
+
+// TestMinReplicas_FairGrant: a grant becomes a hold only through an
+// acquire's WAIT. The grantee's Mutex has MinReplicas 1; its replica is
+// frozen when the holder releases, and the release grants the lock to
+// the grantee's call. The grantee must not hold a lock no replica
+// acknowledged (a failover would hand it to another owner): its Lock
+// waits until the replica is back, then holds.
+func TestMinReplicas_FairGrant(t *testing.T) {
+	primary, replica := startReplicated(t)
+	rdb := newRedis(t, primary.Addr())
+	name := lockName(t)
+	holder := mustMutex(t, newLockClient(t, rdb), name, lock.WithFair())
+	h, err := holder.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := lock.Config{TTL: 3 * time.Second, MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond}
+	got, _ := waitGranted(t, primary.Addr(), name, cfg)
+	replica.Stop(t)
+	frozen := true
+	defer func() {
+		if frozen {
+			replica.Cont(t)
+		}
+	}()
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err == nil {
+			t.Fatalf("the grantee holds term %d with its replica frozen (MinReplicas 1): no replica has it", r.h.Term())
+		}
+		t.Fatalf("Lock: %v", r.err)
+	case <-time.After(time.Second):
+	}
+	replica.Cont(t)
+	frozen = false
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		_ = r.h.Unlock(t.Context())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the grantee is still waiting 10s after its replica came back")
 	}
 }

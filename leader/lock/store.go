@@ -221,8 +221,8 @@ func newRedisStore(client redis.UniversalClient, cfg Config, name string) *redis
 		acquireHead:     acquireScript.head(lock, term, gone),
 		fairAcquireHead: fairAcquireScript.head(lock, term, queue, timeouts, gone),
 		renewHead:       renewScript.head(lock),
-		releaseHead:     releaseScript.head(lock),
-		fairReleaseHead: fairReleaseScript.head(lock, term, queue, timeouts),
+		releaseHead:     releaseScript.head(lock, gone),
+		fairReleaseHead: fairReleaseScript.head(lock, term, queue, timeouts, gone),
 		abandonHead:     abandonScript.head(lock, gone),
 		fairAbandonHead: fairAbandonScript.head(lock, gone, queue, timeouts),
 	}
@@ -307,7 +307,7 @@ func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, 
 		if wait {
 			q = "1"
 		}
-		a := append(args(s.fairAcquireHead, 6+len(adopt)), owner, s.ttlArg, reenter, q, s.slot, queueEntry(callOf(owner)))
+		a := append(args(s.fairAcquireHead, 6+len(adopt)), owner, s.ttlArg, reenter, q, s.slot, s.queueEntry(callOf(owner)))
 		for _, o := range adopt {
 			a = append(a, o)
 		}
@@ -423,7 +423,7 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 		}
 		return n, nil
 	}
-	a := append(args(s.releaseHead, 3), field, flag, s.chanArg)
+	a := append(args(s.releaseHead, 4), field, flag, s.chanArg, s.ttlArg)
 	n, err := s.run(ctx, releaseScript, a).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", s.key, err)
@@ -434,9 +434,11 @@ func (s *redisStore) release(ctx context.Context, field string, last bool) (int6
 	return n, nil
 }
 
-// queueEntry is a fair call's entry in the queue: the call, marked as one
-// that takes grants (fair_release.lua).
-func queueEntry(call string) string { return call + "!" }
+// queueEntry is a fair call's entry in the queue, "CALL!TTL": the call,
+// marked as one that takes grants for the lock's TTL in ms
+// (fair_release.lua grants it for that TTL, the one the call times its
+// hold by). Every attempt and the abandon of a call name the same entry.
+func (s *redisStore) queueEntry(call string) string { return call + "!" + s.ttl }
 
 // grantOwner is the owner under which fair_release.lua grants the lock to
 // call: no attempt of a call is numbered 0.
@@ -447,7 +449,7 @@ func (s *redisStore) abandon(ctx context.Context, call string, owners []string) 
 	sc := abandonScript
 	if s.fair {
 		sc = fairAbandonScript
-		a = append(args(s.fairAbandonHead, 3+len(owners)), s.chanArg, s.goneArg, queueEntry(call))
+		a = append(args(s.fairAbandonHead, 3+len(owners)), s.chanArg, s.goneArg, s.queueEntry(call))
 	} else {
 		a = append(args(s.abandonHead, 2+len(owners)), s.chanArg, s.goneArg)
 	}
