@@ -59,7 +59,7 @@ const lockName = "sim"
 // checker state, under world.mu unless noted.
 type lockWorld struct {
 	w      *world
-	cfg    lock.Config // as resolved by the Mutex (fixed lease applied)
+	cfg    lock.Config // the longest of every process's Mutex timings (fixed lease applied): the schedule's bounds
 	fixed  bool
 	procs  []*lockProc
 	tracks map[string]*leaseRec // by field "TERM OWNER"
@@ -143,6 +143,8 @@ type lockProc struct {
 	lw     *lockWorld
 	idx    int
 	plan   CandPlan
+	cfg    lock.Config   // its Mutex's, as resolved (timings of its own: lockWorld.timings)
+	grants bool          // fair: it takes a release's grant (lockStore.TakesGrants)
 	n      map[op]uint64 // call counters, under w.mu
 	rdb    *redis.Client
 	client *lock.Client
@@ -245,7 +247,12 @@ type lockStore struct {
 	channel string
 	ttl     time.Duration
 	fair    bool
+	grants  bool // fair: its calls take a release's grant (lockseam.Granter)
 }
+
+// TakesGrants is lockseam.Granter: a fair Mutex over s takes grants when
+// its process does.
+func (s *lockStore) TakesGrants() bool { return s.grants }
 
 // send runs exec on the server as one request of owner's call: over a
 // connection (the connection model) or with a per-call fate.
@@ -279,7 +286,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		}
 		var res lockRes
 		if s.fair {
-			res = s.p.w.execLockFairAcquire(now, owner, adopt, reenter, s.ttl, wait, fairSlot(s.ttl, lw.cfg.RetryInterval))
+			res = s.p.w.execLockFairAcquire(now, owner, adopt, reenter, s.ttl, wait, s.grants, fairSlot(s.ttl, s.p.cfg.RetryInterval))
 		} else {
 			res = s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
 		}
@@ -288,6 +295,9 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 	if rec != nil {
 		s.p.w.mu.Lock()
 		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, execAt)
+		if err == nil && res.rep.Code == lockseam.CodeHeld {
+			rec.heldSent = sent // a grant's hold is timed from it (Mutex.granted)
+		}
 		s.p.w.mu.Unlock()
 	}
 	if err != nil {
@@ -299,7 +309,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 			field = fmt.Sprintf("%d %s", res.rep.Term, owner)
 		}
 		s.p.w.mu.Lock()
-		if time.Since(sent) >= lw.cfg.RenewDeadline {
+		if time.Since(sent) >= s.p.cfg.RenewDeadline {
 			lw.stats.LateConfirms++
 		}
 		r := s.p.lw.rec(field)
@@ -351,7 +361,7 @@ func (s *lockStore) Abandon(ctx context.Context, call string, owners []string) e
 		owner = owners[0]
 	}
 	_, err := s.send(ctx, opLAbandon, owner, fmt.Sprint(call, owners), true, func(now time.Time) lockRes {
-		return s.p.w.execLockAbandon(now, call, owners, s.fair, s.channel, s.ttl)
+		return s.p.w.execLockAbandon(now, call, owners, s.fair, s.grants, s.channel, s.ttl)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon: %w", err)

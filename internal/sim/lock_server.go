@@ -132,12 +132,12 @@ func (w *world) execLockAcquire(now time.Time, owner string, adopt []string, ree
 // execLockFairAcquire runs fair_acquire.lua; slot is a waiter's slot
 // lifetime (redisStore's slot). L8 when it drops a live waiter's lapsed
 // slot.
-func (w *world) execLockFairAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration, wait bool, slot time.Duration) lockRes {
+func (w *world) execLockFairAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration, wait, grants bool, slot time.Duration) lockRes {
 	q := "0"
 	if wait {
 		q = "1"
 	}
-	entry := queueEntry(callOfOwner(owner))
+	entry := queueEntry(callOfOwner(owner), grants)
 	before := w.fairQueue(now)
 	r, res := w.runLock(now, "fair_acquire", append([]string{owner, strconv.FormatInt(pxMillis(ttl), 10), reenter, q,
 		strconv.FormatInt(slot.Milliseconds(), 10), entry}, adopt...)...)
@@ -203,6 +203,10 @@ func parseAcquireReply(r any, owner string) (lockseam.AcquireReply, error) {
 			p, _ := arr[2].(int64)
 			rep.PTTL = time.Duration(p) * time.Millisecond
 		}
+		if len(arr) > 3 {
+			t, _ := arr[3].(int64)
+			rep.Seen = uint64(max(t, 0))
+		}
 	}
 	return rep, nil
 }
@@ -266,13 +270,13 @@ func (w *world) execLockRelease(now time.Time, field string, last, fair bool, ch
 
 // execLockAbandon runs abandon.lua (fair: fair_abandon.lua, which also
 // takes call's entry out of the queue): L4 when it deletes the lock.
-func (w *world) execLockAbandon(now time.Time, call string, owners []string, fair bool, channel string, ttl time.Duration) lockRes {
+func (w *world) execLockAbandon(now time.Time, call string, owners []string, fair, grants bool, channel string, ttl time.Duration) lockRes {
 	before, _ := w.lockField(now)
 	a := []string{channel, tombstoneMillis(ttl)}
 	name := "abandon"
 	if fair {
 		name = "fair_abandon"
-		a = append(a, queueEntry(call))
+		a = append(a, queueEntry(call, grants))
 	}
 	r, res := w.runLock(now, name, append(a, owners...)...)
 	res.n, _ = r.(int64)
@@ -283,14 +287,18 @@ func (w *world) execLockAbandon(now time.Time, call string, owners []string, fai
 	return res
 }
 
-// queueEntry is a fair call's entry in the queue. leader/lock's Redis
-// store marks its calls as ones that take grants ("CALL!": fair_release.lua
-// then hands the lock to the queue's head as "CALL.0"), but a Mutex over a
-// seam store takes no grants (leader/lock's client.go: grants only with
-// the Redis store): it neither adopts nor abandons "CALL.0". Its calls
-// queue as an older client's do, the bare call, which fair_release.lua
-// wakes with "released" and lets take the lock itself.
-func queueEntry(call string) string { return call }
+// queueEntry is a fair call's entry in the queue: as leader/lock's Redis
+// store marks it ("CALL!": fair_release.lua then hands the lock to the
+// queue's head as "CALL.0") when its process takes grants
+// (lockStore.TakesGrants), or the bare call, as an older client queues
+// it, which fair_release.lua wakes with "released" and lets take the
+// lock itself.
+func queueEntry(call string, grants bool) string {
+	if grants {
+		return call + "!"
+	}
+	return call
+}
 
 // callOfOwner is the call of an attempt's owner ("CALL.N"; leader/lock's
 // callOf).

@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"strings"
+	"time"
+
+	"github.com/solo-run/solo/leader/lock"
+)
+
+// Shapes of the lock schedules that the plan draws on top of its faults:
+// Mutexes of one name with timings of their own (timings); fair calls
+// that take a release's grant (lockStore.TakesGrants). A violation of L1
+// that a grant takes part in is labelled with what the grant did
+// (grantShape), so that the CI profile's summary names the shape.
+
+// Labels of the shapes a violation shows (LockStats.Findings).
+const (
+	ShapeGrantExpired  = "G1 two live holds: a granted hold outlives the lock on the server (the releaser's TTL)"
+	ShapeGrantFailover = "G2 two live holds: a granted hold lost by a failover (a grant takes no WAIT)"
+	ShapeGrantOver     = "G3 two live holds: a release granted the lock while another owner held it"
+)
+
+// grantShape labels an L1 violation between held, a hold found live, and
+// next (nil: the server's own lock) when a fair grant ("TERM CALL.0")
+// takes part, and counts it; nil otherwise, under w.mu.
+func (lw *lockWorld) grantShape(held, next *leaseRec) []string {
+	var f string
+	switch {
+	case next != nil && isGrant(next.field):
+		f = ShapeGrantOver
+	case !isGrant(held.field):
+		return nil
+	case lw.failedOverSince(held.minted):
+		f = ShapeGrantFailover
+	default:
+		f = ShapeGrantExpired
+	}
+	lw.finding(f)
+	return []string{f}
+}
+
+// isGrant reports whether field is a fair release's grant ("TERM CALL.0").
+func isGrant(field string) bool { return strings.HasSuffix(field, ".0") }
+
+// failedOverSince reports whether a failover came at or after t.
+func (lw *lockWorld) failedOverSince(t time.Time) bool {
+	for i, l := range lw.losses {
+		if lw.lossWhy[i] == "failover" && !l.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// timings returns process i's Mutex timings: the plan's (base), or, in
+// two schedules in five outside Redlock, timings of its own scaled from
+// the plan's by 1/10 to 2 (a rolling change of TTL, per-Mutex options: a
+// short-TTL releaser beside a long-TTL waiter). Scaling keeps every
+// ratio legal (leader.Config.Validate); the TTL stays in whole
+// milliseconds.
+func (lw *lockWorld) timings(base lock.Config, i int) lock.Config {
+	seed := lw.w.p.Seed
+	if d := keyed(seed, uint64(opLMode), 1<<20); lw.redlock || !d.chance(0.4) {
+		return base
+	}
+	r := keyed(seed, uint64(opLMode), uint64(i), 2)
+	ttl := max(r.logDur(base.TTL/10, 2*base.TTL).Truncate(time.Millisecond), 5*time.Millisecond)
+	f := float64(ttl) / float64(base.TTL)
+	scale := func(d time.Duration) time.Duration { return max(time.Duration(float64(d)*f), time.Microsecond) }
+	c := base
+	c.TTL, c.RenewInterval, c.RetryInterval = ttl, scale(base.RenewInterval), scale(base.RetryInterval)
+	limit := time.Duration(float64(ttl) * (1 - max(base.Drift, lock.DefaultDrift)))
+	c.RenewDeadline = min(scale(base.RenewDeadline), limit-time.Microsecond)
+	if c.RenewInterval >= c.RenewDeadline {
+		c.RenewInterval = c.RenewDeadline / 2
+	}
+	if base.ReplicaTimeout > 0 {
+		c.ReplicaTimeout = max(min(scale(base.ReplicaTimeout), (c.RenewDeadline-c.RenewInterval)/2), time.Microsecond)
+	}
+	return c
+}
+
+// longest returns a config whose every duration is the longer of a's
+// and b's (the schedule's bounds over Mutexes of different timings).
+func longest(a, b lock.Config) lock.Config {
+	c := b
+	c.TTL, c.RenewInterval, c.RenewDeadline = max(a.TTL, b.TTL), max(a.RenewInterval, b.RenewInterval), max(a.RenewDeadline, b.RenewDeadline)
+	c.RetryInterval, c.ReplicaTimeout, c.Drift = max(a.RetryInterval, b.RetryInterval), max(a.ReplicaTimeout, b.ReplicaTimeout), max(a.Drift, b.Drift)
+	return c
+}
