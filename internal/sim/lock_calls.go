@@ -308,6 +308,8 @@ func (lw *lockWorld) checkFinished(rec *callRec) {
 		switch {
 		case lw.redlock:
 			f = FindingR
+		case isGrant(field):
+			f = ShapeGrantLeft
 		case rec.ok:
 			f = Finding3
 		}
@@ -564,6 +566,12 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 				continue
 			}
 			from = maxTime(from, left)
+		}
+		if f.proc < 0 && lw.mixed {
+			// A waiter sleeps the holder's time left as it heard it; a
+			// later holder of a shorter TTL may expire sooner, unseen:
+			// the waiter is due once the longest TTL has passed.
+			from = maxTime(from, rec.lastReturn.Add(lw.cfg.TTL))
 		}
 		due := maxTime(from.Add(lag), rec.lastReturn).Add(lw.wakeBound(rec.proc))
 		if p.logStalled(f.at, now) > 0 || p.wake(f.at) != f.at || p.wake(now) != now {

@@ -297,7 +297,7 @@ func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner, what string
 			res := exec(t)
 			lw.landed(tr, true)
 			w.event(p.idx, evExec, o, n, int64(ep), 0, res.String(o))
-			back := p.packet(c, t, rlat, c.slowRep, &c.repLast)
+			back := p.packet(c, t.Add(res.wait), rlat, c.slowRep, &c.repLast)
 			if !c.dieAt.IsZero() && !back.Before(c.dieAt) {
 				return // the reply dies with the connection
 			}

@@ -61,6 +61,7 @@ type lockWorld struct {
 	w      *world
 	cfg    lock.Config // the longest of every process's Mutex timings (fixed lease applied): the schedule's bounds
 	fixed  bool
+	mixed  bool // its Mutexes have timings of their own (lockWorld.timings)
 	procs  []*lockProc
 	tracks map[string]*leaseRec // by field "TERM OWNER"
 
@@ -217,7 +218,7 @@ func (p *lockProc) roundTrip(ctx context.Context, o op, exec func(now time.Time)
 		}
 		res := exec(t)
 		w.event(p.idx, evExec, o, n, 0, 0, res.String(o))
-		w.at(p.wake(t.Add(cp.rep)), func(time.Time) {
+		w.at(p.wake(t.Add(res.wait+cp.rep)), func(time.Time) {
 			switch {
 			case cp.lostRep:
 			case res.epoch != w.epoch:
@@ -290,18 +291,26 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		} else {
 			res = s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
 		}
+		if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered {
+			s.p.lockWait(now, &res)
+		}
 		return res
 	})
 	if rec != nil {
 		s.p.w.mu.Lock()
 		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, execAt)
 		if err == nil && res.rep.Code == lockseam.CodeHeld {
-			rec.heldSent = sent // a grant's hold is timed from it (Mutex.granted)
+			// A grant's hold is timed from it (Mutex.granted); an answer
+			// to an attempt the call gave up on comes late, unheard.
+			rec.heldSent = maxTime(rec.heldSent, sent)
 		}
 		s.p.w.mu.Unlock()
 	}
 	if err != nil {
 		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
+	}
+	if c, n := res.rep.Code, s.p.cfg.MinReplicas; res.acked < int64(n) && (c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered) {
+		return res.rep, fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, n, lock.ErrNotReplicated)
 	}
 	if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted {
 		field := res.rep.Field
@@ -325,10 +334,17 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 	sent := time.Now()
 	res, err := s.send(ctx, opLRenew, ownerOf(field), field, false, func(now time.Time) lockRes {
-		return s.p.w.execLockRenew(now, field, s.ttl)
+		res := s.p.w.execLockRenew(now, field, s.ttl)
+		if res.n == 1 {
+			s.p.lockWait(now, &res)
+		}
+		return res
 	})
 	if err != nil {
 		return false, fmt.Errorf("renew: %w", err)
+	}
+	if n := s.p.cfg.MinReplicas; res.n == 1 && res.acked < int64(n) {
+		return false, fmt.Errorf("renew: %d of %d replicas acknowledged", res.acked, n)
 	}
 	if res.n == 1 {
 		s.p.w.mu.Lock()
@@ -382,9 +398,15 @@ func (lw *lockWorld) rec(field string) *leaseRec {
 }
 
 // affected says why term r is out of the model (a data loss or failover
-// after its mint: the lock takes no WAIT, so any failover may lose it), or "".
+// after its mint: without MinReplicas the lock takes no WAIT, so any
+// failover may lose it), or "". Under MinReplicas every hold was
+// acknowledged by the replica (acquire and renewal wait): a failover is
+// in the model.
 func (lw *lockWorld) affected(r *leaseRec) string {
 	for i, l := range lw.losses {
+		if lw.cfg.MinReplicas > 0 && lw.lossWhy[i] == "failover" {
+			continue
+		}
 		if !l.Before(r.minted) {
 			return lw.lossWhy[i]
 		}

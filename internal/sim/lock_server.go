@@ -12,8 +12,9 @@ import (
 
 // The lock's scripts run on the simulated server as they ship
 // (leader/lock/acquire.lua, renew.lua, release.lua, abandon.lua), with the
-// KEYS and ARGV leader/lock's store sends (lockArgs). The lock takes no
-// WAIT: every failover may lose its recent writes.
+// KEYS and ARGV leader/lock's store sends (lockArgs). Under MinReplicas an
+// acquire and a renewal wait for the replica (lockWait), as leader/lock's
+// Redis store pipelines WAIT; releases and abandons do not.
 
 // Ops of the lock schedules, keyed apart from the election's.
 const (
@@ -40,6 +41,12 @@ type lockRes struct {
 	deleted string // the field a release or abandon deleted
 	raw     any    // a Redlock master's script reply, as sent back
 	err     error  // the script failed (a violation of its own)
+	// applyAt: when the replica applies the script's writes (zero: it
+	// wrote nothing); wait: the WAIT pipelined after it under MinReplicas
+	// delays the reply by that much; acked: the replicas WAIT counted.
+	applyAt time.Time
+	wait    time.Duration
+	acked   int64
 }
 
 func (r lockRes) String(o op) string {
@@ -118,8 +125,9 @@ func (w *world) lockField(now time.Time) (string, int64) {
 func (w *world) runLock(now time.Time, name string, a ...string) (any, lockRes) {
 	res := lockRes{epoch: w.epoch}
 	keys, argv := lockArgs(name, a...)
-	r, err := w.eval(now, scripts().get("leader/lock/"+name+".lua"), keys, argv, nil)
-	res.err = err
+	var er execResult
+	r, err := w.eval(now, scripts().get("leader/lock/"+name+".lua"), keys, argv, &er)
+	res.err, res.applyAt = err, er.applyAt
 	return r, res
 }
 

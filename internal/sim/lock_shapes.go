@@ -18,6 +18,9 @@ const (
 	ShapeGrantExpired  = "G1 two live holds: a granted hold outlives the lock on the server (the releaser's TTL)"
 	ShapeGrantFailover = "G2 two live holds: a granted hold lost by a failover (a grant takes no WAIT)"
 	ShapeGrantOver     = "G3 two live holds: a release granted the lock while another owner held it"
+	// ShapeGrantLeft labels L6: a grant to a call that gave up is left
+	// in place (the next waiter waits a TTL).
+	ShapeGrantLeft = "G4 a grant to a finished call left in place"
 )
 
 // grantShape labels an L1 violation between held, a hold found live, and
@@ -63,6 +66,7 @@ func (lw *lockWorld) timings(base lock.Config, i int) lock.Config {
 	if d := keyed(seed, uint64(opLMode), 1<<20); lw.redlock || !d.chance(0.4) {
 		return base
 	}
+	lw.mixed = true
 	r := keyed(seed, uint64(opLMode), uint64(i), 2)
 	ttl := max(r.logDur(base.TTL/10, 2*base.TTL).Truncate(time.Millisecond), 5*time.Millisecond)
 	f := float64(ttl) / float64(base.TTL)
@@ -87,4 +91,17 @@ func longest(a, b lock.Config) lock.Config {
 	c.TTL, c.RenewInterval, c.RenewDeadline = max(a.TTL, b.TTL), max(a.RenewInterval, b.RenewInterval), max(a.RenewDeadline, b.RenewDeadline)
 	c.RetryInterval, c.ReplicaTimeout, c.Drift = max(a.RetryInterval, b.RetryInterval), max(a.ReplicaTimeout, b.ReplicaTimeout), max(a.Drift, b.Drift)
 	return c
+}
+
+// lockWait is the WAIT leader/lock's Redis store pipelines after an
+// acquire or renewal that took or kept the lock under MinReplicas
+// (world.waitFor): it delays the reply and counts the replica when it
+// applied the script's writes within ReplicaTimeout, under w.mu.
+func (p *lockProc) lockWait(now time.Time, res *lockRes) {
+	if p.cfg.MinReplicas == 0 {
+		return
+	}
+	var er execResult
+	res.acked = p.w.waitFor(now, res.applyAt, p.cfg.ReplicaTimeout, &er)
+	res.wait = er.wait
 }

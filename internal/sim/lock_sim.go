@@ -26,11 +26,16 @@ import (
 // it must be called inside a testing/synctest bubble.
 func RunLock(seed uint64, o Options) *Result {
 	p := NewPlan(seed, o)
-	// The lock takes no WAIT: its failovers are all lossy.
-	p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
 	mode := lockMode{}
 	if o.LockConns {
 		mode = drawLockMode(seed, o.LockMode)
+	}
+	if !o.LockConns || mode.redlock {
+		// Redlock takes no WAIT (its masters are independent primaries),
+		// nor does the per-call model: their failovers are all lossy.
+		p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
+	}
+	if o.LockConns {
 		if mode.redlock {
 			// Redlock's masters are independent servers, not replicas.
 			// Every attempt costs a call per master and an undo per
@@ -53,7 +58,7 @@ func RunLock(seed uint64, o Options) *Result {
 	}
 	r := keyed(seed, uint64(opLPlan))
 	cfg := lock.Config{TTL: p.Cfg.TTL, RenewInterval: p.Cfg.RenewInterval, RenewDeadline: p.Cfg.RenewDeadline,
-		RetryInterval: p.Cfg.RetryInterval, Drift: p.Cfg.Drift}
+		RetryInterval: p.Cfg.RetryInterval, Drift: p.Cfg.Drift, MinReplicas: p.Cfg.MinReplicas, ReplicaTimeout: p.Cfg.ReplicaTimeout}
 	var opts []lock.Option
 	if r.chance(0.15) {
 		lw.fixed = true
