@@ -140,19 +140,20 @@ type leaseRec struct {
 
 // lockProc is one process: a lock.Client over its own connection.
 type lockProc struct {
-	w      *world
-	lw     *lockWorld
-	idx    int
-	plan   CandPlan
-	cfg    lock.Config   // its Mutex's, as resolved (timings of its own: lockWorld.timings)
-	grants bool          // fair: it takes a release's grant (lockStore.TakesGrants)
-	n      map[op]uint64 // call counters, under w.mu
-	rdb    *redis.Client
-	client *lock.Client
-	m      *lock.Mutex
-	pools  []*connPool     // by server (connection model)
-	blips  []Window        // network blips (connection model)
-	rdbs   []*redis.Client // Redlock: one client per master
+	w       *world
+	lw      *lockWorld
+	idx     int
+	plan    CandPlan
+	cfg     lock.Config   // its Mutex's, as resolved (timings of its own: lockWorld.timings)
+	grants  bool          // fair: it takes a release's grant (lockStore.TakesGrants)
+	retries uint64        // requests sent again after a connection reset (retried), under w.mu
+	n       map[op]uint64 // call counters, under w.mu
+	rdb     *redis.Client
+	client  *lock.Client
+	m       *lock.Mutex
+	pools   []*connPool     // by server (connection model)
+	blips   []Window        // network blips (connection model)
+	rdbs    []*redis.Client // Redlock: one client per master
 	// closing is when Client.Close was called (zero: not yet), under w.mu.
 	closing time.Time
 	psN     map[int]uint64    // pub/sub connections dialled, by server, under w.mu
@@ -259,10 +260,12 @@ func (s *lockStore) TakesGrants() bool { return s.grants }
 // connection (the connection model) or with a per-call fate.
 func (s *lockStore) send(ctx context.Context, o op, owner, what string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
 	if s.p.lw.connModel {
-		return s.p.netCall(ctx, 0, o, owner, what, cleanup, func(now time.Time) lockRes {
-			res := exec(now)
-			s.p.lw.watchExpiry(now)
-			return res
+		return s.p.retried(ctx, o, func() (lockRes, error) {
+			return s.p.netCall(ctx, 0, o, owner, what, cleanup, func(now time.Time) lockRes {
+				res := exec(now)
+				s.p.lw.watchExpiry(now)
+				return res
+			})
 		})
 	}
 	return s.p.roundTrip(ctx, o, exec)
@@ -308,6 +311,11 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 	}
 	if err != nil {
 		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
+	}
+	if res.rep.Code == lockseam.CodeHeld && ownerOf(res.rep.Holder) == owner {
+		s.p.w.mu.Lock()
+		s.p.ranTwice(fmt.Sprintf("an acquire of %s answered held by its own attempt (%q)", owner, res.rep.Holder), ShapeRetryHeld)
+		s.p.w.mu.Unlock()
 	}
 	if c, n := res.rep.Code, s.p.cfg.MinReplicas; res.acked < int64(n) && (c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered) {
 		return res.rep, fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, n, lock.ErrNotReplicated)
@@ -357,9 +365,14 @@ func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 
 func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
 	sent := time.Now()
+	released := false // a run of this request released field, under w.mu
 	res, err := s.send(ctx, opLRelease, ownerOf(field), fmt.Sprint(field, last), true, func(now time.Time) lockRes {
 		res := s.p.w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
 		s.p.lw.staleRelease(field, sent, res)
+		if res.n == -1 && released {
+			s.p.ranTwice(fmt.Sprintf("a release of %q (last %v) answered not held after an earlier run of the same request released it", field, last), ShapeRetryLost)
+		}
+		released = released || res.n >= 0
 		return res
 	})
 	if err != nil {

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -21,7 +24,15 @@ const (
 	// ShapeGrantLeft labels L6: a grant to a call that gave up is left
 	// in place (the next waiter waits a TTL).
 	ShapeGrantLeft = "G4 a grant to a finished call left in place"
+	// ShapeRetryHeld and ShapeRetryLost label L10.
+	ShapeRetryHeld = "R1 a request run twice: an acquire answers held by its own attempt"
+	ShapeRetryLost = "R2 a request run twice: a clean release answers not held (ErrLockLost)"
 )
+
+// InvLockTwice is the invariant a request run twice by the client's
+// retry breaks: a script's second run of one request answers as its
+// first did (idempotence).
+const InvLockTwice = "L10 a request run twice answers as once"
 
 // grantShape labels an L1 violation between held, a hold found live, and
 // next (nil: the server's own lock) when a fair grant ("TERM CALL.0")
@@ -104,4 +115,48 @@ func (p *lockProc) lockWait(now time.Time, res *lockRes) {
 	var er execResult
 	res.acked = p.w.waitFor(now, res.applyAt, p.cfg.ReplicaTimeout, &er)
 	res.wait = er.wait
+}
+
+// lockRetries is go-redis's default MaxRetries: a request whose
+// connection failed is sent again up to that many times.
+const lockRetries = 3
+
+// retried runs call (one request over the connection model) as a
+// go-redis client with its default retries does: after a connection
+// reset, while ctx is live, it sends the same request again after a
+// backoff (8ms doubling, at most 512ms, jittered, keyed by the process's
+// retry count), so the server may run it twice.
+func (p *lockProc) retried(ctx context.Context, o op, call func() (lockRes, error)) (lockRes, error) {
+	for n := 0; ; n++ {
+		res, err := call()
+		if !errors.Is(err, errConnReset) || n == lockRetries || ctx.Err() != nil {
+			return res, err
+		}
+		p.w.mu.Lock()
+		p.retries++
+		r := keyed(p.w.p.Seed, uint64(p.idx)+1, uint64(opLConnReq), 1<<62|p.retries)
+		p.w.event(p.idx, evNote, o, uint64(n+1), 0, 0, "go-redis retries the request after: "+err.Error())
+		p.w.mu.Unlock()
+		if !sleepOrEnd(r.dur(time.Microsecond, min(8*time.Millisecond<<n, 512*time.Millisecond)), ctx.Done(), nil) {
+			return res, err
+		}
+	}
+}
+
+// resetAfterRun draws whether connection c to server ep is reset just
+// as the server runs a request at t (fault phase, server 0 only: the
+// store's requests go through retried), under w.mu.
+func (p *lockProc) resetAfterRun(ep int, c *simConn, t time.Time) bool {
+	w := p.w
+	if ep != 0 || !w.faulty(t) {
+		return false
+	}
+	r := keyed(w.p.Seed, uint64(p.idx)+1, uint64(opLConnReq), uint64(ep)<<48|c.id<<24|c.n, 1)
+	return r.chance(0.01 * w.p.Intensity)
+}
+
+// ranTwice reports L10, under w.mu.
+func (p *lockProc) ranTwice(what, shape string) {
+	p.lw.finding(shape)
+	p.w.violate(InvLockTwice, fmt.Sprintf("c%d: %s", p.idx, what), shape)
 }
