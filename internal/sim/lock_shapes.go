@@ -40,14 +40,14 @@ const InvLockTwice = "L10 a request run twice answers as once"
 func (lw *lockWorld) grantShape(held, next *leaseRec) []string {
 	var f string
 	switch {
+	case isGrant(held.field) && lw.failedOverSince(held.minted):
+		f = ShapeGrantFailover
+	case isGrant(held.field):
+		f = ShapeGrantExpired
 	case next != nil && isGrant(next.field):
 		f = ShapeGrantOver
-	case !isGrant(held.field):
-		return nil
-	case lw.failedOverSince(held.minted):
-		f = ShapeGrantFailover
 	default:
-		f = ShapeGrantExpired
+		return nil
 	}
 	lw.finding(f)
 	return []string{f}
