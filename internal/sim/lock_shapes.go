@@ -74,12 +74,12 @@ func (lw *lockWorld) failedOverSince(t time.Time) bool {
 // milliseconds.
 func (lw *lockWorld) timings(base lock.Config, i int) lock.Config {
 	seed := lw.w.p.Seed
-	if d := keyed(seed, uint64(opLMode), 1<<20); lw.redlock || !d.chance(0.4) {
+	if d := keyed(seed, uint64(opLMode), 1<<20); lw.redlock || !d.chance(0.3) {
 		return base
 	}
 	lw.mixed = true
 	r := keyed(seed, uint64(opLMode), uint64(i), 2)
-	ttl := max(r.logDur(base.TTL/10, 2*base.TTL).Truncate(time.Millisecond), 5*time.Millisecond)
+	ttl := max(r.logDur(base.TTL/5, 3*base.TTL/2).Truncate(time.Millisecond), 5*time.Millisecond)
 	f := float64(ttl) / float64(base.TTL)
 	scale := func(d time.Duration) time.Duration { return max(time.Duration(float64(d)*f), time.Microsecond) }
 	c := base
