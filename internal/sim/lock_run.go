@@ -35,9 +35,11 @@ import (
 //	L1 no two holds of different terms are live (context not cancelled)
 //	   at once, and a live hold's "TERM OWNER" is the server's unexpired
 //	   lock (at its start and at every fenced write); after a data loss or
-//	   a failover (the lock takes no WAIT, so every failover may lose
-//	   writes) an overlap is out of the model if the newer term is the
-//	   larger, so the fence refuses the older; otherwise it is a violation;
+//	   a failover without MinReplicas (the lock takes no WAIT, so every
+//	   such failover may lose writes) an overlap is out of the model if
+//	   the newer term is the larger, so the fence refuses the older;
+//	   otherwise it is a violation (under MinReplicas a failover is in
+//	   the model);
 //	L2 the server never mints a term at or below an earlier one, data loss
 //	   included, and holds are handed out in increasing term order;
 //	L3 a term's hold contexts are cancelled no later than the send time of
@@ -51,7 +53,11 @@ import (
 //	L5 Client.Close returns within RenewDeadline + 100ms (plus any log
 //	   stall it meets) and leaves no hold context live, and every
 //	   application goroutine (waiters, holders, re-entries) ends within a
-//	   bound once its contexts ended.
+//	   bound once its contexts ended;
+//	L10 a request run twice by the client's retry answers as once: an
+//	   acquire never answers "held" by its own attempt, a release that
+//	   released never answers "not held" on its second run
+//	   (lock_shapes.go).
 
 const lockName = "sim"
 
