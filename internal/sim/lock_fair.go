@@ -75,10 +75,12 @@ func (lw *lockWorld) fairDropped(now time.Time, entry string, queued, fresh time
 	if p.logStalled(fresh, now) > 0 || p.wake(now) != now {
 		return
 	}
-	if rec.lastSend.After(fresh) {
+	if rec.lastSend.After(fresh) || lw.mixed && rec.inAcquire > 0 {
 		// The waiter sent its next attempt in time, but the attempt was
 		// still on its way when the slot lapsed (a slow path longer than
-		// the slot's slack): the network's, not the waiter's.
+		// the slot's slack), or (Mutexes of timings of their own: a slot
+		// shorter than the plan's slow paths) its last answer is: the
+		// network's, not the waiter's.
 		return
 	}
 	rec.reported = true

@@ -375,8 +375,11 @@ func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64
 	res, err := s.send(ctx, opLRelease, ownerOf(field), fmt.Sprint(field, last), true, func(now time.Time) lockRes {
 		res := s.p.w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
 		s.p.lw.staleRelease(field, sent, res)
-		if res.n == -1 && released {
+		switch {
+		case res.n == -1 && released:
 			s.p.ranTwice(fmt.Sprintf("a release of %q (last %v) answered not held after an earlier run of the same request released it", field, last), ShapeRetryLost)
+		case res.n >= 0 && released && !last:
+			s.p.ranTwice(fmt.Sprintf("a release of one hold of %q ran again and took a second hold off the count (%d left)", field, res.n), ShapeRetryCount)
 		}
 		released = released || res.n >= 0
 		return res
