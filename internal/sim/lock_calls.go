@@ -310,6 +310,8 @@ func (lw *lockWorld) checkFinished(rec *callRec) {
 			f = FindingR
 		case isGrant(field):
 			f = ShapeGrantLeft
+		case lw.twice[ownerOf(field)]:
+			f = ShapeRetryHeld // its second run answered the call: held
 		case rec.ok:
 			f = Finding3
 		}

@@ -67,7 +67,8 @@ type lockWorld struct {
 	w      *world
 	cfg    lock.Config // the longest of every process's Mutex timings (fixed lease applied): the schedule's bounds
 	fixed  bool
-	mixed  bool // its Mutexes have timings of their own (lockWorld.timings)
+	mixed  bool            // its Mutexes have timings of their own (lockWorld.timings)
+	twice  map[string]bool // attempts whose acquire ran twice and answered held by themselves (R1), fields a release of one hold ran twice for (R3)
 	procs  []*lockProc
 	tracks map[string]*leaseRec // by field "TERM OWNER"
 
@@ -321,6 +322,10 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 	if res.rep.Code == lockseam.CodeHeld && ownerOf(res.rep.Holder) == owner {
 		s.p.w.mu.Lock()
 		s.p.ranTwice(fmt.Sprintf("an acquire of %s answered held by its own attempt (%q)", owner, res.rep.Holder), ShapeRetryHeld)
+		if lw.twice == nil {
+			lw.twice = map[string]bool{}
+		}
+		lw.twice[owner] = true
 		s.p.w.mu.Unlock()
 	}
 	if c, n := res.rep.Code, s.p.cfg.MinReplicas; res.acked < int64(n) && (c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered) {
@@ -373,6 +378,12 @@ func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64
 	sent := time.Now()
 	released := false // a run of this request released field, under w.mu
 	res, err := s.send(ctx, opLRelease, ownerOf(field), fmt.Sprint(field, last), true, func(now time.Time) lockRes {
+		if lw := s.p.lw; released && !last {
+			if lw.twice == nil {
+				lw.twice = map[string]bool{}
+			}
+			lw.twice[field] = true // L4 labels what this run does to the count
+		}
 		res := s.p.w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
 		s.p.lw.staleRelease(field, sent, res)
 		switch {
@@ -453,7 +464,11 @@ func (lw *lockWorld) mintedTerm(now time.Time, term uint64, owner string) {
 func (lw *lockWorld) serverCount(field string, count int64) {
 	r := lw.rec(field)
 	if count < int64(r.app) && lw.affected(r) == "" {
-		lw.w.violate(InvLockCount, fmt.Sprintf("the server counts %d holds of %q while %d are held", count, field, r.app))
+		var tags []string
+		if lw.twice[field] {
+			tags = []string{ShapeRetryCount}
+		}
+		lw.w.violate(InvLockCount, fmt.Sprintf("the server counts %d holds of %q while %d are held", count, field, r.app), tags...)
 	}
 }
 
