@@ -28,6 +28,9 @@ type AcquireReply struct {
 	Holder string        // held: "TERM OWNER" of the holder
 	PTTL   time.Duration // held: the holder's time left
 	Field  string        // adopted: "TERM OWNER" of the adopted hold
+	// Seen is, on a fair lock's "held" answer, the last term minted (0
+	// when unknown): a grant with a higher term came after the answer.
+	Seen uint64
 }
 
 // Store keeps one lock; every method is one atomic step, with the
@@ -52,6 +55,16 @@ type Store interface {
 	// a tombstone, and deletes the lock if one of them holds it; a fair
 	// lock's call also leaves the queue.
 	Abandon(ctx context.Context, call string, owners []string) error
+}
+
+// Granter is a Store whose fair queue marks each waiting call as one that
+// takes grants (its entry "CALL!", as leader/lock's Redis store queues
+// it): a fair Mutex over it takes a release's grant ("granted TERM
+// CALL.0", or the hold "TERM CALL.0" adopted by its next attempt) as it
+// does over Redis. A Store that is not a Granter, or answers false, gets
+// no grants (its calls queue as "CALL" and are woken by "released").
+type Granter interface {
+	TakesGrants() bool
 }
 
 // Lock describes the lock a Store is made for.

@@ -252,9 +252,23 @@
 // Client's waiters have all waited past the 1ms starvation bound goes
 // behind them: no attempt before RetryInterval) are in lock_calls.go;
 // violations are labelled with the finding of the outside review they
-// show (LockStats.Findings), or issue 25's waiting bound. A fair release
-// that grants the queue's head the lock (fair_release.lua's grant) is not
-// simulated: leader/lock takes grants only over its Redis store, so a
-// Mutex over the simulator's store queues plain call IDs, which the
-// script wakes with a release notice instead.
+// show (LockStats.Findings), or issue 25's waiting bound.
+//
+// Shapes drawn on top (lock_shapes.go): fair processes take a release's
+// grant as leader/lock's Redis store does (their calls queue as "CALL!";
+// one process in ten queues as an older client, the bare call, woken by
+// "released"), through lockseam.Granter; in three schedules in ten
+// outside Redlock each process's Mutex has timings of its own, scaled
+// 1/5–3/2 from the plan's (a short-TTL releaser beside a long-TTL
+// waiter); outside Redlock the lock takes the plan's MinReplicas (45% of
+// schedules, most with a failover after the replica stopped): an acquire
+// and a renewal that took or kept the lock wait for the replica, its
+// reply coming after the WAIT (not acknowledged: ErrNotReplicated, or a
+// failed renewal), releases and abandons do not, and a failover is then
+// in the model for L1–L4; and in the fault phase one request in a
+// hundred (times the intensity) has its connection reset as the server
+// runs it, the reply lost, and the process sends it again as go-redis's
+// retries do (L10: a request run twice answers as once). Violations a
+// grant takes part in, or that a request run twice shows, are labelled
+// G1–G4 and R1–R2.
 package sim

@@ -110,6 +110,7 @@ type callRec struct {
 	lastSend   time.Time // its last attempt's send
 	lastExec   time.Time // its last attempt's execution on the server
 	lastReturn time.Time // its last request's return to the caller
+	heldSent   time.Time // its last attempt answered "held": a grant's hold is timed from its send
 	// heardSent, heardExec, heardReturn: the latest attempt whose answer
 	// the lock heard (in time: see queuedAt), sent, executed, returned.
 	heardSent, heardExec, heardReturn time.Time
@@ -307,6 +308,10 @@ func (lw *lockWorld) checkFinished(rec *callRec) {
 		switch {
 		case lw.redlock:
 			f = FindingR
+		case isGrant(field):
+			f = ShapeGrantLeft
+		case lw.twice[ownerOf(field)]:
+			f = ShapeRetryHeld // its second run answered the call: held
 		case rec.ok:
 			f = Finding3
 		}
@@ -437,7 +442,7 @@ func (lw *lockWorld) checkBehind(rec *callRec, now time.Time) {
 		}
 	}
 	lw.judged(InvLockStarve)
-	if !now.Before(rec.start.Add(lw.cfg.RetryInterval)) {
+	if !now.Before(rec.start.Add(lw.procs[rec.proc].cfg.RetryInterval)) {
 		return
 	}
 	// Judged a microsecond later: a waiter ahead that leaves without the
@@ -459,7 +464,7 @@ func (lw *lockWorld) checkBehind(rec *callRec, now time.Time) {
 func (lw *lockWorld) passed(rec, o *callRec, now time.Time) {
 	w := lw.w
 	w.violate(InvLockStarve, fmt.Sprintf("c%d: call #%d (%s) began at %s while call #%d (%s) of its Client had waited %s (over the %s starvation bound) and is still waiting, and tried at %s, before RetryInterval (%s) had passed: it passed the Client's waiter",
-		rec.proc, rec.id, rec.kind, fmtDur(rec.start.Sub(w.start)), o.id, o.kind, rec.start.Sub(o.start), starveAfter, fmtDur(now.Sub(w.start)), lw.cfg.RetryInterval), FindingWait)
+		rec.proc, rec.id, rec.kind, fmtDur(rec.start.Sub(w.start)), o.id, o.kind, rec.start.Sub(o.start), starveAfter, fmtDur(now.Sub(w.start)), lw.procs[rec.proc].cfg.RetryInterval), FindingWait)
 	lw.finding(FindingWait)
 }
 
@@ -484,7 +489,7 @@ func (lw *lockWorld) attemptReturned(rec *callRec, held bool, sent, exec time.Ti
 		return
 	}
 	rec.inAcquire--
-	heard := lw.inline || time.Since(sent) < lw.cfg.RenewDeadline
+	heard := lw.inline || time.Since(sent) < lw.procs[rec.proc].cfg.RenewDeadline
 	if heard && !exec.IsZero() && sent.After(rec.heardSent) {
 		rec.heardSent, rec.heardExec, rec.heardReturn = sent, exec, time.Now()
 	}
@@ -504,8 +509,8 @@ func (lw *lockWorld) attemptReturned(rec *callRec, held bool, sent, exec time.Ti
 // from the notice although the head left only later. The earlier seeds,
 // 11097 from base 10000 under a 15ms slack and 34323679025154, did not
 // replay.)
-func (lw *lockWorld) wakeBound() time.Duration {
-	c := lw.cfg
+func (lw *lockWorld) wakeBound(proc int) time.Duration {
+	c := lw.procs[proc].cfg
 	return c.RetryInterval*6/5 + min(c.TTL/100, 20*time.Millisecond) + time.Duration(2*c.Drift*float64(c.TTL)) + 35*time.Millisecond
 }
 
@@ -564,7 +569,13 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 			}
 			from = maxTime(from, left)
 		}
-		due := maxTime(from.Add(lag), rec.lastReturn).Add(lw.wakeBound())
+		if f.proc < 0 && lw.mixed {
+			// A waiter sleeps the holder's time left as it heard it; a
+			// later holder of a shorter TTL may expire sooner, unseen:
+			// the waiter is due once the longest TTL has passed.
+			from = maxTime(from, rec.lastReturn.Add(lw.cfg.TTL))
+		}
+		due := maxTime(from.Add(lag), rec.lastReturn).Add(lw.wakeBound(rec.proc))
 		if p.logStalled(f.at, now) > 0 || p.wake(f.at) != f.at || p.wake(now) != now {
 			continue
 		}
@@ -581,7 +592,7 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		lw.finding(fnd)
 		w.violate(InvLockWake, fmt.Sprintf("c%d: call #%d (%s, owners %s; last attempt sent %s, executed %s, answered %s) waits on: the lock was free by %s at %s, it was due to try again by %s (bound %s), still not %s at %s",
 			rec.proc, rec.id, rec.kind, rec.describeOwners(), fmtDur(rec.lastSend.Sub(w.start)), fmtDur(rec.lastExec.Sub(w.start)), fmtDur(rec.lastReturn.Sub(w.start)),
-			f.why, fmtDur(f.at.Sub(w.start)), fmtDur(due.Sub(w.start)), lw.wakeBound(), where, fmtDur(now.Sub(w.start))), fnd)
+			f.why, fmtDur(f.at.Sub(w.start)), fmtDur(due.Sub(w.start)), lw.wakeBound(rec.proc), where, fmtDur(now.Sub(w.start))), fnd)
 		return
 	}
 }

@@ -297,7 +297,14 @@ func (p *lockProc) netCall(ctx context.Context, ep int, o op, owner, what string
 			res := exec(t)
 			lw.landed(tr, true)
 			w.event(p.idx, evExec, o, n, int64(ep), 0, res.String(o))
-			back := p.packet(c, t, rlat, c.slowRep, &c.repLast)
+			if p.resetAfterRun(ep, c, t) {
+				// The connection is reset as the server runs the request:
+				// its reply is lost, the client hears a network error.
+				w.event(p.idx, evFault, o, n, int64(ep), 0, "connection reset after the server ran the request: reply lost")
+				w.at(p.wake(t.Add(rlat)), func(time.Time) { deliver(netResult{err: errConnReset}) })
+				return
+			}
+			back := p.packet(c, t.Add(res.wait), rlat, c.slowRep, &c.repLast)
 			if !c.dieAt.IsZero() && !back.Before(c.dieAt) {
 				return // the reply dies with the connection
 			}

@@ -75,10 +75,13 @@ func (lw *lockWorld) fairDropped(now time.Time, entry string, queued, fresh time
 	if p.logStalled(fresh, now) > 0 || p.wake(now) != now {
 		return
 	}
-	if rec.lastSend.After(fresh) {
+	c := p.cfg
+	if rec.lastSend.After(fresh) || lw.mixed && (rec.inAcquire > 0 || !rec.lastReturn.Add(c.TTL+c.RetryInterval*6/5).Before(fresh.Add(fairSlot(c.TTL, c.RetryInterval)))) {
 		// The waiter sent its next attempt in time, but the attempt was
 		// still on its way when the slot lapsed (a slow path longer than
-		// the slot's slack): the network's, not the waiter's.
+		// the slot's slack), or (Mutexes of timings of their own: a slot
+		// shorter than the plan's slow paths) its last answer was, too
+		// long to leave it its sleep: the network's, not the waiter's.
 		return
 	}
 	rec.reported = true

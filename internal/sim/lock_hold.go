@@ -37,6 +37,11 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 	if first && lw.redlock {
 		r.acqSent = lw.rlSent[h.Holder()]
 	}
+	if rec := lw.calls[callOfOwner(h.Holder())]; first && r.acqSent.IsZero() && rec != nil && h.Holder() == callOfOwner(h.Holder())+".0" {
+		// A fair release's grant, held without another attempt: timed
+		// from the call's last attempt answered "held" (Mutex.granted).
+		r.acqSent = rec.heldSent
+	}
 	if first {
 		r.started, r.proc, r.ctx, r.heldFrom = true, p.idx, h.Context(), r.adoptHeard
 		lw.stats.Holds++
@@ -56,7 +61,7 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 					w.violate(InvLockExcl, fmt.Sprintf("c%d's Redlock hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term), Finding2)
 					lw.finding(Finding2)
 				default:
-					w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term))
+					w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term), lw.grantShape(o, r)...)
 				}
 			}
 			lw.checkServer(p.idx, r, "at its start")
@@ -75,7 +80,7 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 		} else {
 			lw.stats.StaleRefused++
 		}
-		rd := lw.cfg.RenewDeadline
+		rd := p.cfg.RenewDeadline
 		context.AfterFunc(h.Context(), func() { lw.cancelled(p.idx, r, rd) })
 	} else {
 		lw.stats.Reentries++
@@ -99,7 +104,7 @@ func (lw *lockWorld) checkServer(c int, r *leaseRec, where string) {
 		w.outOfModel("lock hold live but gone from the server after " + a)
 		return
 	}
-	w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d is live (%s) but the server holds %s", c, r.term, where, quoteVal(got)))
+	w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d is live (%s) but the server holds %s", c, r.term, where, quoteVal(got)), lw.grantShape(r, nil)...)
 }
 
 // cancelled is L3: a term's holds end no later than the last successful

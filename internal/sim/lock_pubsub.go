@@ -267,7 +267,7 @@ func (w *world) lockPublishEp(now time.Time, ep int, channel, msg string) {
 				d = r.logDur(time.Millisecond, w.p.Cfg.TTL)
 			}
 		}
-		c.pushNotice(now.Add(d), respArray("message", channel)+"$"+strconv.Itoa(len(msg))+"\r\n"+msg+"\r\n")
+		c.pushNotice(now.Add(d), respArray("message", channel)+"$"+strconv.Itoa(len(msg))+"\r\n"+msg+"\r\n", !strings.HasPrefix(msg, "granted "))
 	}
 }
 
@@ -358,14 +358,16 @@ func (c *psConn) isSilent(now time.Time) bool {
 	return !c.silent.IsZero() && !now.Before(c.silent)
 }
 
-// pushNotice queues a release notice for fake time t (a paused process
-// reads it at wake-up): the checker learns that it
-// reached the process (L7).
-func (c *psConn) pushNotice(t time.Time, frame string) {
+// pushNotice queues a notice for fake time t (a paused process reads it
+// at wake-up): the checker learns that a release notice (free; not a
+// fair grant, which wakes only its grantee) reached the process (L7).
+func (c *psConn) pushNotice(t time.Time, frame string, free bool) {
 	c.w.at(c.proc.wake(t), func(now time.Time) {
 		if !c.closed && !c.isSilent(now) {
 			c.push(frame)
-			c.w.lk.freed(now, c.proc.idx, "a release notice")
+			if free {
+				c.w.lk.freed(now, c.proc.idx, "a release notice")
+			}
 		}
 	})
 }

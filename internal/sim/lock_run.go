@@ -35,9 +35,11 @@ import (
 //	L1 no two holds of different terms are live (context not cancelled)
 //	   at once, and a live hold's "TERM OWNER" is the server's unexpired
 //	   lock (at its start and at every fenced write); after a data loss or
-//	   a failover (the lock takes no WAIT, so every failover may lose
-//	   writes) an overlap is out of the model if the newer term is the
-//	   larger, so the fence refuses the older; otherwise it is a violation;
+//	   a failover without MinReplicas (the lock takes no WAIT, so every
+//	   such failover may lose writes) an overlap is out of the model if
+//	   the newer term is the larger, so the fence refuses the older;
+//	   otherwise it is a violation (under MinReplicas a failover is in
+//	   the model);
 //	L2 the server never mints a term at or below an earlier one, data loss
 //	   included, and holds are handed out in increasing term order;
 //	L3 a term's hold contexts are cancelled no later than the send time of
@@ -51,7 +53,11 @@ import (
 //	L5 Client.Close returns within RenewDeadline + 100ms (plus any log
 //	   stall it meets) and leaves no hold context live, and every
 //	   application goroutine (waiters, holders, re-entries) ends within a
-//	   bound once its contexts ended.
+//	   bound once its contexts ended;
+//	L10 a request run twice by the client's retry answers as once: an
+//	   acquire never answers "held" by its own attempt, a release that
+//	   released never answers "not held" on its second run
+//	   (lock_shapes.go).
 
 const lockName = "sim"
 
@@ -59,8 +65,10 @@ const lockName = "sim"
 // checker state, under world.mu unless noted.
 type lockWorld struct {
 	w      *world
-	cfg    lock.Config // as resolved by the Mutex (fixed lease applied)
+	cfg    lock.Config // the longest of every process's Mutex timings (fixed lease applied): the schedule's bounds
 	fixed  bool
+	mixed  bool            // its Mutexes have timings of their own (lockWorld.timings)
+	twice  map[string]bool // attempts whose acquire ran twice and answered held by themselves (R1), fields a release of one hold ran twice for (R3)
 	procs  []*lockProc
 	tracks map[string]*leaseRec // by field "TERM OWNER"
 
@@ -139,17 +147,20 @@ type leaseRec struct {
 
 // lockProc is one process: a lock.Client over its own connection.
 type lockProc struct {
-	w      *world
-	lw     *lockWorld
-	idx    int
-	plan   CandPlan
-	n      map[op]uint64 // call counters, under w.mu
-	rdb    *redis.Client
-	client *lock.Client
-	m      *lock.Mutex
-	pools  []*connPool     // by server (connection model)
-	blips  []Window        // network blips (connection model)
-	rdbs   []*redis.Client // Redlock: one client per master
+	w       *world
+	lw      *lockWorld
+	idx     int
+	plan    CandPlan
+	cfg     lock.Config   // its Mutex's, as resolved (timings of its own: lockWorld.timings)
+	grants  bool          // fair: it takes a release's grant (lockStore.TakesGrants)
+	retries uint64        // requests sent again after a connection reset (retried), under w.mu
+	n       map[op]uint64 // call counters, under w.mu
+	rdb     *redis.Client
+	client  *lock.Client
+	m       *lock.Mutex
+	pools   []*connPool     // by server (connection model)
+	blips   []Window        // network blips (connection model)
+	rdbs    []*redis.Client // Redlock: one client per master
 	// closing is when Client.Close was called (zero: not yet), under w.mu.
 	closing time.Time
 	psN     map[int]uint64    // pub/sub connections dialled, by server, under w.mu
@@ -215,7 +226,7 @@ func (p *lockProc) roundTrip(ctx context.Context, o op, exec func(now time.Time)
 		}
 		res := exec(t)
 		w.event(p.idx, evExec, o, n, 0, 0, res.String(o))
-		w.at(p.wake(t.Add(cp.rep)), func(time.Time) {
+		w.at(p.wake(t.Add(res.wait+cp.rep)), func(time.Time) {
 			switch {
 			case cp.lostRep:
 			case res.epoch != w.epoch:
@@ -245,16 +256,23 @@ type lockStore struct {
 	channel string
 	ttl     time.Duration
 	fair    bool
+	grants  bool // fair: its calls take a release's grant (lockseam.Granter)
 }
+
+// TakesGrants is lockseam.Granter: a fair Mutex over s takes grants when
+// its process does.
+func (s *lockStore) TakesGrants() bool { return s.grants }
 
 // send runs exec on the server as one request of owner's call: over a
 // connection (the connection model) or with a per-call fate.
 func (s *lockStore) send(ctx context.Context, o op, owner, what string, cleanup bool, exec func(now time.Time) lockRes) (lockRes, error) {
 	if s.p.lw.connModel {
-		return s.p.netCall(ctx, 0, o, owner, what, cleanup, func(now time.Time) lockRes {
-			res := exec(now)
-			s.p.lw.watchExpiry(now)
-			return res
+		return s.p.retried(ctx, o, func() (lockRes, error) {
+			return s.p.netCall(ctx, 0, o, owner, what, cleanup, func(now time.Time) lockRes {
+				res := exec(now)
+				s.p.lw.watchExpiry(now)
+				return res
+			})
 		})
 	}
 	return s.p.roundTrip(ctx, o, exec)
@@ -279,19 +297,39 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		}
 		var res lockRes
 		if s.fair {
-			res = s.p.w.execLockFairAcquire(now, owner, adopt, reenter, s.ttl, wait, fairSlot(s.ttl, lw.cfg.RetryInterval))
+			res = s.p.w.execLockFairAcquire(now, owner, adopt, reenter, s.ttl, wait, s.grants, fairSlot(s.ttl, s.p.cfg.RetryInterval))
 		} else {
 			res = s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
+		}
+		if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered {
+			s.p.lockWait(now, &res)
 		}
 		return res
 	})
 	if rec != nil {
 		s.p.w.mu.Lock()
 		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, execAt)
+		if err == nil && res.rep.Code == lockseam.CodeHeld {
+			// A grant's hold is timed from it (Mutex.granted); an answer
+			// to an attempt the call gave up on comes late, unheard.
+			rec.heldSent = maxTime(rec.heldSent, sent)
+		}
 		s.p.w.mu.Unlock()
 	}
 	if err != nil {
 		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
+	}
+	if res.rep.Code == lockseam.CodeHeld && ownerOf(res.rep.Holder) == owner {
+		s.p.w.mu.Lock()
+		s.p.ranTwice(fmt.Sprintf("an acquire of %s answered held by its own attempt (%q)", owner, res.rep.Holder), ShapeRetryHeld)
+		if lw.twice == nil {
+			lw.twice = map[string]bool{}
+		}
+		lw.twice[owner] = true
+		s.p.w.mu.Unlock()
+	}
+	if c, n := res.rep.Code, s.p.cfg.MinReplicas; res.acked < int64(n) && (c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered) {
+		return res.rep, fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, n, lock.ErrNotReplicated)
 	}
 	if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted {
 		field := res.rep.Field
@@ -299,7 +337,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 			field = fmt.Sprintf("%d %s", res.rep.Term, owner)
 		}
 		s.p.w.mu.Lock()
-		if time.Since(sent) >= lw.cfg.RenewDeadline {
+		if time.Since(sent) >= s.p.cfg.RenewDeadline {
 			lw.stats.LateConfirms++
 		}
 		r := s.p.lw.rec(field)
@@ -315,10 +353,17 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 	sent := time.Now()
 	res, err := s.send(ctx, opLRenew, ownerOf(field), field, false, func(now time.Time) lockRes {
-		return s.p.w.execLockRenew(now, field, s.ttl)
+		res := s.p.w.execLockRenew(now, field, s.ttl)
+		if res.n == 1 {
+			s.p.lockWait(now, &res)
+		}
+		return res
 	})
 	if err != nil {
 		return false, fmt.Errorf("renew: %w", err)
+	}
+	if n := s.p.cfg.MinReplicas; res.n == 1 && res.acked < int64(n) {
+		return false, fmt.Errorf("renew: %d of %d replicas acknowledged", res.acked, n)
 	}
 	if res.n == 1 {
 		s.p.w.mu.Lock()
@@ -331,9 +376,23 @@ func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 
 func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
 	sent := time.Now()
+	released := false // a run of this request released field, under w.mu
 	res, err := s.send(ctx, opLRelease, ownerOf(field), fmt.Sprint(field, last), true, func(now time.Time) lockRes {
+		if lw := s.p.lw; released && !last {
+			if lw.twice == nil {
+				lw.twice = map[string]bool{}
+			}
+			lw.twice[field] = true // L4 labels what this run does to the count
+		}
 		res := s.p.w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
 		s.p.lw.staleRelease(field, sent, res)
+		switch {
+		case res.n == -1 && released:
+			s.p.ranTwice(fmt.Sprintf("a release of %q (last %v) answered not held after an earlier run of the same request released it", field, last), ShapeRetryLost)
+		case res.n >= 0 && released && !last:
+			s.p.ranTwice(fmt.Sprintf("a release of one hold of %q ran again and took a second hold off the count (%d left)", field, res.n), ShapeRetryCount)
+		}
+		released = released || res.n >= 0
 		return res
 	})
 	if err != nil {
@@ -351,7 +410,7 @@ func (s *lockStore) Abandon(ctx context.Context, call string, owners []string) e
 		owner = owners[0]
 	}
 	_, err := s.send(ctx, opLAbandon, owner, fmt.Sprint(call, owners), true, func(now time.Time) lockRes {
-		return s.p.w.execLockAbandon(now, call, owners, s.fair, s.channel, s.ttl)
+		return s.p.w.execLockAbandon(now, call, owners, s.fair, s.grants, s.channel, s.ttl)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon: %w", err)
@@ -372,9 +431,15 @@ func (lw *lockWorld) rec(field string) *leaseRec {
 }
 
 // affected says why term r is out of the model (a data loss or failover
-// after its mint: the lock takes no WAIT, so any failover may lose it), or "".
+// after its mint: without MinReplicas the lock takes no WAIT, so any
+// failover may lose it), or "". Under MinReplicas every hold was
+// acknowledged by the replica (acquire and renewal wait): a failover is
+// in the model.
 func (lw *lockWorld) affected(r *leaseRec) string {
 	for i, l := range lw.losses {
+		if lw.cfg.MinReplicas > 0 && lw.lossWhy[i] == "failover" {
+			continue
+		}
 		if !l.Before(r.minted) {
 			return lw.lossWhy[i]
 		}
@@ -399,7 +464,11 @@ func (lw *lockWorld) mintedTerm(now time.Time, term uint64, owner string) {
 func (lw *lockWorld) serverCount(field string, count int64) {
 	r := lw.rec(field)
 	if count < int64(r.app) && lw.affected(r) == "" {
-		lw.w.violate(InvLockCount, fmt.Sprintf("the server counts %d holds of %q while %d are held", count, field, r.app))
+		var tags []string
+		if lw.twice[field] {
+			tags = []string{ShapeRetryCount}
+		}
+		lw.w.violate(InvLockCount, fmt.Sprintf("the server counts %d holds of %q while %d are held", count, field, r.app), tags...)
 	}
 }
 

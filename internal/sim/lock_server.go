@@ -12,8 +12,9 @@ import (
 
 // The lock's scripts run on the simulated server as they ship
 // (leader/lock/acquire.lua, renew.lua, release.lua, abandon.lua), with the
-// KEYS and ARGV leader/lock's store sends (lockArgs). The lock takes no
-// WAIT: every failover may lose its recent writes.
+// KEYS and ARGV leader/lock's store sends (lockArgs). Under MinReplicas an
+// acquire and a renewal wait for the replica (lockWait), as leader/lock's
+// Redis store pipelines WAIT; releases and abandons do not.
 
 // Ops of the lock schedules, keyed apart from the election's.
 const (
@@ -40,6 +41,12 @@ type lockRes struct {
 	deleted string // the field a release or abandon deleted
 	raw     any    // a Redlock master's script reply, as sent back
 	err     error  // the script failed (a violation of its own)
+	// applyAt: when the replica applies the script's writes (zero: it
+	// wrote nothing); wait: the WAIT pipelined after it under MinReplicas
+	// delays the reply by that much; acked: the replicas WAIT counted.
+	applyAt time.Time
+	wait    time.Duration
+	acked   int64
 }
 
 func (r lockRes) String(o op) string {
@@ -120,8 +127,9 @@ func (w *world) lockField(now time.Time) (string, int64) {
 func (w *world) runLock(now time.Time, name string, a ...string) (any, lockRes) {
 	res := lockRes{epoch: w.epoch}
 	keys, argv := lockArgs(name, a...)
-	r, err := w.eval(now, scripts().get("leader/lock/"+name+".lua"), keys, argv, nil)
-	res.err = err
+	var er execResult
+	r, err := w.eval(now, scripts().get("leader/lock/"+name+".lua"), keys, argv, &er)
+	res.err, res.applyAt = err, er.applyAt
 	return r, res
 }
 
@@ -134,12 +142,12 @@ func (w *world) execLockAcquire(now time.Time, owner string, adopt []string, ree
 // execLockFairAcquire runs fair_acquire.lua; slot is a waiter's slot
 // lifetime (redisStore's slot). L8 when it drops a live waiter's lapsed
 // slot.
-func (w *world) execLockFairAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration, wait bool, slot time.Duration) lockRes {
+func (w *world) execLockFairAcquire(now time.Time, owner string, adopt []string, reenter string, ttl time.Duration, wait, grants bool, slot time.Duration) lockRes {
 	q := "0"
 	if wait {
 		q = "1"
 	}
-	entry := queueEntry(callOfOwner(owner))
+	entry := queueEntry(callOfOwner(owner), grants, ttl)
 	before := w.fairQueue(now)
 	r, res := w.runLock(now, "fair_acquire", append([]string{owner, strconv.FormatInt(pxMillis(ttl), 10), reenter, q,
 		strconv.FormatInt(slot.Milliseconds(), 10), entry}, adopt...)...)
@@ -205,6 +213,10 @@ func parseAcquireReply(r any, owner string) (lockseam.AcquireReply, error) {
 			p, _ := arr[2].(int64)
 			rep.PTTL = time.Duration(p) * time.Millisecond
 		}
+		if len(arr) > 3 {
+			t, _ := arr[3].(int64)
+			rep.Seen = uint64(max(t, 0))
+		}
 	}
 	return rep, nil
 }
@@ -268,13 +280,13 @@ func (w *world) execLockRelease(now time.Time, field string, last, fair bool, ch
 
 // execLockAbandon runs abandon.lua (fair: fair_abandon.lua, which also
 // takes call's entry out of the queue): L4 when it deletes the lock.
-func (w *world) execLockAbandon(now time.Time, call string, owners []string, fair bool, channel string, ttl time.Duration) lockRes {
+func (w *world) execLockAbandon(now time.Time, call string, owners []string, fair, grants bool, channel string, ttl time.Duration) lockRes {
 	before, _ := w.lockField(now)
 	a := []string{channel, tombstoneMillis(ttl)}
 	name := "abandon"
 	if fair {
 		name = "fair_abandon"
-		a = append(a, queueEntry(call))
+		a = append(a, queueEntry(call, grants, ttl))
 	}
 	r, res := w.runLock(now, name, append(a, owners...)...)
 	res.n, _ = r.(int64)
@@ -285,15 +297,18 @@ func (w *world) execLockAbandon(now time.Time, call string, owners []string, fai
 	return res
 }
 
-// queueEntry is a fair call's entry in the queue. leader/lock's Redis
-// store marks its calls as ones that take grants for their TTL in ms
-// ("CALL!TTL": fair_release.lua then hands the lock to the queue's head
-// as "CALL.0" for that TTL), but a Mutex over a
-// seam store takes no grants (leader/lock's client.go: grants only with
-// the Redis store): it neither adopts nor abandons "CALL.0". Its calls
-// queue as an older client's do, the bare call, which fair_release.lua
-// wakes with "released" and lets take the lock itself.
-func queueEntry(call string) string { return call }
+// queueEntry is a fair call's entry in the queue: as leader/lock's Redis
+// store marks it ("CALL!TTL", its own TTL in ms: fair_release.lua then
+// hands the lock to the queue's head as "CALL.0" for that TTL) when its
+// process takes grants (lockStore.TakesGrants), or the bare call, as an
+// older client queues it, which fair_release.lua wakes with "released"
+// and lets take the lock itself.
+func queueEntry(call string, grants bool, ttl time.Duration) string {
+	if grants {
+		return call + "!" + strconv.FormatInt(pxMillis(ttl), 10)
+	}
+	return call
+}
 
 // callOfOwner is the call of an attempt's owner ("CALL.N"; leader/lock's
 // callOf).

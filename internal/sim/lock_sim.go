@@ -26,11 +26,16 @@ import (
 // it must be called inside a testing/synctest bubble.
 func RunLock(seed uint64, o Options) *Result {
 	p := NewPlan(seed, o)
-	// The lock takes no WAIT: its failovers are all lossy.
-	p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
 	mode := lockMode{}
 	if o.LockConns {
 		mode = drawLockMode(seed, o.LockMode)
+	}
+	if !o.LockConns || mode.redlock {
+		// Redlock takes no WAIT (its masters are independent primaries),
+		// nor does the per-call model: their failovers are all lossy.
+		p.Cfg.MinReplicas, p.Cfg.ReplicaTimeout = 0, 0
+	}
+	if o.LockConns {
 		if mode.redlock {
 			// Redlock's masters are independent servers, not replicas.
 			// Every attempt costs a call per master and an undo per
@@ -53,11 +58,10 @@ func RunLock(seed uint64, o Options) *Result {
 	}
 	r := keyed(seed, uint64(opLPlan))
 	cfg := lock.Config{TTL: p.Cfg.TTL, RenewInterval: p.Cfg.RenewInterval, RenewDeadline: p.Cfg.RenewDeadline,
-		RetryInterval: p.Cfg.RetryInterval, Drift: p.Cfg.Drift}
-	opts := []lock.Option{lock.WithConfig(cfg)}
+		RetryInterval: p.Cfg.RetryInterval, Drift: p.Cfg.Drift, MinReplicas: p.Cfg.MinReplicas, ReplicaTimeout: p.Cfg.ReplicaTimeout}
+	var opts []lock.Option
 	if r.chance(0.15) {
 		lw.fixed = true
-		opts = append(opts, lock.WithFixedLease(p.Cfg.TTL))
 	}
 	if mode.fair {
 		opts = append(opts, lock.WithFair())
@@ -88,6 +92,7 @@ func RunLock(seed uint64, o Options) *Result {
 	}
 	w.p.Cands = p.Cands
 	for i, cp := range p.Cands {
+		ri := keyed(seed, uint64(opLMode), uint64(i), 1)
 		goroutines[i] = 1 + r.intn(3)
 		if mode.redlock {
 			goroutines[i] = 1 + goroutines[i]%2
@@ -105,12 +110,19 @@ func RunLock(seed uint64, o Options) *Result {
 		if o.LockConns {
 			proc.blips = lw.blips(i)
 		}
-		popts := append(append([]lock.Option(nil), opts...),
+		pcfg := lw.timings(cfg, i)
+		popts := append(append([]lock.Option{lock.WithConfig(pcfg)}, opts...),
 			lock.WithID(fmt.Sprintf("p%d", i)),
 			lock.WithLogger(zap.New(&logCore{w: w, cand: i})),
 			// A wait that could end two ways at one instant settles and
 			// decides by a fixed order (replays).
 			lockseam.WithSettle(w.decide).(lock.Option))
+		if lw.fixed {
+			popts = append(popts, lock.WithFixedLease(pcfg.TTL))
+		}
+		// A fair process takes grants, as leader/lock's Redis store does,
+		// but one in ten queues as an older client (no grants).
+		grants := mode.fair && !ri.chance(0.1)
 		var c *lock.Client
 		var err error
 		if mode.redlock {
@@ -118,7 +130,7 @@ func RunLock(seed uint64, o Options) *Result {
 		} else {
 			popts = append(popts, lockseam.WithStore(func(l lockseam.Lock) lockseam.Store {
 				lw.channel = l.Channel
-				return &lockStore{p: proc, channel: l.Channel, ttl: l.TTL, fair: l.Fair}
+				return &lockStore{p: proc, channel: l.Channel, ttl: l.TTL, fair: l.Fair, grants: grants}
 			}).(lock.Option))
 			c, err = lock.NewClient(proc.rdb, popts...)
 		}
@@ -129,8 +141,8 @@ func RunLock(seed uint64, o Options) *Result {
 		if err != nil {
 			panic(fmt.Sprintf("sim: seed %d: mutex: %v", seed, err))
 		}
-		proc.client, proc.m = c, m
-		lw.cfg = m.Config()
+		proc.client, proc.m, proc.cfg, proc.grants = c, m, m.Config(), grants
+		lw.cfg = longest(lw.cfg, proc.cfg)
 		lw.procs = append(lw.procs, proc)
 	}
 	if lw.channel == "" {
@@ -141,7 +153,13 @@ func RunLock(seed uint64, o Options) *Result {
 	// counts only the notices that arrived, and expiries).
 	lw.calmAt = maxTime(w.faultEnd, w.pauseEnd).Add(lw.cfg.TTL)
 	w.mu.Lock()
-	w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) lock: mode %s, fixed lease %v, goroutines per process %v, timings %+v", mode, lw.fixed, goroutines, lw.cfg))
+	w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) lock: mode %s, fixed lease %v, goroutines per process %v, timings %+v", mode, lw.fixed, goroutines, cfg))
+	for _, proc := range lw.procs {
+		if proc.cfg.TTL != cfg.TTL || !proc.grants && mode.fair {
+			w.event(proc.idx, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) timings of its own: TTL %v, renew interval %v, deadline %v, retry %v; takes grants %v",
+				proc.cfg.TTL, proc.cfg.RenewInterval, proc.cfg.RenewDeadline, proc.cfg.RetryInterval, proc.grants))
+		}
+	}
 	for i, m := range lw.masters {
 		w.event(-1, evNote, 0, 0, 0, 0, fmt.Sprintf("(plan) master %d frozen %v", i, m.frozen))
 	}
@@ -188,9 +206,9 @@ func RunLock(seed uint64, o Options) *Result {
 			})
 		}
 	}
-	endAt := w.faultEnd.Add(3*cfg.TTL + p.Cfg.RetryInterval)
+	endAt := w.faultEnd.Add(3*lw.cfg.TTL + lw.cfg.RetryInterval)
 	if o.LockConns {
-		endAt = maxTime(endAt, lw.calmAt.Add(2*cfg.TTL+p.Cfg.RetryInterval))
+		endAt = maxTime(endAt, lw.calmAt.Add(2*lw.cfg.TTL+lw.cfg.RetryInterval))
 	}
 	sleepFake(endAt, w.abort)
 	w.mu.Lock()
@@ -386,7 +404,7 @@ func (p *lockProc) close() {
 	closed.Go(func() { _ = p.client.Close() })
 	// A watchdog blocked in a log write (a full stderr pipe) delays Close,
 	// as it delays the elector's Run: the bound grows by the stall.
-	bound := lw.cfg.RenewDeadline + 100*time.Millisecond
+	bound := p.cfg.RenewDeadline + 100*time.Millisecond
 	if lw.redlock && !p.plan.CtxTimeouts {
 		bound += p.plan.ReadTimeout // Close waits for the masters' calls
 	}
@@ -447,7 +465,7 @@ func waitBounded(wg *sync.WaitGroup, d time.Duration) bool {
 
 // run is one application goroutine of a process: lock, hold, unlock, again.
 func (p *lockProc) run(g int, end <-chan struct{}, endCtx context.Context) {
-	ttl := p.lw.cfg.TTL
+	ttl := p.cfg.TTL
 	// A start of its own, after the schedule's first instant (see RunLock).
 	first := keyed(p.w.p.Seed, uint64(opLProc), uint64(p.idx), uint64(g), 1<<40)
 	if !sleepOrEnd(first.dur(time.Microsecond, time.Millisecond), nil, end) {
@@ -476,14 +494,14 @@ func (p *lockProc) run(g int, end <-chan struct{}, endCtx context.Context) {
 
 // attempt is one Lock, TryLock or LockTimeout with a context of its own.
 func (p *lockProc) attempt(r *rng, parent context.Context) (*lock.Hold, error) {
-	ttl := p.lw.cfg.TTL
+	ttl := p.cfg.TTL
 	var h *lock.Hold
 	var err error
 	switch x := r.float(); {
 	case x < 0.55:
 		ctx, cancel := parent, context.CancelFunc(func() {})
 		if r.chance(0.3) {
-			ctx, cancel = context.WithTimeout(parent, r.logDur(p.lw.cfg.RetryInterval/2, 4*ttl))
+			ctx, cancel = context.WithTimeout(parent, r.logDur(p.cfg.RetryInterval/2, 4*ttl))
 		}
 		h, err = p.lockCall(ctx, r, "Lock", true, p.m.Lock)
 		cancel()
@@ -509,7 +527,7 @@ func (p *lockProc) attempt(r *rng, parent context.Context) (*lock.Hold, error) {
 // from a goroutine sharing its context) and trying the lock with a
 // context that does not carry it, then unlocks it.
 func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx context.Context, depth int) {
-	ttl := p.lw.cfg.TTL
+	ttl := p.cfg.TTL
 	var wg sync.WaitGroup
 	until := time.Now().Add(r.logDur(ttl/20, 3*ttl))
 	for k := uint64(0); time.Now().Before(until); k++ {
@@ -571,7 +589,7 @@ func (p *lockProc) unlock(h *lock.Hold, r *rng) {
 	p.unlocking(h)
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if r.chance(0.3) {
-		ctx, cancel = context.WithTimeout(ctx, r.logDur(time.Millisecond, p.lw.cfg.TTL))
+		ctx, cancel = context.WithTimeout(ctx, r.logDur(time.Millisecond, p.cfg.TTL))
 	}
 	err := h.Unlock(ctx)
 	cancel()

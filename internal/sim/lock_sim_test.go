@@ -21,7 +21,9 @@ import (
 // SOLO_SIM_BASE on (random when unset, printed). With SOLO_SIM_SEED it
 // replays that one lock schedule (SOLO_SIM_LOG=all prints every event).
 // The summary lists, per finding of the outside review that a violation
-// showed, how many schedules showed it and the first seed.
+// showed (and per shape: G1–G4 a fair grant, R1–R2 a request run twice),
+// how many schedules showed it and the first seed; each violation's
+// message ends with its label.
 func TestSim_Lock(t *testing.T) {
 	if s := os.Getenv("SOLO_SIM_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)

@@ -15,7 +15,14 @@ func init() {
 	lockseam.WithStore = func(newStore func(lockseam.Lock) lockseam.Store) any {
 		return optionFunc(func(o *options) {
 			o.newStore = func(m *Mutex) store {
-				return seamStore{newStore(lockseam.Lock{Name: m.name, KeyPrefix: m.cfg.KeyPrefix, Channel: m.channel, TTL: m.cfg.TTL, Fair: m.fair})}
+				s := newStore(lockseam.Lock{Name: m.name, KeyPrefix: m.cfg.KeyPrefix, Channel: m.channel, TTL: m.cfg.TTL, Fair: m.fair})
+				if g, ok := s.(lockseam.Granter); ok && g.TakesGrants() {
+					// Client.Mutex sets grants for its Redis store
+					// only; a seam store that queues calls as the Redis
+					// store does takes them too.
+					m.grants = m.fair
+				}
+				return seamStore{s}
 			}
 		})
 	}
@@ -26,7 +33,7 @@ type seamStore struct{ s lockseam.Store }
 
 func (s seamStore) acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error) {
 	r, err := s.s.Acquire(ctx, owner, adopt, reenter, wait)
-	return acquireReply{code: r.Code, term: r.Term, count: r.Count, holder: r.Holder, pttl: r.PTTL, field: r.Field}, err
+	return acquireReply{code: r.Code, term: r.Term, count: r.Count, holder: r.Holder, pttl: r.PTTL, field: r.Field, seen: r.Seen}, err
 }
 
 func (s seamStore) renew(ctx context.Context, field string) (bool, error) {
