@@ -62,7 +62,8 @@ type RedisLock struct {
 	minReplicas    int
 	replicaTimeout time.Duration
 	healthEvery    time.Duration
-	hub            *Hub // shared notices and batched renewals; nil: own subscription, own round trips
+	hub            *Hub           // shared notices and batched renewals; nil: own subscription, own round trips
+	guard          *EvictionGuard // the eviction policy's check, without a hub (a hub has its own)
 }
 
 var _ Lock = (*RedisLock)(nil)
@@ -98,6 +99,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 		minReplicas:    cfg.MinReplicas,
 		replicaTimeout: cfg.ReplicaTimeout,
 		healthEvery:    cfg.TTL,
+		guard:          NewEvictionGuard(client),
 	}
 	v := cfg.Value
 	l.value.Store(&v)
@@ -127,6 +129,9 @@ func infoKeyOf(leaseKey string) string {
 // delayed release could delete the same lease after the caller's retry
 // adopted it with enough acknowledgements.
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
+	if err := l.evictionGuard().Check(ctx); err != nil {
+		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
+	}
 	keys := []string{l.leaseKey, l.termKey, l.infoKey, l.candKey, l.spreadKey}
 	res, acked, err := l.eval(ctx, acquireScript, keys, id, pxMillis(ttl), l.channel,
 		l.renewMs, *l.value.Load(), l.windowMs, MaxCandidates, l.proto, l.protoMin)
@@ -160,6 +165,9 @@ func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) e
 	}
 	if l.minReplicas > 0 && acked < int64(l.minReplicas) {
 		return fmt.Errorf("renew %s: %d of %d replicas acknowledged: %w", l.leaseKey, acked, l.minReplicas, errRenewNotReplicated)
+	}
+	if err := l.evictionGuard().Err(); err != nil {
+		return fmt.Errorf("renew %s: %w", l.leaseKey, err) // renewed, but Redis may evict it: step down
 	}
 	return nil
 }

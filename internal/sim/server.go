@@ -157,6 +157,8 @@ func (w *world) exec(now time.Time, cand int, args []string, res *execResult) an
 		return r
 	case "ZREM": // Withdraw: an elector leaves the candidates (spread_server.go)
 		return w.execWrite(now, args, res)
+	case "INFO": // the eviction policy's check (leader.EvictionGuard): a server that never evicts
+		return "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n"
 	}
 	w.violate(InvScript, fmt.Sprintf("c%d sent %s, which the simulated server does not implement", cand, name))
 	return redisError("ERR unknown command '" + args[0] + "'")

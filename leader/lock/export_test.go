@@ -1,6 +1,10 @@
 package lock
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/solo-run/solo/leader"
+)
 
 // Field returns the hash field of h's term in Redis: "TERM OWNER".
 func Field(h *Hold) string { return strconv.FormatUint(h.l.term, 10) + " " + h.Holder() }
@@ -18,3 +22,7 @@ func QueuedCalls(c *Client) int {
 
 // MaxInflight is how many sends a batcher lets fly at once.
 const MaxInflight = maxInflight
+
+// EvictionGuardOf returns the Client's eviction guard of its own Redis
+// client.
+func EvictionGuardOf(c *Client) *leader.EvictionGuard { return c.evictionFor(c.rdb).g }
