@@ -42,7 +42,9 @@ var (
 var errRenewNotReplicated = errors.New("leader: renew not acknowledged by enough replicas")
 
 // RedisLock is the Lock kept in Redis. Every operation is one Lua script,
-// one round trip (EVALSHA; the first use on a server adds one EVAL). With
+// one round trip (EVALSHA; the first use on a server adds one EVAL; an
+// acquire adds INFO memory when its EvictionGuard is due: at most once a
+// minute while the server is safe). With
 // MinReplicas set, the script and a WAIT share one pipeline, so the WAIT
 // covers exactly that write on that connection.
 type RedisLock struct {
