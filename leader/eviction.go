@@ -52,7 +52,7 @@ const (
 // lock.Client's) and is safe for concurrent use.
 type EvictionGuard struct {
 	client  redis.UniversalClient
-	reading chan struct{} // size one: held while a read is in flight
+	reading chan struct{} // size one: held while a Refresh reads
 
 	mu       sync.Mutex
 	period   time.Duration
@@ -84,44 +84,22 @@ func (g *EvictionGuard) SetPeriod(d time.Duration) {
 // the server may evict solo's keys, and nil while it cannot or INFO cannot
 // tell. It reads INFO memory (one round trip) when the last answer is
 // older than the period (EvictionPeriod), or was unsafe or missing, so
-// that a fix is seen at the next call; else it answers from memory.
-// Concurrent calls share one read: a call that waited for another's read
-// takes its answer. An INFO that got no answer returns its error (an
-// outage, as the call it guards would meet).
+// that a fix is seen at the next call; else it answers from memory. It
+// never waits for another call's read (a read stuck on a dead server must
+// not hold up a call that would reach a live one). An INFO that got no
+// answer returns its error (an outage, as the call it guards would meet).
 func (g *EvictionGuard) Check(ctx context.Context) error {
-	begun := time.Now()
-	if g.fresh(begun, false) {
+	g.mu.Lock()
+	fresh := !g.at.IsZero() && g.state != EvictionUnsafe && time.Since(g.at) < g.period
+	g.mu.Unlock()
+	if fresh {
 		return nil
-	}
-	select {
-	case g.reading <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-g.reading }()
-	if g.fresh(begun, true) {
-		return g.Err()
 	}
 	return g.read(ctx)
 }
 
-// fresh reports whether the last answer may be used by a call begun at
-// begun: a safe or unverified one younger than the period, or (shared)
-// any answer read after the call began.
-func (g *EvictionGuard) fresh(begun time.Time, shared bool) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.at.IsZero() {
-		return false
-	}
-	if shared && g.at.After(begun) {
-		return true
-	}
-	return g.state != EvictionUnsafe && begun.Sub(g.at) < g.period
-}
-
 // Refresh reads the policy again when the last answer is older than the
-// period and no other read is in flight; it is for holders, whose
+// period and no other Refresh is reading; it is for holders, whose
 // renewals (Err) never wait for INFO. Its outcome is kept for Err.
 func (g *EvictionGuard) Refresh(ctx context.Context) {
 	g.mu.Lock()
@@ -133,7 +111,7 @@ func (g *EvictionGuard) Refresh(ctx context.Context) {
 	select {
 	case g.reading <- struct{}{}:
 	default:
-		return // another read is in flight
+		return // another Refresh is reading
 	}
 	defer func() { <-g.reading }()
 	_ = g.read(ctx) // kept in the guard; an outage is the renewals' to meet
