@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -15,6 +16,17 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 )
+
+// onHub returns opts, with a Hub of client's (closed at the test's end)
+// when hub is set.
+func onHub(t *testing.T, client redis.UniversalClient, hub bool, opts ...leader.Option) []leader.Option {
+	if hub {
+		h := leader.NewHub(client)
+		t.Cleanup(func() { _ = h.Close() })
+		opts = append(opts, leader.WithHub(h))
+	}
+	return opts
+}
 
 // evictionMetrics records the eviction states an elector reports.
 type evictionMetrics struct {
@@ -71,13 +83,7 @@ func TestEviction_ElectorRefusesUntilFixed(t *testing.T) {
 			client := newClient(t, srv.Addr())
 			core, logs := observer.New(zapcore.DebugLevel)
 			m := &evictionMetrics{}
-			opts := []leader.Option{leader.WithLogger(zap.New(core)), leader.WithMetrics(m)}
-			if hub {
-				h := leader.NewHub(client)
-				t.Cleanup(func() { _ = h.Close() })
-				opts = append(opts, leader.WithHub(h))
-			}
-			e := mustNew(t, client, redisConfig(t, "a"), opts...)
+			e := mustNew(t, client, redisConfig(t, "a"), onHub(t, client, hub, leader.WithLogger(zap.New(core)), leader.WithMetrics(m))...)
 			led := make(chan struct{}, 1)
 			stop := runRedis(t, e, func(ctx context.Context) error { led <- struct{}{}; <-ctx.Done(); return nil })
 			defer func() { _ = stop() }()

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -42,26 +41,7 @@ func TestModule_EvictionPolicyFailsReadiness(t *testing.T) {
 				func() prometheus.Gatherer { return reg },
 				worker.AsJob(func() *termJob { return job }),
 			), module)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := app.Start(ctx); err != nil {
-				t.Fatalf("Start() = %v", err)
-			}
-			defer func() {
-				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer scancel()
-				_ = app.Stop(sctx)
-			}()
-			get := func(path string) (int, string) {
-				t.Helper()
-				resp, err := http.Get("http://" + addr + path)
-				if err != nil {
-					t.Fatalf("GET %s: %v", path, err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
-			}
+			get := startApp(t, app, addr)
 			gauge := `solo_election_redis_evicting{election="` + election + `"} `
 			waitFor(t, "/readyz to fail naming the policy", func() bool {
 				code, body := get("/readyz")
