@@ -52,7 +52,8 @@ const (
 // lock.Client's) and is safe for concurrent use.
 type EvictionGuard struct {
 	client  redis.UniversalClient
-	reading chan struct{} // size one: held while a Refresh reads
+	reading chan struct{} // size one: held while a Refresh (shared: any read) reads
+	shared  bool          // concurrent Checks share one read (newSharedGuard)
 
 	mu       sync.Mutex
 	period   time.Duration
@@ -67,6 +68,14 @@ type EvictionGuard struct {
 // contact Redis.
 func NewEvictionGuard(client redis.UniversalClient) *EvictionGuard {
 	return &EvictionGuard{client: client, period: EvictionPeriod, reading: make(chan struct{}, 1)}
+}
+
+// newSharedGuard is NewEvictionGuard for an election's lock or a Hub:
+// concurrent Checks share one read.
+func newSharedGuard(client redis.UniversalClient) *EvictionGuard {
+	g := NewEvictionGuard(client)
+	g.shared = true
+	return g
 }
 
 // SetPeriod sets how long a safe answer is trusted (default
@@ -85,17 +94,45 @@ func (g *EvictionGuard) SetPeriod(d time.Duration) {
 // tell. It reads INFO memory (one round trip) when the last answer is
 // older than the period (EvictionPeriod), or was unsafe or missing, so
 // that a fix is seen at the next call; else it answers from memory. It
-// never waits for another call's read (a read stuck on a dead server must
-// not hold up a call that would reach a live one). An INFO that got no
-// answer returns its error (an outage, as the call it guards would meet).
+// never waits for another call's read: a read stuck on a dead server
+// (a Redlock master) must not hold up a later call that would reach it
+// once it is back. An INFO that got no answer returns its error (an
+// outage, as the call it guards would meet).
 func (g *EvictionGuard) Check(ctx context.Context) error {
-	g.mu.Lock()
-	fresh := !g.at.IsZero() && g.state != EvictionUnsafe && time.Since(g.at) < g.period
-	g.mu.Unlock()
-	if fresh {
+	begun := time.Now()
+	if g.fresh(begun, false) {
 		return nil
 	}
+	if g.shared {
+		// An election guard, shared by a hub's elections: concurrent
+		// checks (every job of a spread group at start) share one read,
+		// and a call that waited takes its answer.
+		select {
+		case g.reading <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-g.reading }()
+		if g.fresh(begun, true) {
+			return g.Err()
+		}
+	}
 	return g.read(ctx)
+}
+
+// fresh reports whether the last answer may be used by a call begun at
+// begun: a safe or unverified one younger than the period, or (waited)
+// any answer read after the call began.
+func (g *EvictionGuard) fresh(begun time.Time, waited bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.at.IsZero() {
+		return false
+	}
+	if waited && g.at.After(begun) {
+		return true
+	}
+	return g.state != EvictionUnsafe && begun.Sub(g.at) < g.period
 }
 
 // Refresh reads the policy again when the last answer is older than the

@@ -147,7 +147,7 @@ func NewHub(client redis.UniversalClient, opts ...HubOption) *Hub {
 		subKick:   make(chan struct{}, 1),
 		recvStart: make(chan struct{}),
 		chans:     make(map[string]*hubChannel),
-		guard:     NewEvictionGuard(client),
+		guard:     newSharedGuard(client),
 	}
 	h.cluster, _ = client.(*redis.ClusterClient)
 	h.settle = seeded.Settle(client)

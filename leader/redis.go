@@ -101,7 +101,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 		minReplicas:    cfg.MinReplicas,
 		replicaTimeout: cfg.ReplicaTimeout,
 		healthEvery:    cfg.TTL,
-		guard:          NewEvictionGuard(client),
+		guard:          newSharedGuard(client),
 	}
 	v := cfg.Value
 	l.value.Store(&v)
