@@ -146,13 +146,7 @@ func TestRedis_RefusedSubscriptionIsAConfigError(t *testing.T) {
 				client := aclUser(t, srv, "~*", "&*", "+@all", tt.rule)
 				core, logs := observer.New(zapcore.InfoLevel)
 				m := &configMetrics{}
-				opts := []leader.Option{leader.WithLogger(zap.New(core)), leader.WithMetrics(m)}
-				if hub {
-					h := leader.NewHub(client)
-					t.Cleanup(func() { _ = h.Close() })
-					opts = append(opts, leader.WithHub(h))
-				}
-				e := mustNew(t, client, redisConfig(t, "a"), opts...)
+				e := mustNew(t, client, redisConfig(t, "a"), onHub(t, client, hub, leader.WithLogger(zap.New(core)), leader.WithMetrics(m))...)
 				runRedis(t, e, func(ctx context.Context) error { <-ctx.Done(); return nil })
 				waitFor(t, 10*time.Second, "the refused subscription reported", func() bool { return e.Status().ConfigErr != nil })
 				if err := e.Status().ConfigErr; !errors.Is(err, leader.ErrRedisConfig) || !strings.Contains(err.Error(), tt.fix) {

@@ -114,6 +114,12 @@
 // once. The elector keeps trying every RetryInterval, so an ACL fixed live
 // needs no restart. docs/operations.md, ACL, gives the minimal ACL user.
 //
+// A Redis that may evict the lease (maxmemory set, maxmemory-policy not
+// noeviction) voids the lease's guarantee: RedisLock checks it with INFO
+// memory (EvictionGuard) and refuses such a server as a configuration
+// error wrapping ErrEvictionPolicy; a leader steps down at its next
+// renewal once the policy, re-read once a minute, turns unsafe.
+//
 // With Config.MinReplicas, acquire, renew and checkpoints are followed by
 // WAIT on the same connection: an acquire that too few replicas
 // acknowledged is refused and released (ErrNotReplicated), a renew counts

@@ -1059,6 +1059,7 @@ func (t *term) startRenew(ctx context.Context) {
 		took := time.Since(now)
 		e.metrics.Renew(took, err)
 		ch <- renewResult{sent: now, took: took, err: err}
+		refreshEviction(ctx, e.lock, e.cfg.RenewDeadline) // after the answer: never delays a renewal
 	}()
 }
 
@@ -1199,6 +1200,7 @@ func (e *Elector) redisAnswered(err error) {
 	if m, ok := e.metrics.(RedisConfigMetrics); config && ok {
 		m.RedisConfigError(err)
 	}
+	e.noteEviction()
 }
 
 // protocolRefused records that acquires are refused for version skew

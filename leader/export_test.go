@@ -7,3 +7,7 @@ var WithTerm = withTerm
 // SetProtocol makes l speak protocol p and share an election with min
 // and up, as a build of another protocol would (the skew tests).
 func SetProtocol(l *RedisLock, p, min int) { l.proto, l.protoMin = p, min }
+
+// EvictionGuardOf returns the eviction guard of e's RedisLock (its hub's
+// with a hub), nil for another Lock.
+func EvictionGuardOf(e *Elector) *EvictionGuard { return guardOf(e.lock) }

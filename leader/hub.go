@@ -83,6 +83,7 @@ type Hub struct {
 	// before each take from a queue, which is then ordered by key: see
 	// seeded.SetSettle.
 	settle func(key string)
+	guard  *EvictionGuard // the eviction policy's check, shared by the hub's locks
 
 	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives
 	cancel context.CancelFunc
@@ -146,6 +147,7 @@ func NewHub(client redis.UniversalClient, opts ...HubOption) *Hub {
 		subKick:   make(chan struct{}, 1),
 		recvStart: make(chan struct{}),
 		chans:     make(map[string]*hubChannel),
+		guard:     newSharedGuard(client),
 	}
 	h.cluster, _ = client.(*redis.ClusterClient)
 	h.settle = seeded.Settle(client)

@@ -42,7 +42,9 @@ var (
 var errRenewNotReplicated = errors.New("leader: renew not acknowledged by enough replicas")
 
 // RedisLock is the Lock kept in Redis. Every operation is one Lua script,
-// one round trip (EVALSHA; the first use on a server adds one EVAL). With
+// one round trip (EVALSHA; the first use on a server adds one EVAL; an
+// acquire adds INFO memory when its EvictionGuard is due: at most once a
+// minute while the server is safe). With
 // MinReplicas set, the script and a WAIT share one pipeline, so the WAIT
 // covers exactly that write on that connection.
 type RedisLock struct {
@@ -64,7 +66,8 @@ type RedisLock struct {
 	minReplicas    int
 	replicaTimeout time.Duration
 	healthEvery    time.Duration
-	hub            *Hub // shared notices and batched renewals; nil: own subscription, own round trips
+	hub            *Hub           // shared notices and batched renewals; nil: own subscription, own round trips
+	guard          *EvictionGuard // the eviction policy's check, without a hub (a hub has its own)
 }
 
 var _ Lock = (*RedisLock)(nil)
@@ -101,6 +104,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 		replicaTimeout: cfg.ReplicaTimeout,
 		healthEvery:    cfg.TTL,
 		releaseNoteMs:  pxMillis(cfg.TTL),
+		guard:          newSharedGuard(client),
 	}
 	v := cfg.Value
 	l.value.Store(&v)
@@ -130,6 +134,9 @@ func infoKeyOf(leaseKey string) string {
 // delayed release could delete the same lease after the caller's retry
 // adopted it with enough acknowledgements.
 func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
+	if err := l.evictionGuard().Check(ctx); err != nil {
+		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
+	}
 	keys := []string{l.leaseKey, l.termKey, l.infoKey, l.candKey, l.spreadKey}
 	res, acked, err := l.eval(ctx, acquireScript, keys, id, pxMillis(ttl), l.channel,
 		l.renewMs, *l.value.Load(), l.windowMs, MaxCandidates, l.proto, l.protoMin)
@@ -163,6 +170,9 @@ func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) e
 	}
 	if l.minReplicas > 0 && acked < int64(l.minReplicas) {
 		return fmt.Errorf("renew %s: %d of %d replicas acknowledged: %w", l.leaseKey, acked, l.minReplicas, errRenewNotReplicated)
+	}
+	if err := l.evictionGuard().Err(); err != nil {
+		return fmt.Errorf("renew %s: %w", l.leaseKey, err) // renewed, but Redis may evict it: step down
 	}
 	return nil
 }

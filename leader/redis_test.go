@@ -533,6 +533,11 @@ func TestRedis_LostAcquireReplyNeverMakesTwoLeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := mustNew(t, ca, cfg)
+	// Read the eviction policy now, as a running elector has: the acquire
+	// below, not the check before it, is the call whose reply is lost.
+	if err := leader.EvictionGuardOf(a).Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	proxy.BlackholeReplies(true)
 	cfgB := cfg
 	cfgB.ID = "b"

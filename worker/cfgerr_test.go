@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,26 +74,7 @@ func TestModule_RedisConfigErrorIsReportedAndFailsReadiness(t *testing.T) {
 			if _, body := scrape(t, reg); !strings.Contains(body, metric+"0\n") {
 				t.Fatalf("before start: /metrics lacks %s0:\n%s", metric, body)
 			}
-			ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := app.Start(ctx); err != nil {
-				t.Fatalf("Start() = %v, want the app started", err)
-			}
-			defer func() {
-				sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer scancel()
-				_ = app.Stop(sctx)
-			}()
-			get := func(path string) (int, string) {
-				t.Helper()
-				resp, err := http.Get("http://" + addr + path)
-				if err != nil {
-					t.Fatalf("GET %s: %v", path, err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
-			}
+			get := startApp(t, app, addr)
 			waitFor(t, "/readyz to fail with the configuration error", func() bool {
 				code, body := get("/readyz")
 				return code == http.StatusServiceUnavailable && strings.HasPrefix(body, "redis configuration error: ") &&

@@ -30,7 +30,8 @@ import (
 //	solo_election_redis_up{election}            1 while Redis answers this elector's calls, 0 before the first answer and while it does not
 //	solo_job_running{election,job}              runs of the job in progress on this instance (0 or 1)
 //	solo_election_protocol_refused{election}    1 while this instance does not campaign: the holder speaks a protocol this build does not share an election with (leader.ErrProtocolSkew)
-//	solo_election_redis_config_errors_total{election} calls Redis refused as a configuration error (NOPERM, WRONGPASS, NOAUTH, unknown command)
+//	solo_election_redis_config_errors_total{election} calls Redis refused as a configuration error (NOPERM, WRONGPASS, NOAUTH, unknown command, an eviction policy)
+//	solo_election_redis_evicting{election}      1 while Redis may evict solo's keys (maxmemory with a policy other than noeviction: the instance does not campaign), -1 while INFO cannot tell (an ACL without +info), else 0
 //
 // Every series but solo_job_last_success_timestamp_seconds exists from
 // the start with its zero value: the election's series once its elector
@@ -58,6 +59,7 @@ type Metrics struct {
 	jobRunning     *prometheus.GaugeVec
 	protoRefused   *prometheus.GaugeVec
 	redisConfig    *prometheus.CounterVec
+	evicting       *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg. Called again
@@ -91,6 +93,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		jobRunning:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_running", Help: "Runs of the job in progress on this instance."}, job),
 		redisConfig: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_election_redis_config_errors_total",
 			Help: "Calls of this instance (acquire, renew; a spread group's heartbeat) that Redis refused as a configuration error: NOPERM (ACL), WRONGPASS, NOAUTH, unknown command. Retrying does not cure them: fix the configuration (docs/operations.md#acl)."}, el),
+		evicting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_redis_evicting",
+			Help: "1 while Redis may evict this election's keys (maxmemory set, maxmemory-policy not noeviction): the instance does not campaign, a leader steps down; -1 while INFO memory is refused (the ACL user lacks +info) so the policy cannot be verified; else 0 (docs/operations.md#memory)."}, el),
 		jobSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
 	err := errors.Join(
@@ -100,6 +104,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		register(reg, &m.jobOverruns), register(reg, &m.jobSkipped), register(reg, &m.fenceClaims),
 		register(reg, &m.failedTermsN), register(reg, &m.gaveUp), register(reg, &m.redisUp),
 		register(reg, &m.jobRunning), register(reg, &m.protoRefused), register(reg, &m.redisConfig),
+		register(reg, &m.evicting),
 	)
 	if err != nil {
 		return nil, err
@@ -141,6 +146,7 @@ func (m *Metrics) Elector(election string) leader.Metrics {
 	m.redisUp.WithLabelValues(election)
 	m.protoRefused.WithLabelValues(election)
 	m.redisConfig.WithLabelValues(election)
+	m.evicting.WithLabelValues(election)
 	return electorMetrics{m: m, election: election}
 }
 
@@ -219,6 +225,18 @@ func (e electorMetrics) ProtocolRefused(refused bool) {
 
 // RedisConfigError implements leader.RedisConfigMetrics.
 func (e electorMetrics) RedisConfigError(error) { e.m.redisConfigError(e.election) }
+
+// RedisEviction implements leader.EvictionMetrics.
+func (e electorMetrics) RedisEviction(s leader.EvictionState) {
+	v := 0.0
+	switch s {
+	case leader.EvictionUnsafe:
+		v = 1
+	case leader.EvictionUnverified:
+		v = -1
+	}
+	e.m.evicting.WithLabelValues(e.election).Set(v)
+}
 
 // initGroup creates a spread group's own series (its heartbeat's) with
 // their zero values.

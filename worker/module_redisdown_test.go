@@ -45,6 +45,32 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// startApp starts app, which serves HTTP on addr, and stops it when the
+// test ends; get GETs a path on addr and returns the status and the body.
+func startApp(t *testing.T, app *fx.App, addr string) (get func(path string) (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatalf("Start() = %v, want the app started", err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = app.Stop(sctx)
+	})
+	return func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+}
+
 // Redis is not a start-up dependency of the host service (issue 23): with
 // Redis down the fx app starts and serves, /livez and /readyz answer 200
 // (/readyz says Redis is unreachable), solo_election_redis_up is 0, and
@@ -71,26 +97,7 @@ func TestModule_StartsWhileRedisIsDownAndLivezIgnoresRedis(t *testing.T) {
 		worker.Module(cfg, worker.WithHTTP(addr)),
 		fx.Provide(worker.AsJob(func() *termJob { return job })),
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
-		t.Fatalf("Start() with Redis down = %v, want the app started", err)
-	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = app.Stop(sctx)
-	}()
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := startApp(t, app, addr) // with Redis down
 	if code, body := get("/livez"); code != http.StatusOK {
 		t.Fatalf("Redis down: /livez = %d %s", code, body)
 	}

@@ -285,6 +285,11 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}
 		return err
 	}
+	if unreachable == nil {
+		if err := refuseEviction(ctx, client, cfg.Redis.ClientURL()); err != nil {
+			return err
+		}
+	}
 	if unreachable != nil {
 		log.Warn("redis unreachable; solo keeps trying in the background, and the program does not run until Redis answers",
 			zap.String("cause", oneLine(unreachable.Error())))
@@ -495,7 +500,10 @@ type configWatch struct {
 }
 
 // watchConfig starts a configWatch on ctx: on an error it records it and
-// cancels solo (cancel) with errRedisConfig.
+// cancels solo (cancel) with errRedisConfig. An eviction policy that
+// appeared after the start (leader.ErrEvictionPolicy) does not stop solo:
+// a server-side change must not take every instance down at once; the
+// instance stays up, not ready, and recovers once it is fixed.
 func watchConfig(ctx context.Context, cancel context.CancelCauseFunc, configErr func() error) *configWatch {
 	wctx, stop := context.WithCancel(ctx)
 	cw := &configWatch{stopW: stop, done: make(chan struct{})}
@@ -509,7 +517,7 @@ func watchConfig(ctx context.Context, cancel context.CancelCauseFunc, configErr 
 				return
 			case <-t.C:
 			}
-			if err := configErr(); err != nil {
+			if err := configErr(); err != nil && !errors.Is(err, leader.ErrEvictionPolicy) {
 				cw.found.Store(&err)
 				cancel(errRedisConfig)
 				return

@@ -90,6 +90,17 @@ func (g *gate) pipelines() ([]int, []time.Time) {
 	return append([]int(nil), g.pipes...), append([]time.Time(nil), g.deadlines...)
 }
 
+// warmLockClient is newLockClient with the eviction policy already read,
+// as a running Client has: a gate then holds lock calls, not that read.
+func warmLockClient(t *testing.T, rdb *redis.Client) *lock.Client {
+	t.Helper()
+	c := newLockClient(t, rdb)
+	if err := lock.EvictionGuardOf(c).Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // waitQueued waits until n calls are queued in c's batcher.
 func waitQueued(t *testing.T, c *lock.Client, n int) {
 	t.Helper()
@@ -109,8 +120,8 @@ func waitQueued(t *testing.T, c *lock.Client, n int) {
 func TestBatch_CallsMadeDuringASendShareOneRoundTrip(t *testing.T) {
 	_, rdb := startRedis(t)
 	g := newGate()
+	c := warmLockClient(t, rdb)
 	rdb.AddHook(g)
-	c := newLockClient(t, rdb)
 	ctx := context.Background()
 	const n = 12
 
@@ -170,8 +181,8 @@ func TestBatch_CallsMadeDuringASendShareOneRoundTrip(t *testing.T) {
 func TestBatch_AQueuedCallWhoseContextEndsIsNeverSent(t *testing.T) {
 	_, rdb := startRedis(t)
 	g := newGate()
+	c := warmLockClient(t, rdb)
 	rdb.AddHook(g)
-	c := newLockClient(t, rdb)
 	ctx := context.Background()
 
 	first := g.hold(func(i int) error {
@@ -303,8 +314,8 @@ func TestBatch_ClusterClientsSendEachCallAlone(t *testing.T) {
 func TestBatch_AQueuedCallLeavesAStuckSend(t *testing.T) {
 	_, rdb := startRedis(t)
 	g := newGate()
+	c := warmLockClient(t, rdb)
 	rdb.AddHook(g)
-	c := newLockClient(t, rdb)
 	ctx := context.Background()
 	stuck := make(chan struct{})
 	first := g.hold(func(i int) error {
@@ -473,9 +484,9 @@ func (g *pipeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func TestBatch_ACallGivenUpInASendIsUndoneAfterIt(t *testing.T) {
 	_, rdb := startRedis(t)
 	g, pg := newGate(), newPipeGate()
+	c := warmLockClient(t, rdb)
 	rdb.AddHook(g)
 	rdb.AddHook(pg)
-	c := newLockClient(t, rdb)
 	ctx := context.Background()
 	// TryLock only: once they return, one lane is free while the other
 	// carries the held pipeline, so an abandon that did not wait for the
@@ -543,11 +554,14 @@ func TestBatch_ACallGivenUpInASendIsUndoneAfterIt(t *testing.T) {
 func TestBatch_CloseLeavesNoCallBehind(t *testing.T) {
 	_, rdb := startRedis(t)
 	g := newGate()
-	rdb.AddHook(g)
 	c, err := lock.NewClient(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := lock.EvictionGuardOf(c).Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(g)
 	ctx := context.Background()
 	first := g.hold(func(i int) error {
 		_, err := mustMutex(t, c, fmt.Sprintf("first%d", i)).TryLock(ctx)

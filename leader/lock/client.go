@@ -52,6 +52,9 @@ type Client struct {
 	channels map[string]*channelState
 	holds    map[*lease]struct{} // live leases, stopped by Close
 
+	// guards are the eviction checks, one per Redis client (evictionFor).
+	guards map[redis.UniversalClient]*evictionCheck
+
 	// notices are Redlock's other masters' Clients, used only for their
 	// release notices; closed by Close.
 	notices []*Client
@@ -172,6 +175,7 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	m.key = holdKey{c: c, lock: cfg.KeyPrefix + ":{" + name + "}"}
 	rs := newRedisStore(c.rdb, cfg, name)
 	rs.batch = c.batch
+	rs.eviction = c.evictionFor(c.rdb)
 	rs.fair = o.fair
 	m.fair = o.fair
 	m.channel = rs.channelName()

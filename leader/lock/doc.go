@@ -53,6 +53,11 @@
 //     the writes with the term.
 //   - Redis replication is asynchronous: a failover can lose a fresh lock.
 //     The term survives (clock floor); the fence refuses the stale holder.
+//   - A Redis that may evict keys (maxmemory with a policy other than
+//     noeviction) could drop a held lock: the Client refuses one, reading
+//     INFO memory (leader.EvictionGuard) before acquires and once a
+//     minute during holds; Lock returns a configuration error wrapping
+//     leader.ErrEvictionPolicy, and a hold ends at a renewal.
 //   - Without WithFair, fairness only within a Client: a release wakes
 //     one waiter per Client (the one waiting longest), and a new Lock of
 //     a Client whose longest waiter has waited over 1 ms goes behind it

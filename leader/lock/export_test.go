@@ -1,6 +1,10 @@
 package lock
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/solo-run/solo/leader"
+)
 
 // Field returns the hash field of h's term in Redis: "TERM OWNER".
 func Field(h *Hold) string { return strconv.FormatUint(h.l.term, 10) + " " + h.Holder() }
@@ -22,3 +26,6 @@ const MaxInflight = maxInflight
 // FairReleaseLua is fair_release.lua, for tests that send a release the
 // way a late request lands.
 var FairReleaseLua = fairReleaseLua
+// EvictionGuardOf returns the Client's eviction guard of its own Redis
+// client.
+func EvictionGuardOf(c *Client) *leader.EvictionGuard { return c.evictionFor(c.rdb).g }

@@ -895,6 +895,7 @@ func (l *lease) renew() {
 	}
 	l.wmu.Unlock()
 	defer l.inflight.Done()
+	defer l.refreshEviction() // after the renewal was handled: never delays one
 
 	now := time.Now()
 	left := lastOK.Add(cfg.RenewDeadline).Sub(now)

@@ -171,7 +171,10 @@ func (s redlockMaster) renewFloor(ctx context.Context, field, floor string) (boo
 	if err != nil {
 		return false, fmt.Errorf("renew %s: %w", s.oneKey[0], err)
 	}
-	return n == 1, nil
+	if n == 1 {
+		return true, s.eviction.renewed(s.oneKey[0])
+	}
+	return false, nil
 }
 
 func (s redlockMaster) renewOwner(ctx context.Context, owner, floor string) (bool, error) {
@@ -231,7 +234,9 @@ var _ store = (*quorumStore)(nil)
 func newQuorumStore(m *Mutex, clients []redis.UniversalClient) *quorumStore {
 	masters := make([]master, len(clients))
 	for i, rdb := range clients {
-		masters[i] = redlockMaster{newRedisStore(rdb, m.cfg, m.name)}
+		rs := newRedisStore(rdb, m.cfg, m.name)
+		rs.eviction = m.c.evictionFor(rdb)
+		masters[i] = redlockMaster{rs}
 	}
 	return newQuorumOf(m, masters)
 }

@@ -184,6 +184,9 @@ type redisStore struct {
 	// its own waiters without waiting for the pub/sub notice.
 	notice func(msg string)
 	slot   any // fair: a waiter's slot lifetime, milliseconds, as a string
+	// eviction checks the server's eviction policy before an acquire and
+	// after a renewal (nil: never).
+	eviction *evictionCheck
 	// minReplicas > 0: acquires and renewals pipeline a WAIT (unbatched).
 	minReplicas    int
 	replicaTimeout time.Duration
@@ -302,6 +305,9 @@ func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, 
 		cmd   *redis.Cmd
 		acked int64
 	)
+	if err := s.eviction.check(ctx, s.key); err != nil {
+		return acquireReply{}, err
+	}
 	if s.fair {
 		q := "0"
 		if wait {
@@ -391,7 +397,10 @@ func (s *redisStore) renew(ctx context.Context, field string) (bool, error) {
 	if n == 1 && s.minReplicas > 0 && acked < int64(s.minReplicas) {
 		return false, fmt.Errorf("renew %s: %d of %d replicas acknowledged: %w", s.key, acked, s.minReplicas, errRenewNotReplicated)
 	}
-	return n == 1, nil
+	if n == 1 {
+		return true, s.eviction.renewed(s.key)
+	}
+	return false, nil
 }
 
 func (s *redisStore) release(ctx context.Context, field string, last bool) (int64, error) {

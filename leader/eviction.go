@@ -1,0 +1,338 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// ErrEvictionPolicy is wrapped by the *RedisConfigError of a call refused
+// because the Redis server may evict solo's keys: maxmemory is set and
+// maxmemory-policy is not noeviction. Every volatile-* policy evicts a
+// key with a TTL first (a lease, a lock), and every allkeys-* policy any
+// key (a term): the holder hears of it only at its next renewal, after
+// another owner may have taken it.
+var ErrEvictionPolicy = errors.New("leader: redis may evict solo's keys (maxmemory set, maxmemory-policy not noeviction)")
+
+// EvictionFix is what to change when Redis may evict solo's keys.
+const EvictionFix = "set maxmemory-policy noeviction on the server (CONFIG SET maxmemory-policy noeviction, and persist it: " +
+	"CONFIG REWRITE, the redis.conf line, or the managed service's parameter group), or give it no maxmemory; see docs/operations.md#memory"
+
+// EvictionPeriod is how long an EvictionGuard trusts a safe answer before
+// it reads the policy again: a policy changed live is seen within it.
+const EvictionPeriod = time.Minute
+
+// EvictionState is what an EvictionGuard last read of the server's policy.
+type EvictionState int
+
+const (
+	// EvictionUnknown: not read yet, or the last read got no answer.
+	EvictionUnknown EvictionState = iota
+	// EvictionSafe: no maxmemory, or maxmemory-policy noeviction.
+	EvictionSafe
+	// EvictionUnverified: INFO was refused (an ACL without +info) or did
+	// not carry the two fields; calls go on.
+	EvictionUnverified
+	// EvictionUnsafe: the server may evict solo's keys; calls are refused.
+	EvictionUnsafe
+)
+
+// EvictionGuard checks that the Redis server behind a client cannot evict
+// solo's keys, with INFO memory (fields maxmemory and maxmemory_policy;
+// CONFIG GET is often refused on managed Redis). A Cluster client's every
+// master is read; one that may evict makes the answer unsafe. A guard is
+// shared by the locks of one client (an Elector's RedisLock, a Hub's, a
+// lock.Client's) and is safe for concurrent use.
+type EvictionGuard struct {
+	client  redis.UniversalClient
+	reading chan struct{} // size one: held while a Refresh (shared: any read) reads
+	shared  bool          // concurrent Checks share one read (newSharedGuard)
+
+	mu       sync.Mutex
+	period   time.Duration
+	at       time.Time     // when the state was last read; zero: never
+	state    EvictionState // as last read
+	err      error         // EvictionUnsafe: the *RedisConfigError calls return
+	why      error         // EvictionUnverified: INFO's refusal or the fields' absence
+	reported bool          // why was handed to Unverified's caller
+}
+
+// NewEvictionGuard returns the guard of client's server. It does not
+// contact Redis.
+func NewEvictionGuard(client redis.UniversalClient) *EvictionGuard {
+	return &EvictionGuard{client: client, period: EvictionPeriod, reading: make(chan struct{}, 1)}
+}
+
+// newSharedGuard is NewEvictionGuard for an election's lock or a Hub:
+// concurrent Checks share one read.
+func newSharedGuard(client redis.UniversalClient) *EvictionGuard {
+	g := NewEvictionGuard(client)
+	g.shared = true
+	return g
+}
+
+// SetPeriod sets how long a safe answer is trusted (default
+// EvictionPeriod; values below 1ms keep it): a shorter period sees a
+// policy changed live sooner, at one INFO per period per guard.
+func (g *EvictionGuard) SetPeriod(d time.Duration) {
+	if d >= time.Millisecond {
+		g.mu.Lock()
+		g.period = d
+		g.mu.Unlock()
+	}
+}
+
+// Check returns the *RedisConfigError (wrapping ErrEvictionPolicy) while
+// the server may evict solo's keys, and nil while it cannot or INFO cannot
+// tell. It reads INFO memory (one round trip) when the last answer is
+// older than the period (EvictionPeriod), or was unsafe or missing, so
+// that a fix is seen at the next call; else it answers from memory. It
+// never waits for another call's read: a read stuck on a dead server
+// (a Redlock master) must not hold up a later call that would reach it
+// once it is back. An INFO that got no answer returns its error (an
+// outage, as the call it guards would meet).
+func (g *EvictionGuard) Check(ctx context.Context) error {
+	begun := time.Now()
+	if g.fresh(begun, false) {
+		return nil
+	}
+	if g.shared {
+		// An election guard, shared by a hub's elections: concurrent
+		// checks (every job of a spread group at start) share one read,
+		// and a call that waited takes its answer.
+		select {
+		case g.reading <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-g.reading }()
+		if g.fresh(begun, true) {
+			return g.Err()
+		}
+	}
+	return g.read(ctx)
+}
+
+// fresh reports whether the last answer may be used by a call begun at
+// begun: a safe or unverified one younger than the period, or (waited)
+// any answer read after the call began.
+func (g *EvictionGuard) fresh(begun time.Time, waited bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.at.IsZero() {
+		return false
+	}
+	if waited && g.at.After(begun) {
+		return true
+	}
+	return g.state != EvictionUnsafe && begun.Sub(g.at) < g.period
+}
+
+// Refresh reads the policy again when the last answer is older than the
+// period and no other Refresh is reading; it is for holders, whose
+// renewals (Err) never wait for INFO. Its outcome is kept for Err.
+func (g *EvictionGuard) Refresh(ctx context.Context) {
+	g.mu.Lock()
+	due := time.Since(g.at) >= g.period
+	g.mu.Unlock()
+	if !due {
+		return
+	}
+	select {
+	case g.reading <- struct{}{}:
+	default:
+		return // another Refresh is reading
+	}
+	defer func() { <-g.reading }()
+	_ = g.read(ctx) // kept in the guard; an outage is the renewals' to meet
+}
+
+// Err returns the last answer's error while it was unsafe, else nil,
+// without a round trip.
+func (g *EvictionGuard) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// State returns the last answer.
+func (g *EvictionGuard) State() EvictionState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state
+}
+
+// Unverified returns, once per episode, why the policy cannot be verified
+// (INFO refused, or without the fields), for the caller to log; nil
+// otherwise and after the first call of an episode.
+func (g *EvictionGuard) Unverified() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state != EvictionUnverified || g.reported {
+		return nil
+	}
+	g.reported = true
+	return g.why
+}
+
+// read reads every master's INFO memory and records the outcome. A
+// Cluster master that does not answer is left out while another does (its
+// own slots' calls fail anyway; the next read covers it): one master down
+// must not stop the elections of the others.
+func (g *EvictionGuard) read(ctx context.Context) error {
+	state, found := EvictionSafe, error(nil)
+	var failed error
+	if cc, ok := g.client.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		var answered bool
+		var unanswered error
+		failed = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			s, err := evictionOf(ctx, c)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case s == EvictionUnknown:
+				unanswered = err
+			case s > state: // unsafe beats unverified beats safe
+				state, found = s, err
+			}
+			answered = answered || s != EvictionUnknown
+			return nil
+		})
+		if failed == nil && !answered {
+			failed = unanswered
+		}
+	} else if s, err := evictionOf(ctx, g.client); s == EvictionUnknown {
+		failed = err
+	} else {
+		state, found = s, err
+	}
+	if failed != nil {
+		return fmt.Errorf("read the eviction policy (INFO memory): %w", failed)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.at, g.state, g.err, g.why = time.Now(), state, nil, nil
+	switch state {
+	case EvictionUnsafe:
+		g.err = found
+	case EvictionUnverified:
+		g.why = found
+	default:
+		g.reported = false
+	}
+	return g.err
+}
+
+// evictionOf reads one server's INFO memory: its state, with the
+// *RedisConfigError when unsafe, why when unverified, and the call's
+// error when INFO got no answer (EvictionUnknown).
+func evictionOf(ctx context.Context, c redis.Cmdable) (EvictionState, error) {
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		if _, answered := errors.AsType[redis.Error](err); answered {
+			return EvictionUnverified, fmt.Errorf("INFO memory refused (%w); the ACL user needs +info to let solo verify maxmemory-policy", err)
+		}
+		return EvictionUnknown, err
+	}
+	return ParseEviction(info)
+}
+
+// ParseEviction reads INFO memory's text: EvictionUnsafe with a
+// *RedisConfigError wrapping ErrEvictionPolicy (naming maxmemory and the
+// policy) when maxmemory > 0 and maxmemory_policy is not noeviction;
+// EvictionSafe with nil; or EvictionUnverified with why when a field is
+// missing.
+func ParseEviction(info string) (EvictionState, error) {
+	var maxmem, policy string
+	var haveMax, havePolicy bool
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		switch {
+		case !ok:
+		case k == "maxmemory":
+			maxmem, haveMax = v, true
+		case k == "maxmemory_policy":
+			policy, havePolicy = v, true
+		}
+	}
+	n, err := strconv.ParseInt(maxmem, 10, 64)
+	if !haveMax || !havePolicy || err != nil {
+		return EvictionUnverified, fmt.Errorf("INFO memory has no maxmemory and maxmemory_policy fields (maxmemory %q, policy %q)", maxmem, policy)
+	}
+	if n == 0 || policy == "noeviction" {
+		return EvictionSafe, nil
+	}
+	return EvictionUnsafe, &RedisConfigError{
+		Err: fmt.Errorf("redis maxmemory %d with maxmemory-policy %s: %w", n, policy, ErrEvictionPolicy),
+		Fix: EvictionFix,
+	}
+}
+
+// WarnUnverified logs at warn on log, once per episode, that g cannot
+// verify the policy (Unverified).
+func (g *EvictionGuard) WarnUnverified(log *zap.Logger) {
+	if why := g.Unverified(); why != nil {
+		log.Warn("cannot verify that redis will not evict solo's keys; leadership and locks are unsafe if it does "+
+			"(grant the ACL user +info, and check maxmemory-policy noeviction yourself: docs/operations.md#memory)",
+			zap.Error(why))
+	}
+}
+
+// EvictionMetrics is an optional extension of Metrics: an elector whose
+// Metrics implement it reports what its lock last read of the server's
+// eviction policy (EvictionGuard), after every answered or failed call.
+// Calls must not block.
+type EvictionMetrics interface {
+	RedisEviction(state EvictionState)
+}
+
+// evictionGuard returns the guard of l's client: the hub's with a hub.
+func (l *RedisLock) evictionGuard() *EvictionGuard {
+	if l.hub != nil {
+		return l.hub.guard
+	}
+	return l.guard
+}
+
+// guardOf returns the eviction guard of lock, nil for a Lock that is not
+// kept in Redis.
+func guardOf(lock Lock) *EvictionGuard {
+	if l, ok := lock.(*RedisLock); ok {
+		return l.evictionGuard()
+	}
+	return nil
+}
+
+// refreshEviction reads the eviction policy of lock's server again when it
+// is due (EvictionGuard.Refresh), within d and ctx. A term calls it after
+// each renewal's answer was handed over, so that a holder sees a policy
+// changed live (its next renewal steps down) without a round trip on the
+// renewal's path.
+func refreshEviction(ctx context.Context, lock Lock, d time.Duration) {
+	if g := guardOf(lock); g != nil {
+		rctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		g.Refresh(rctx)
+	}
+}
+
+// noteEviction tells the metrics what the lock last read of the eviction
+// policy, and logs once per episode, at warn, that it cannot be verified.
+func (e *Elector) noteEviction() {
+	g := guardOf(e.lock)
+	if g == nil {
+		return
+	}
+	if m, ok := e.metrics.(EvictionMetrics); ok {
+		m.RedisEviction(g.State())
+	}
+	g.WarnUnverified(e.log)
+}
