@@ -259,7 +259,7 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 func (w *Worker) loadTick(ctx context.Context, log *zap.Logger, key string) (n int64, ok bool, err error) {
 	err = w.retryInTerm(ctx, log, "cannot read a tick checkpoint at the start of the term; reading it again", key, func() (err error) {
 		n, ok, err = w.elector.LoadCheckpoint(ctx, key)
-		if errors.Is(err, leader.ErrNoCheckpoints) {
+		if errors.Is(err, leader.ErrNoCheckpoints) || errors.Is(err, leader.ErrNotReplicated) {
 			return finalError{err}
 		}
 		return err
@@ -422,21 +422,25 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 // the term ends (retryInTerm), never taken as a skip: a write whose reply
 // was lost may have recorded the tick as fired, and a term that skipped it
 // would complete the next tick and move the completion record past one it
-// owes. It reports whether the tick is recorded; if not, the term ended
-// and the tick stays owed to the next.
+// owes. A write too few replicas acknowledged (leader.ErrNotReplicated)
+// is the exception: the tick counts as not recorded, so it is not run (a
+// run must never start on a record a failover can lose; sent again, the
+// write would answer "not advanced" for its own unreplicated value); a
+// primary that kept it makes the next term run it. It reports whether the
+// tick is recorded; if not, the tick is not run in this term.
 func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick time.Time, cp checkpointFunc) bool {
 	err := w.retryInTerm(ctx, log, "cannot record the tick as fired; recording it again", cronKey(j.name), func() error {
 		err := w.ensureDoneRecord(ctx, j, cp)
 		if err == nil {
 			err = cp(ctx, cronKey(j.name), tick.UnixMilli())
 		}
-		switch {
-		case err == nil, errors.Is(err, leader.ErrCheckpointNotAdvanced):
+		if err == nil || errors.Is(err, leader.ErrCheckpointNotAdvanced) {
 			return nil // fired now, or before: whether it completed decides
-		case errors.Is(err, leader.ErrNoCheckpoints):
-			return finalError{err}
 		}
 		w.metrics.jobRun(w.elector.Config().Name, j.name, fmt.Errorf("record tick: %w", err))
+		if errors.Is(err, leader.ErrNoCheckpoints) || errors.Is(err, leader.ErrNotReplicated) {
+			return finalError{err}
+		}
 		return err
 	})
 	if err != nil {

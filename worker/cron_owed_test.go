@@ -88,13 +88,15 @@ func TestCron_OwedTickSurvivesAFailedRead(t *testing.T) {
 }
 
 // failWriteOnce is a lock whose first checkpoint write of each key in fail
-// fails; with executed set it is recorded first (a write whose reply was
-// lost), else not (a lost request).
+// fails, with err or else a lost reply; with executed set it is recorded
+// first (a write whose reply was lost, or that too few replicas
+// acknowledged), else not (a lost request).
 type failWriteOnce struct {
 	*leadertest.Lock
 	mu       sync.Mutex
 	fail     map[string]bool
 	executed bool
+	err      error
 }
 
 func (f *failWriteOnce) Checkpoint(ctx context.Context, lease leader.Lease, key string, n int64) error {
@@ -110,6 +112,9 @@ func (f *failWriteOnce) Checkpoint(ctx context.Context, lease leader.Lease, key 
 			return err
 		}
 	}
+	if f.err != nil {
+		return f.err
+	}
 	return errors.New("injected: checkpoint reply lost")
 }
 
@@ -118,19 +123,25 @@ func (f *failWriteOnce) Checkpoint(ctx context.Context, lease leader.Lease, key 
 // (the owed tick -10, left by the last leader) or ran and only its reply
 // was lost (the new tick 10), the tick still runs (before, fireCron
 // skipped it, the term completed the next tick, and the completion record
-// moved past one fired and never completed: lost for good).
+// moved past one fired and never completed: lost for good). A write that
+// too few replicas acknowledged counts as not recorded: that tick is not
+// run, as a failover may lose its record (sent again, the write answers
+// "not advanced" for its own unreplicated value).
 //
 // Mutation: skipping the tick on a failed write (the old fireCron) fails
 // with "lost request: ran [10 20], want [-10 10 20]" and "lost reply: ran
-// [20], want [10 20]".
+// [20], want [10 20]"; running it after an unreplicated write fails with
+// "not replicated: ran [10 20], want [20]".
 func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		executed bool
+		err      error
 		want     string
 	}{
-		{"lost request", false, "[-10 10 20]"},
-		{"lost reply", true, "[10 20]"},
+		{"lost request", false, nil, "[-10 10 20]"},
+		{"lost reply", true, nil, "[10 20]"},
+		{"not replicated", true, leader.ErrNotReplicated, "[20]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -140,7 +151,7 @@ func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
 					recordKey(t, inner, cronDoneKey("a"), base.Add(-20*time.Second))
 					recordKey(t, inner, cronKey("a"), base.Add(-10*time.Second))
 				}
-				lock := &failWriteOnce{Lock: inner, fail: map[string]bool{cronKey("a"): true}, executed: tc.executed}
+				lock := &failWriteOnce{Lock: inner, fail: map[string]bool{cronKey("a"): true}, executed: tc.executed, err: tc.err}
 				r := newCronRig(t, lock)
 				got := &ticks{base: base}
 				if err := r.w.Cron("a", "*/10 * * * * *", got.run, WithDelivery(AtLeastOnce)); err != nil {
