@@ -251,24 +251,48 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 
 // loadTick reads a tick checkpoint at the start of a term. The catch-up it
 // decides (an owed at-least-once tick, a misfire run-once) is owed to the
-// job, so a failed read is not the end of it: after a failure it reads
-// again, with the pull jobs' back-off, for as long as the term lasts (the
-// scheduler loop waits; ticks that come due meanwhile follow the misfire
-// policy, as after any late start). It returns an error only once ctx
-// ended, or for a lock that keeps no checkpoints.
+// job, so a failed read is not the end of it: it reads again until the
+// term ends (retryInTerm; the scheduler loop waits, and ticks that come
+// due meanwhile follow the misfire policy, as after any late start). It
+// returns an error only once ctx ended, or for a lock that keeps no
+// checkpoints.
 func (w *Worker) loadTick(ctx context.Context, log *zap.Logger, key string) (n int64, ok bool, err error) {
-	backoff := w.policy.RestartBackoff
-	for attempt := 1; ; attempt++ {
+	err = w.retryInTerm(ctx, log, "cannot read a tick checkpoint at the start of the term; reading it again", key, func() (err error) {
 		n, ok, err = w.elector.LoadCheckpoint(ctx, key)
-		if err == nil || errors.Is(err, leader.ErrNoCheckpoints) {
-			return n, ok, err
+		if errors.Is(err, leader.ErrNoCheckpoints) || errors.Is(err, leader.ErrNotReplicated) {
+			return finalError{err}
 		}
-		log.Warn("cannot read a tick checkpoint at the start of the term; reading it again",
-			zap.String("checkpoint", key), zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
-		if !sleep(ctx, backoff) {
-			return 0, false, fmt.Errorf("read %s: %w (last error: %w)", key, ctx.Err(), err)
+		return err
+	})
+	return n, ok, err
+}
+
+// finalError marks an error retryInTerm returns at once (unwrapped): a
+// call that fails the same way however often it is made.
+type finalError struct{ error }
+
+// retryInTerm calls call until it returns nil, or a finalError (its error
+// is returned), or ctx ends (then an error naming
+// key, ctx's error and call's last one). Between calls it waits the pull
+// jobs' back-off and logs msg. It is for a call at a term's boundary whose
+// failure must not drop what the term owes a job: one lost request or
+// reply is retried, never taken as an answer.
+func (w *Worker) retryInTerm(ctx context.Context, log *zap.Logger, msg, key string, call func() error) error {
+	wait := w.policy.RestartBackoff
+	for attempt := 1; ; attempt++ {
+		err := call()
+		var final finalError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &final):
+			return final.error
 		}
-		backoff = min(backoff*2, w.policy.RestartBackoffMax)
+		log.Warn(msg, zap.String("checkpoint", key), zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", wait))
+		if !sleep(ctx, wait) {
+			return fmt.Errorf("checkpoint %s: %w (last error: %w)", key, ctx.Err(), err)
+		}
+		wait = min(wait*2, w.policy.RestartBackoffMax)
 	}
 }
 
@@ -360,24 +384,18 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 	}
 	log = log.With(zap.Time("tick", tick))
 	election := w.elector.Config().Name
-	atLeastOnce := j.delivery == AtLeastOnce && cp != nil
-	if atLeastOnce {
-		// A completion record must exist before a tick is recorded as
-		// fired: catchUpOwed takes a fired tick without one as completed
-		// (a job that ran at-most-once before). Without this, the first
-		// tick of a new job, or the first after Redis lost its data, would
-		// be dropped if its run never completed.
-		if err := w.ensureDoneRecord(ctx, j, cp); err != nil {
-			log.Warn("cannot record the tick; skipped", zap.Error(err))
-			w.metrics.jobRun(election, j.name, fmt.Errorf("record tick: %w", err))
+	if j.delivery == AtLeastOnce && cp != nil {
+		if !w.recordOwed(ctx, log, j, tick, cp) {
 			return
 		}
+		if w.runUntilDone(ctx, log, j, tick, runs, cp) {
+			signal(healthy)
+		}
+		return
 	}
 	if cp != nil {
 		err := cp(ctx, cronKey(j.name), tick.UnixMilli())
 		switch {
-		case errors.Is(err, leader.ErrCheckpointNotAdvanced) && atLeastOnce:
-			// Fired before: whether it completed decides.
 		case errors.Is(err, leader.ErrCheckpointNotAdvanced):
 			log.Info("tick already ran on another term; skipped")
 			return
@@ -387,18 +405,49 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 			return
 		}
 	}
-	if atLeastOnce {
-		if w.runUntilDone(ctx, log, j, tick, runs, cp) {
-			signal(healthy)
-		}
-		return
-	}
 	if err := w.runTick(ctx, log, j, tick, runs); err != nil {
 		log.Warn("cron job failed", zap.Error(err))
 		return
 	}
 	signal(healthy)
 	log.Debug("cron job done")
+}
+
+// recordOwed records an at-least-once tick as fired (fenced, monotonic;
+// one fired before, by any term, counts as recorded), first making sure a
+// completion record exists: catchUpOwed takes a fired tick without one as
+// completed (a job that ran at-most-once before), so without it the first
+// tick of a new job, or the first after Redis lost its data, would be
+// dropped if its run never completed. A failed call is made again until
+// the term ends (retryInTerm), never taken as a skip: a write whose reply
+// was lost may have recorded the tick as fired, and a term that skipped it
+// would complete the next tick and move the completion record past one it
+// owes. A write too few replicas acknowledged (leader.ErrNotReplicated)
+// is the exception: the tick counts as not recorded, so it is not run (a
+// run must never start on a record a failover can lose; sent again, the
+// write would answer "not advanced" for its own unreplicated value); a
+// primary that kept it makes the next term run it. It reports whether the
+// tick is recorded; if not, the tick is not run in this term.
+func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick time.Time, cp checkpointFunc) bool {
+	err := w.retryInTerm(ctx, log, "cannot record the tick as fired; recording it again", cronKey(j.name), func() error {
+		err := w.ensureDoneRecord(ctx, j, cp)
+		if err == nil {
+			err = cp(ctx, cronKey(j.name), tick.UnixMilli())
+		}
+		if err == nil || errors.Is(err, leader.ErrCheckpointNotAdvanced) {
+			return nil // fired now, or before: whether it completed decides
+		}
+		w.metrics.jobRun(w.elector.Config().Name, j.name, fmt.Errorf("record tick: %w", err))
+		if errors.Is(err, leader.ErrNoCheckpoints) || errors.Is(err, leader.ErrNotReplicated) {
+			return finalError{err}
+		}
+		return err
+	})
+	if err != nil {
+		log.Warn("cannot record the tick as fired; it is not run in this term", zap.Error(err))
+		return false
+	}
+	return true
 }
 
 // runUntilDone runs an at-least-once tick until its run succeeded and its

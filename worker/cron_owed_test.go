@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/leadertest"
 )
 
@@ -84,4 +85,85 @@ func TestCron_OwedTickSurvivesAFailedRead(t *testing.T) {
 			t.Errorf("run-once: ran %s, want [0 10 20] (the latest missed tick, 0, once)", got)
 		}
 	})
+}
+
+// failWriteOnce is a lock whose first checkpoint write of each key in fail
+// fails, with err or else a lost reply; with executed set it is recorded
+// first (a write whose reply was lost, or that too few replicas
+// acknowledged), else not (a lost request).
+type failWriteOnce struct {
+	*leadertest.Lock
+	mu       sync.Mutex
+	fail     map[string]bool
+	executed bool
+	err      error
+}
+
+func (f *failWriteOnce) Checkpoint(ctx context.Context, lease leader.Lease, key string, n int64) error {
+	f.mu.Lock()
+	failing := f.fail[key]
+	delete(f.fail, key)
+	f.mu.Unlock()
+	if !failing {
+		return f.Lock.Checkpoint(ctx, lease, key, n)
+	}
+	if f.executed {
+		if err := f.Lock.Checkpoint(ctx, lease, key, n); err != nil {
+			return err
+		}
+	}
+	if f.err != nil {
+		return f.err
+	}
+	return errors.New("injected: checkpoint reply lost")
+}
+
+// TestCron_OwedTickSurvivesAFailedWrite: the write that records an
+// at-least-once tick as fired fails once. Whether the failed write was lost
+// (the owed tick -10, left by the last leader) or ran and only its reply
+// was lost (the new tick 10), the tick still runs (before, fireCron
+// skipped it, the term completed the next tick, and the completion record
+// moved past one fired and never completed: lost for good). A write that
+// too few replicas acknowledged counts as not recorded: that tick is not
+// run, as a failover may lose its record (sent again, the write answers
+// "not advanced" for its own unreplicated value).
+//
+// Mutation: skipping the tick on a failed write (the old fireCron) fails
+// with "lost request: ran [10 20], want [-10 10 20]" and "lost reply: ran
+// [20], want [10 20]"; running it after an unreplicated write fails with
+// "not replicated: ran [10 20], want [20]".
+func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		executed bool
+		err      error
+		want     string
+	}{
+		{"lost request", false, nil, "[-10 10 20]"},
+		{"lost reply", true, nil, "[10 20]"},
+		{"not replicated", true, leader.ErrNotReplicated, "[20]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := time.Now().UTC() // 2000-01-01T00:00:00Z in the bubble
+				inner := leadertest.New()
+				if !tc.executed {
+					recordKey(t, inner, cronDoneKey("a"), base.Add(-20*time.Second))
+					recordKey(t, inner, cronKey("a"), base.Add(-10*time.Second))
+				}
+				lock := &failWriteOnce{Lock: inner, fail: map[string]bool{cronKey("a"): true}, executed: tc.executed, err: tc.err}
+				r := newCronRig(t, lock)
+				got := &ticks{base: base}
+				if err := r.w.Cron("a", "*/10 * * * * *", got.run, WithDelivery(AtLeastOnce)); err != nil {
+					t.Fatal(err)
+				}
+				stop := r.start()
+				time.Sleep(25 * time.Second)
+				stop()
+				if s := got.String(); s != tc.want {
+					t.Errorf("%s: ran %s, want %s", tc.name, s, tc.want)
+				}
+			})
+		})
+	}
 }

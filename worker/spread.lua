@@ -10,8 +10,8 @@
 -- ARGV[1] member ID; ARGV[2] member TTL in ms (0: leave the members);
 -- ARGV[3] the member's load; ARGV[4] idle expiry of the keys in ms;
 -- ARGV[5] the group's notice channel; ARGV[6] exclusion in ms (with
--- ARGV[2] 0: refresh an existing entry to now + ARGV[6], or remove it when
--- 0); ARGV[7] the digest of the member's registered jobs, ARGV[8] those
+-- ARGV[2] 0: extend an existing entry to now + ARGV[6], or remove it when
+-- 0; an entry's expiry only ever moves later, but for that removal); ARGV[7] the digest of the member's registered jobs, ARGV[8] those
 -- jobs (space-separated), ARGV[9] the jobs it holds.
 -- Prunes the members whose expiry passed (server time), then returns
 -- {'ok', M, member, load, state, ... (M triples), digest, jobs, ...} of the
@@ -35,6 +35,16 @@ if #gone > 0 then
   redis.call('PUBLISH', ARGV[5], 'released 0 ' .. gone[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+-- exclude moves the member's exclusion entry to expire at ms, only ever
+-- later: a heartbeat sent before the member left but run after its leave
+-- (a slow request, a client's retry) must not shorten the entry the leave
+-- extended over the drain. With xx it writes no entry that is gone.
+local function exclude(ms, xx)
+  local cur = redis.call('ZSCORE', KEYS[4], ARGV[1])
+  if (cur and tonumber(cur) < ms) or (not cur and not xx) then
+    redis.call('ZADD', KEYS[4], ms, ARGV[1])
+  end
+end
 local ttl = tonumber(ARGV[2])
 local excl = tonumber(ARGV[6])
 if ttl > 0 then
@@ -47,7 +57,7 @@ if ttl > 0 then
     end
     return {'elect', lease}
   end
-  redis.call('ZADD', KEYS[4], now + excl, ARGV[1])
+  exclude(now + excl, false)
   if redis.call('ZADD', KEYS[1], now + ttl, ARGV[1]) == 1 then
     redis.call('PUBLISH', ARGV[5], 'elected 0 ' .. ARGV[1])
   end
@@ -61,7 +71,7 @@ else
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[5], ARGV[1])
   if excl > 0 then
-    redis.call('ZADD', KEYS[4], 'XX', now + excl, ARGV[1])
+    exclude(now + excl, true)
   elseif redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then
     redis.call('PUBLISH', ARGV[5], 'released 0 ' .. ARGV[1])
   end
