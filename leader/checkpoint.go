@@ -42,7 +42,8 @@ var _ Checkpointer = (*RedisLock)(nil)
 // the lease's Cluster slot, without expiry. With MinReplicas the script and
 // a WAIT share one pipeline, as for acquire: a checkpoint acknowledged by
 // fewer replicas returns ErrNotReplicated and counts as not recorded (a
-// failover could lose it), although the primary may keep it.
+// failover could lose it), although the primary may keep it; so does a
+// "not advanced" answer, whose recorded value may be such a write.
 func (l *RedisLock) Checkpoint(ctx context.Context, lease Lease, key string, n int64) error {
 	// The request's ID lets a second run of it (go-redis's retry) answer
 	// as the first.
@@ -59,6 +60,12 @@ func (l *RedisLock) Checkpoint(ctx context.Context, lease Lease, key string, n i
 		}
 		return nil
 	case 0:
+		// The recorded value, written again, is ours to trust only once
+		// replicas acknowledge it: it may be an unreplicated write of an
+		// earlier request (its reply lost), not yet safe from a failover.
+		if l.minReplicas > 0 && acked < int64(l.minReplicas) {
+			return fmt.Errorf("checkpoint %s: the recorded value: %d of %d replicas acknowledged: %w", l.cpKey(key), acked, l.minReplicas, ErrNotReplicated)
+		}
 		return fmt.Errorf("checkpoint %s to %d: %w", l.cpKey(key), n, ErrCheckpointNotAdvanced)
 	default:
 		return fmt.Errorf("checkpoint %s term %d: %w", l.cpKey(key), lease.Term, ErrLeaseLost)

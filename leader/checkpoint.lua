@@ -8,7 +8,7 @@
 -- another request with an equal value still gets 0; the note goes with
 -- the lease (an acquire rewrites the info hash).
 -- Returns 1 recorded (or by this very request), 0 not greater than the
--- recorded value, -1 lease not ours.
+-- recorded value (written again: see below), -1 lease not ours.
 -- Values are int64 in decimal. Lua numbers are doubles, exact only below
 -- 2^53, and the failed-terms count (term × 1000 + n, about 1.8e18) is far
 -- above that: tonumber would make term×1000+1 equal to term×1000. So the
@@ -33,6 +33,12 @@ end
 local noted = ARGV[3] and KEYS[3] and redis.call('HGET', KEYS[3], 'lease') == ARGV[1]
 local cur = redis.call('GET', KEYS[2])
 if cur and int(cur) and not less(cur, ARGV[2]) then
+  -- Written again, so that a WAIT after this script on this connection
+  -- covers the recorded value too: it may be a write of an earlier run
+  -- or request that no replica has yet (its reply lost, or refused by
+  -- WAIT), and the caller must not take it as recorded unless a replica
+  -- acknowledges it.
+  redis.call('SET', KEYS[2], cur)
   if noted and cur == ARGV[2] and redis.call('HGET', KEYS[3], KEYS[2]) == ARGV[3] then
     return 1
   end

@@ -701,6 +701,20 @@ func TestRedis_SentinelWithReplicaAcknowledgement(t *testing.T) {
 	if err := cps.Checkpoint(context.Background(), held, "cron:x", 2); !errors.Is(err, leader.ErrNotReplicated) {
 		t.Fatalf("Checkpoint() with a frozen replica = %v, want ErrNotReplicated", err)
 	}
+	// Asked again (a caller's retry), the primary's unreplicated value
+	// answers "not advanced": still not recorded for the caller.
+	if err := cps.Checkpoint(context.Background(), held, "cron:x", 2); !errors.Is(err, leader.ErrNotReplicated) {
+		t.Fatalf("Checkpoint() again with a frozen replica = %v, want ErrNotReplicated", err)
+	}
+	// So on a connection that wrote nothing before (a new client, or
+	// go-redis's retry on a new connection). Redis 7.0 makes such a
+	// connection's WAIT wait for the server's whole offset; where a WAIT
+	// counts only its connection's own writes, checkpoint.lua's second
+	// write of the value is what it waits for.
+	fresh, _ := leader.NewRedisLock(s.FailoverClient(t), cfg)
+	if err := fresh.Checkpoint(context.Background(), held, "cron:x", 2); !errors.Is(err, leader.ErrNotReplicated) {
+		t.Fatalf("Checkpoint() on a new connection with a frozen replica = %v, want ErrNotReplicated", err)
+	}
 }
 
 func TestRedis_ClusterManyElectionsNoCrossSlot(t *testing.T) {
