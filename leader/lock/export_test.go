@@ -26,6 +26,7 @@ const MaxInflight = maxInflight
 // FairReleaseLua is fair_release.lua, for tests that send a release the
 // way a late request lands.
 var FairReleaseLua = fairReleaseLua
+
 // EvictionGuardOf returns the Client's eviction guard of its own Redis
 // client.
 func EvictionGuardOf(c *Client) *leader.EvictionGuard { return c.evictionFor(c.rdb).g }
