@@ -623,9 +623,18 @@ func (m *Mutex) reacquire(ctx context.Context, field string) (acquireReply, erro
 
 func (m *Mutex) release(ctx context.Context, field string, last bool) (int64, error) {
 	if m.inline {
+		sent := time.Now()
 		cctx, cancel := m.inlineCtx(ctx)
 		defer cancel()
-		return m.st.release(cctx, field, last)
+		n, err := m.st.release(cctx, field, last)
+		if err == nil && n < 0 && last && time.Since(sent) > m.cfg.RenewDeadline {
+			// "Not held", answered after the bound a call on a goroutine
+			// has (a client that ignores deadlines): a second run of the
+			// release landing after its first run's mark lapsed (a TTL)
+			// answers so too. Its outcome is unknown, as there.
+			return 0, errCallBound
+		}
+		return n, err
 	}
 	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (int64, error) {
 		return m.st.release(ctx, field, last)
