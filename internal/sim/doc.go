@@ -268,7 +268,9 @@
 // in the model for L1–L4; and in the fault phase one request in a
 // hundred (times the intensity) has its connection reset as the server
 // runs it, the reply lost, and the process sends it again as go-redis's
-// retries do (L10: a request run twice answers as once). Violations a
+// retries do (L10: a request run twice answers as once, as far as the
+// Mutex hears and uses the answer: a release of one hold run twice may
+// take two off Redis's advisory count). Violations a
 // grant takes part in, or that a request run twice shows, are labelled
 // G1–G4 and R1–R2.
 package sim

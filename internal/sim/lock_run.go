@@ -56,8 +56,10 @@ import (
 //	   bound once its contexts ended;
 //	L10 a request run twice by the client's retry answers as once: an
 //	   acquire never answers "held" by its own attempt, a release that
-//	   released never answers "not held" on its second run
-//	   (lock_shapes.go).
+//	   released never answers "not held" on its second run (after a
+//	   failover or data loss between the runs, out of the model); a
+//	   release of one hold run twice may take a second hold off Redis's
+//	   advisory count (lockStore.Release) (lock_shapes.go).
 
 const lockName = "sim"
 
@@ -68,7 +70,7 @@ type lockWorld struct {
 	cfg    lock.Config // the longest of every process's Mutex timings (fixed lease applied): the schedule's bounds
 	fixed  bool
 	mixed  bool            // its Mutexes have timings of their own (lockWorld.timings)
-	twice  map[string]bool // attempts whose acquire ran twice and answered held by themselves (R1), fields a release of one hold ran twice for (R3)
+	twice  map[string]bool // attempts whose acquire ran twice and answered held by themselves (R1), fields a release of one hold ran twice for
 	procs  []*lockProc
 	tracks map[string]*leaseRec // by field "TERM OWNER"
 
@@ -376,27 +378,59 @@ func (s *lockStore) Renew(ctx context.Context, field string) (bool, error) {
 
 func (s *lockStore) Release(ctx context.Context, field string, last bool) (int64, error) {
 	sent := time.Now()
-	released := false // a run of this request released field, under w.mu
+	// Under w.mu: a run of this request released field, the server's
+	// epoch at that run, and whether the last run answered "not held"
+	// after it (refaulted: with a failover or data loss in between).
+	var (
+		released, rerunLost, refaulted bool
+		epoch                          uint64
+	)
 	res, err := s.send(ctx, opLRelease, ownerOf(field), fmt.Sprint(field, last), true, func(now time.Time) lockRes {
+		w := s.p.w
 		if lw := s.p.lw; released && !last {
+			// A release of one hold run twice takes a second hold off
+			// Redis's count (never below 1, never a delete): that count
+			// is advisory, as nothing reads it (the process's own count
+			// decides the last release, which deletes whatever the
+			// count; a re-entry checks the field only), so L10 allows
+			// it and L4 does not judge the field's count any more.
 			if lw.twice == nil {
 				lw.twice = map[string]bool{}
 			}
-			lw.twice[field] = true // L4 labels what this run does to the count
+			lw.twice[field] = true
 		}
-		res := s.p.w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
+		res := w.execLockRelease(now, field, last, s.fair, s.channel, s.ttl)
 		s.p.lw.staleRelease(field, sent, res)
-		switch {
-		case res.n == -1 && released:
-			s.p.ranTwice(fmt.Sprintf("a release of %q (last %v) answered not held after an earlier run of the same request released it", field, last), ShapeRetryLost)
-		case res.n >= 0 && released && !last:
-			s.p.ranTwice(fmt.Sprintf("a release of one hold of %q ran again and took a second hold off the count (%d left)", field, res.n), ShapeRetryCount)
+		// (A release of one hold deletes nothing: when its second run
+		// finds the field gone, something else ended the term in
+		// between, the term's last release or the key's expiry, and
+		// "not held" is true.)
+		rerunLost = res.n == -1 && released && last
+		refaulted = epoch != w.epoch
+		if res.n >= 0 && !released {
+			released, epoch = true, w.epoch
 		}
-		released = released || res.n >= 0
 		return res
 	})
 	if err != nil {
 		return 0, fmt.Errorf("release: %w", err)
+	}
+	// Judged when the Mutex takes the answer (Unlock's ErrLockLost):
+	// within RenewDeadline of its send (its call's bound; inline over a
+	// client that ignores deadlines, a later "not held" counts as no
+	// answer, Mutex.release). A run that lands later (the release's
+	// mark lives a TTL) answers nobody.
+	if rerunLost && time.Since(sent) <= s.p.cfg.RenewDeadline {
+		s.p.w.mu.Lock()
+		if refaulted {
+			// The failover or data loss may have lost the first run's
+			// writes (a release takes no WAIT): "not held" is then the
+			// new server's truth.
+			s.p.w.outOfModel("lock release run again after a failover or data loss")
+		} else {
+			s.p.ranTwice(fmt.Sprintf("a release of %q (last %v) answered not held after an earlier run of the same request released it", field, last), ShapeRetryLost)
+		}
+		s.p.w.mu.Unlock()
 	}
 	return res.n, nil
 }
@@ -460,15 +494,12 @@ func (lw *lockWorld) mintedTerm(now time.Time, term uint64, owner string) {
 
 // serverCount is L4 when a re-entry or a non-last release leaves count
 // holds of field on the server: never fewer than the holds handed out and
-// not unlocked.
+// not unlocked, unless a release of one hold of field ran twice (the
+// count is advisory: lockStore.Release).
 func (lw *lockWorld) serverCount(field string, count int64) {
 	r := lw.rec(field)
-	if count < int64(r.app) && lw.affected(r) == "" {
-		var tags []string
-		if lw.twice[field] {
-			tags = []string{ShapeRetryCount}
-		}
-		lw.w.violate(InvLockCount, fmt.Sprintf("the server counts %d holds of %q while %d are held", count, field, r.app), tags...)
+	if count < int64(r.app) && lw.affected(r) == "" && !lw.twice[field] {
+		lw.w.violate(InvLockCount, fmt.Sprintf("the server counts %d holds of %q while %d are held", count, field, r.app))
 	}
 }
 

@@ -24,10 +24,9 @@ const (
 	// ShapeGrantLeft labels L6: a grant to a call that gave up is left
 	// in place (the next waiter waits a TTL).
 	ShapeGrantLeft = "G4 a grant to a finished call left in place"
-	// ShapeRetryHeld, ShapeRetryLost and ShapeRetryCount label L10.
-	ShapeRetryHeld  = "R1 a request run twice: an acquire answers held by its own attempt"
-	ShapeRetryLost  = "R2 a request run twice: a clean release answers not held (ErrLockLost)"
-	ShapeRetryCount = "R3 a request run twice: a release of one hold takes two off the count"
+	// ShapeRetryHeld and ShapeRetryLost label L10.
+	ShapeRetryHeld = "R1 a request run twice: an acquire answers held by its own attempt"
+	ShapeRetryLost = "R2 a request run twice: a clean release answers not held (ErrLockLost)"
 )
 
 // InvLockTwice is the invariant a request run twice by the client's

@@ -201,15 +201,7 @@ func TestMutex_FairReleaseGrantsHead(t *testing.T) {
 	if err := h.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	var w lockResult
-	select {
-	case w = <-gotW:
-	case <-time.After(10 * time.Second):
-		t.Fatal("W still waiting 10s after the release")
-	}
-	if w.err != nil {
-		t.Fatal(w.err)
-	}
+	w := awaitHold(t, gotW, "W, after the release,")
 	if n := hook.replies() - before; n != 0 {
 		t.Errorf("W sent %d script(s) after the release, want 0", n)
 	}

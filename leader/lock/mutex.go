@@ -196,11 +196,9 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 				// Taken (or adopted), but too few replicas have it: a
 				// failover could lose it. Handed back by its exact
 				// field, never held; its outcome is known.
-				field := rep.field
-				if field == "" {
-					field = makeField(rep.term, owner)
-				}
+				field := rep.fieldOf(owner)
 				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(field) })
+				call.spent = append(call.spent, field)
 				m.releaseField(ctx, field)
 			case !errors.Is(err, errNotSent):
 				// A call the batcher never sent took nothing; any other
@@ -227,6 +225,14 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 			}
 			continue
 		}
+		if rep.code == codeAdopted && slices.Contains(call.spent, rep.field) {
+			// A grant ("TERM CALL.0", adoptable by every attempt) that
+			// this call handed back already, and whose hand-back may
+			// still land: held now, it would be deleted under the hold.
+			// Handed back again, never held.
+			m.releaseField(ctx, rep.field)
+			continue
+		}
 		if rep.code == codeAcquired || rep.code == codeAdopted {
 			if rep.code == codeAdopted {
 				// An earlier attempt's hold, from now on this call's
@@ -239,6 +245,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 				m.endCall(ctx, &call, false)
 				return h, nil
 			}
+			call.spent = append(call.spent, rep.fieldOf(owner)) // held handed it back
 			if !wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return giveUp(err)
 			}
@@ -276,7 +283,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 		if !ok {
 			return giveUp(errors.Join(m.waitErr(ctx), lastErr))
 		}
-		if grant == "" {
+		if grant == "" || slices.Contains(call.spent, grant) {
 			continue
 		}
 		if h, err, done := m.granted(ctx, grant, heldSent, heldSeen); done {
@@ -349,6 +356,11 @@ type lockCall struct {
 	// next attempt may adopt what one of them took; when the call ends,
 	// they are abandoned.
 	unknown []string
+	// spent lists the fields this call handed back (confirmed too late,
+	// or too few replicas): never held by it, as the hand-back may land
+	// after any later attempt. Only a grant can come back: its owner
+	// "CALL.0" is adoptable by every attempt of the call.
+	spent []string
 }
 
 // ownerOf returns the owner of a field "TERM OWNER".
@@ -611,9 +623,18 @@ func (m *Mutex) reacquire(ctx context.Context, field string) (acquireReply, erro
 
 func (m *Mutex) release(ctx context.Context, field string, last bool) (int64, error) {
 	if m.inline {
+		sent := time.Now()
 		cctx, cancel := m.inlineCtx(ctx)
 		defer cancel()
-		return m.st.release(cctx, field, last)
+		n, err := m.st.release(cctx, field, last)
+		if err == nil && n < 0 && last && time.Since(sent) > m.cfg.RenewDeadline {
+			// "Not held", answered after the bound a call on a goroutine
+			// has (a client that ignores deadlines): a second run of the
+			// release landing after its first run's mark lapsed (a TTL)
+			// answers so too. Its outcome is unknown, as there.
+			return 0, errCallBound
+		}
+		return n, err
 	}
 	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (int64, error) {
 		return m.st.release(ctx, field, last)
@@ -632,10 +653,7 @@ func makeField(term uint64, owner string) string {
 // held turns a confirmed acquire into a hold, unless its reply came too
 // late (or ctx ended meanwhile): then the lock is handed back.
 func (m *Mutex) held(ctx context.Context, owner string, rep acquireReply, sent time.Time) (*Hold, error) {
-	term, field := rep.term, rep.field
-	if field == "" {
-		field = makeField(term, owner)
-	}
+	term, field := rep.term, rep.fieldOf(owner)
 	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
 		// The lock may already have expired and passed to another owner.
 		// Never hold on it; the release compares the exact field, so it

@@ -2,6 +2,9 @@ package lock_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +107,115 @@ func TestRetry_ScriptsRunTwice(t *testing.T) {
 			}
 			_ = h.Unlock(context.Background())
 		})
+	}
+}
+
+// rerunHook runs the first script command whose arguments end with
+// field, "1" (a last release of field), twice: its first reply is lost,
+// and the second run (go-redis's retry) lands delay later.
+type rerunHook struct {
+	delay time.Duration
+
+	mu    sync.Mutex
+	field string
+	runs  []any // the two runs' replies
+}
+
+func (h *rerunHook) arm(field string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.field = field
+}
+
+func (h *rerunHook) take(cmd redis.Cmder) bool {
+	a := cmd.Args()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.field == "" || !isScript(cmd) || len(a) < 4 || fmt.Sprint(a[len(a)-4]) != h.field || fmt.Sprint(a[len(a)-3]) != "1" {
+		return false
+	}
+	h.field = ""
+	return true
+}
+
+func (h *rerunHook) record(cmd redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.runs = append(h.runs, cmd.(*redis.Cmd).Val())
+}
+
+func (h *rerunHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *rerunHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !h.take(cmd) {
+			return next(ctx, cmd)
+		}
+		_ = next(ctx, cmd)
+		h.record(cmd)
+		time.Sleep(h.delay)
+		err := next(ctx, cmd)
+		h.record(cmd)
+		return err
+	}
+}
+
+func (h *rerunHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if h.take(cmd) {
+				_ = next(ctx, cmds)
+				h.record(cmd)
+				time.Sleep(h.delay)
+				err := next(ctx, cmds)
+				h.record(cmd)
+				return err
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRetry_LateRerunOfLastRelease: inline calls over a client that
+// ignores deadlines (its calls return when the client does). The last
+// release runs, its reply is lost, and the client's retry lands after
+// the first run's mark lapsed (it lives a TTL): the second run answers
+// "not held". Unlock must not report ErrLockLost for a lock its release
+// deleted: the late answer is no proof, as it would be no answer at all
+// on a goroutine bounded by RenewDeadline.
+func TestRetry_LateRerunOfLastRelease(t *testing.T) {
+	srv, check := startRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // no ContextTimeoutEnabled
+	t.Cleanup(func() { _ = rdb.Close() })
+	cfg := lock.Config{TTL: 300 * time.Millisecond}
+	hook := &rerunHook{delay: 2 * cfg.TTL}
+	rdb.AddHook(hook)
+	name := lockName(t)
+	m := mustMutex(t, newLockClient(t, rdb), name, lock.WithConfig(cfg), lock.WithInlineCalls())
+	// Load the scripts first: a request answered NOSCRIPT ran nothing.
+	h, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = m.Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hook.arm(lock.Field(h))
+	err = h.Unlock(t.Context())
+	hook.mu.Lock()
+	runs := hook.runs
+	hook.mu.Unlock()
+	if len(runs) != 2 || runs[0] != int64(0) {
+		t.Fatalf("setup: the release's runs answered %v, want 0 then -1", runs)
+	}
+	if errors.Is(err, lock.ErrLockLost) {
+		t.Fatalf("Unlock whose release ran (%v) and ran again %s later (%v): %v; want no ErrLockLost",
+			runs[0], hook.delay, runs[1], err)
+	}
+	if n := check.Exists(t.Context(), "solo:{"+name+"}:lock").Val(); n != 0 {
+		t.Fatalf("the lock is still there after Unlock")
 	}
 }

@@ -339,6 +339,15 @@ func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, 
 	return r, err
 }
 
+// fieldOf returns the field of an acquired or adopted hold: r.field, or
+// "TERM OWNER" of the attempt's own owner.
+func (r acquireReply) fieldOf(owner string) string {
+	if r.field != "" {
+		return r.field
+	}
+	return makeField(r.term, owner)
+}
+
 func parseAcquire(res []any) (acquireReply, error) {
 	if len(res) == 0 {
 		return acquireReply{}, fmt.Errorf("acquire: unexpected reply %v", res)

@@ -156,6 +156,23 @@ func lockAsync(t *testing.T, ctx context.Context, m *lock.Mutex) <-chan lockResu
 	return got
 }
 
+// awaitHold returns the hold got brings, failing the test when it brings
+// an error or nothing within 10s (who names the waiter and what it
+// waits after).
+func awaitHold(t *testing.T, got <-chan lockResult, who string) lockResult {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s still waiting 10s", who)
+		return lockResult{}
+	}
+}
+
 // stallablePubSub returns a Redis client for one lock.Client whose
 // pub/sub connection goes through a fault proxy, while its other
 // connections (and any later pub/sub one) go straight to addr: a
