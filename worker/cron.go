@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
@@ -220,7 +222,13 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	if j.delivery == AtLeastOnce {
 		return w.catchUpOwed(ctx, e, now, fire)
 	}
-	last, ok, err := w.loadTick(ctx, log, cronKey(j.name))
+	// Under MisfireSkip the read decides only what is logged and counted:
+	// it is made once, never in front of the other jobs' start.
+	load := w.loadTick
+	if j.misfire != MisfireRunOnce {
+		load = w.loadTickOnce
+	}
+	last, ok, err := load(ctx, log, cronKey(j.name))
 	if err != nil {
 		log.Warn("cannot read the last fired tick; missed ticks are not caught up", zap.Error(err))
 		return j.schedule.Next(now)
@@ -253,18 +261,37 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 // decides (an owed at-least-once tick, a misfire run-once) is owed to the
 // job, so a failed read is not the end of it: it reads again until the
 // term ends (retryInTerm; the scheduler loop waits, and ticks that come
-// due meanwhile follow the misfire policy, as after any late start). It
-// returns an error only once ctx ended, or for a lock that keeps no
-// checkpoints.
+// due meanwhile follow the misfire policy, as after any late start). Each
+// read is bounded by the renew deadline. It returns an error once ctx
+// ended, for a lock that keeps no checkpoints, and for a value no read
+// can mend (not an integer, or not a string: logged at error).
 func (w *Worker) loadTick(ctx context.Context, log *zap.Logger, key string) (n int64, ok bool, err error) {
 	err = w.retryInTerm(ctx, log, "cannot read a tick checkpoint at the start of the term; reading it again", key, func() (err error) {
-		n, ok, err = w.elector.LoadCheckpoint(ctx, key)
-		if errors.Is(err, leader.ErrNoCheckpoints) || errors.Is(err, leader.ErrNotReplicated) {
+		n, ok, err = w.loadTickOnce(ctx, log, key)
+		if errors.Is(err, leader.ErrNoCheckpoints) || errors.Is(err, leader.ErrNotReplicated) || unreadable(err) {
 			return finalError{err}
 		}
 		return err
 	})
+	if unreadable(err) {
+		log.Error("a tick checkpoint holds what no read can mend; its catch-up is not made", zap.String("checkpoint", key), zap.Error(err))
+	}
 	return n, ok, err
+}
+
+// loadTickOnce reads a tick checkpoint once, bounded by the renew
+// deadline.
+func (w *Worker) loadTickOnce(ctx context.Context, _ *zap.Logger, key string) (int64, bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, w.elector.Config().RenewDeadline)
+	defer cancel()
+	return w.elector.LoadCheckpoint(rctx, key)
+}
+
+// unreadable reports whether err is a checkpoint read's that no retry
+// mends: a value that is not an integer, or a key of another type.
+func unreadable(err error) bool {
+	var num *strconv.NumError
+	return errors.As(err, &num) || redis.HasErrorPrefix(err, "WRONGTYPE")
 }
 
 // finalError marks an error retryInTerm returns at once (unwrapped): a
@@ -423,11 +450,13 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 // was lost may have recorded the tick as fired, and a term that skipped it
 // would complete the next tick and move the completion record past one it
 // owes. A write too few replicas acknowledged (leader.ErrNotReplicated)
-// is the exception: the tick counts as not recorded, so it is not run (a
-// run must never start on a record a failover can lose; sent again, the
-// write would answer "not advanced" for its own unreplicated value); a
-// primary that kept it makes the next term run it. It reports whether the
-// tick is recorded; if not, the tick is not run in this term.
+// counts as not recorded (a run must never start on a record a failover
+// can lose) and is made again too: sent again, it answers "not advanced"
+// for its own value, and leader returns ErrNotReplicated for that until a
+// replica acknowledges it. Meanwhile the job's later ticks are skipped
+// (its run is still going), so none completes past the owed one. It
+// reports whether the tick is recorded; if not (the term ended), the tick
+// is not run in this term.
 func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick time.Time, cp checkpointFunc) bool {
 	err := w.retryInTerm(ctx, log, "cannot record the tick as fired; recording it again", cronKey(j.name), func() error {
 		err := w.ensureDoneRecord(ctx, j, cp)
@@ -438,7 +467,7 @@ func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick t
 			return nil // fired now, or before: whether it completed decides
 		}
 		w.metrics.jobRun(w.elector.Config().Name, j.name, fmt.Errorf("record tick: %w", err))
-		if errors.Is(err, leader.ErrNoCheckpoints) || errors.Is(err, leader.ErrNotReplicated) {
+		if errors.Is(err, leader.ErrNoCheckpoints) {
 			return finalError{err}
 		}
 		return err

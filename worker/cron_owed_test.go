@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -124,14 +126,15 @@ func (f *failWriteOnce) Checkpoint(ctx context.Context, lease leader.Lease, key 
 // was lost (the new tick 10), the tick still runs (before, fireCron
 // skipped it, the term completed the next tick, and the completion record
 // moved past one fired and never completed: lost for good). A write that
-// too few replicas acknowledged counts as not recorded: that tick is not
-// run, as a failover may lose its record (sent again, the write answers
-// "not advanced" for its own unreplicated value).
+// too few replicas acknowledged counts as not recorded and is made again
+// (leader answers ErrNotReplicated to the repeat, "not advanced" on the
+// primary, until a replica acknowledges it; this lock answers at once):
+// the tick runs once recorded.
 //
 // Mutation: skipping the tick on a failed write (the old fireCron) fails
 // with "lost request: ran [10 20], want [-10 10 20]" and "lost reply: ran
-// [20], want [10 20]"; running it after an unreplicated write fails with
-// "not replicated: ran [10 20], want [20]".
+// [20], want [10 20]"; giving the tick up after an unreplicated write
+// fails with "not replicated: ran [20], want [10 20]".
 func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -141,7 +144,7 @@ func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
 	}{
 		{"lost request", false, nil, "[-10 10 20]"},
 		{"lost reply", true, nil, "[10 20]"},
-		{"not replicated", true, leader.ErrNotReplicated, "[20]"},
+		{"not replicated", true, leader.ErrNotReplicated, "[10 20]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -166,4 +169,56 @@ func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
 			})
 		})
 	}
+}
+
+// failLoad is a lock whose checkpoint reads of the keys in fail always
+// fail, with that key's error.
+type failLoad struct {
+	*leadertest.Lock
+	fail map[string]error
+}
+
+func (f *failLoad) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
+	if err := f.fail[key]; err != nil {
+		return 0, false, err
+	}
+	return f.Lock.LoadCheckpoint(ctx, key)
+}
+
+// TestCron_UnreadableCheckpointStopsNoOtherJob: one job's checkpoint can
+// never be read at the start of the term: a MisfireSkip job's read keeps
+// failing (its read decides only a log line: made once), an
+// at-least-once job's value is not an integer (no read mends it). Every
+// job still runs its ticks; before, the catch-up read them again until
+// the term ended, and as catch-ups run one job after another before the
+// scheduler starts, no cron job of the term ever fired ("b ran [], want
+// [10 20]").
+func TestCron_UnreadableCheckpointStopsNoOtherJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Now().UTC()
+		inner := leadertest.New()
+		lock := &failLoad{Lock: inner, fail: map[string]error{
+			cronKey("a-skip"): errors.New("injected: checkpoint read lost"),
+			cronKey("c-owed"): fmt.Errorf("load checkpoint: %w", &strconv.NumError{Func: "ParseInt", Num: "x", Err: strconv.ErrSyntax}),
+		}}
+		r := newCronRig(t, lock)
+		a, b, c := &ticks{base: base}, &ticks{base: base}, &ticks{base: base}
+		for _, err := range []error{
+			r.w.Cron("a-skip", "*/10 * * * * *", a.run),
+			r.w.Cron("b", "*/10 * * * * *", b.run),
+			r.w.Cron("c-owed", "*/10 * * * * *", c.run, WithDelivery(AtLeastOnce)),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := r.start()
+		time.Sleep(25 * time.Second)
+		stop()
+		for name, got := range map[string]*ticks{"a-skip": a, "b": b, "c-owed": c} {
+			if got.String() != "[10 20]" {
+				t.Errorf("%s ran %s, want [10 20]", name, got)
+			}
+		}
+	})
 }

@@ -270,9 +270,11 @@ func TestCron_LateRunGetsItsOwnTick(t *testing.T) {
 	})
 }
 
-// stallLoad is a lock whose checkpoint read for key hangs until release
-// closes: a slow Redis holds the scheduler loop at the start of a term,
-// which then starts late, as after a GC pause or a suspended host.
+// stallLoad is a lock whose checkpoint reads for key fail until release
+// closes: a Redis that cannot answer holds the scheduler loop at the
+// start of a term (a run-once job's catch-up read is made again until it
+// is answered), which then starts late, as after a GC pause or a
+// suspended host.
 type stallLoad struct {
 	*leadertest.Lock
 	key     string
@@ -281,7 +283,11 @@ type stallLoad struct {
 
 func (s *stallLoad) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
 	if key == s.key {
-		<-s.release
+		select {
+		case <-s.release:
+		default:
+			return 0, false, errors.New("injected: no reply")
+		}
 	}
 	return s.Lock.LoadCheckpoint(ctx, key)
 }
@@ -294,13 +300,14 @@ func TestCron_LateLoopAppliesMisfirePolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lock := &stallLoad{Lock: leadertest.New(), key: cronKey("c-stall"), release: make(chan struct{})}
 		base := time.Now().UTC()
-		r := newCronRig(t, lock)
+		// Reads made again every 100ms: the loop starts within 100ms of 0:35.
+		r := newCronRig(t, lock, WithPolicy(Policy{RestartBackoff: 100 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond}))
 		skip, once := &ticks{base: base}, &ticks{base: base}
 		nop := func(context.Context) error { return nil }
 		for _, err := range []error{
 			r.w.Cron("a-skip", "*/10 * * * * *", skip.run, WithMisfire(MisfireSkip)),
 			r.w.Cron("b-once", "*/10 * * * * *", once.run, WithMisfire(MisfireRunOnce)),
-			r.w.Cron("c-stall", "@hourly", nop),
+			r.w.Cron("c-stall", "@hourly", nop, WithMisfire(MisfireRunOnce)),
 		} {
 			if err != nil {
 				t.Fatal(err)
