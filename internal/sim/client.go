@@ -436,7 +436,9 @@ func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, 
 	n, ok, err := cl.rl.LoadCheckpoint(ctx, key)
 	if inTerm {
 		cl.w.mu.Lock()
-		if err == nil {
+		// A reply after ctx ended reaches nobody: the elector's bound
+		// (leader.Elector.LoadCheckpoint) returned ctx's error already.
+		if err == nil && ctx.Err() == nil {
 			cl.w.fn(cl.idx, term).loads[key] = loadSeen{n: n, ok: ok, at: time.Now()}
 		}
 		cl.w.mu.Unlock()
