@@ -291,9 +291,9 @@ func (a *aggregate) failures() string {
 }
 
 // electionFindings names what a failed election schedule found, by its
-// violations' tags: issue 29's findings 3 (a lease evicted under
-// maxmemory: two leaders) and 8 (an owed at-least-once tick lost for
-// good), or the invariant it broke otherwise.
+// violations' tags: a lease evicted under maxmemory (two leaders), an
+// owed at-least-once tick lost for good, or the invariant it broke
+// otherwise.
 func electionFindings(r *sim.Result) []string {
 	var out []string
 	add := func(f string) {
@@ -304,9 +304,9 @@ func electionFindings(r *sim.Result) []string {
 	for _, v := range r.Violations {
 		switch {
 		case slices.ContainsFunc(v.Tags, func(t string) bool { return strings.HasPrefix(t, "after-eviction") }):
-			add("issue 29 finding 3 (a lease evicted under maxmemory: invariants 1, 2)")
+			add("evicted: a lease evicted under maxmemory (invariants 1, 2)")
 		case slices.Contains(v.Tags, "owed-tick-lost"):
-			add("issue 29 finding 8 (an owed at-least-once tick lost for good: invariant 5)")
+			add("owed tick lost: an owed at-least-once tick lost for good (invariant 5)")
 		default:
 			add("other: invariant " + v.Invariant)
 		}

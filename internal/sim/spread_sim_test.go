@@ -140,9 +140,10 @@ func TestSim_Spread(t *testing.T) {
 // violations' invariants and tags: the third review's findings 11 (a shed
 // job that drains slowly runs twice), 12 (elect and spread on one name run
 // every job twice) and 15 (a member that registers none of the jobs
-// counts toward the share), issue 29's findings 9 (an elect-mode instance
-// runs a job a stopped spread member still drains) and 10 (one process
-// runs a job twice: a Run after ErrStopTimeout), or another violation.
+// counts toward the share), the fourth review's: an elect-mode instance
+// runs a job a stopped spread member still drains, one process runs a
+// job twice (a Run after ErrStopTimeout), a lease evicted; or another
+// violation.
 func spreadFindings(res *sim.Result) []string {
 	var out []string
 	for inv, tags := range res.Spread.Tags {
@@ -150,7 +151,7 @@ func spreadFindings(res *sim.Result) []string {
 		if same {
 			// Whatever else that violation met: one process ran the job
 			// twice.
-			out = append(out, "issue 29 finding 10 (a Run after ErrStopTimeout: job twice in one process)")
+			out = append(out, "rerun: a Run after ErrStopTimeout runs a job twice in one process")
 		}
 		for tag := range tags {
 			f := "other: " + inv + " [" + tag + "]"
@@ -158,9 +159,9 @@ func spreadFindings(res *sim.Result) []string {
 			case same && tag != sim.TagToElect:
 				continue
 			case tag == sim.TagEvicted:
-				f = "issue 29 finding 3 (a lease evicted under maxmemory: job twice)"
+				f = "evicted: a lease evicted under maxmemory (job twice)"
 			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagToElect:
-				f = "issue 29 finding 9 (spread → elect: an elect-mode instance runs a job a stopped member still drains)"
+				f = "drain to elect: an elect-mode instance runs a job a stopped member still drains"
 			case (inv == sim.InvSpreadOne || inv == sim.InvSpreadTick) && tag == sim.TagModeSwitch:
 				if tags[sim.TagToElect] {
 					continue
