@@ -33,12 +33,14 @@ const EvictionPeriod = time.Minute
 type EvictionState int
 
 const (
-	// EvictionUnknown: not read yet, or the last read got no answer.
+	// EvictionUnknown: not read yet (a read that got no answer keeps the
+	// state before it).
 	EvictionUnknown EvictionState = iota
 	// EvictionSafe: no maxmemory, or maxmemory-policy noeviction.
 	EvictionSafe
-	// EvictionUnverified: INFO was refused (an ACL without +info) or did
-	// not carry the two fields; calls go on.
+	// EvictionUnverified: INFO was refused (an ACL without +info: NOPERM,
+	// or an unknown command) or did not carry the two fields; calls go
+	// on. Any other error reply (BUSY, LOADING) is no answer.
 	EvictionUnverified
 	// EvictionUnsafe: the server may evict solo's keys; calls are refused.
 	EvictionUnsafe
@@ -96,8 +98,10 @@ func (g *EvictionGuard) SetPeriod(d time.Duration) {
 // that a fix is seen at the next call; else it answers from memory. It
 // never waits for another call's read: a read stuck on a dead server
 // (a Redlock master) must not hold up a later call that would reach it
-// once it is back. An INFO that got no answer returns its error (an
-// outage, as the call it guards would meet).
+// once it is back. An INFO that got no answer (an outage, or an error
+// reply other than a refusal, such as BUSY) returns its error, as the
+// call it guards would meet, and keeps the last answer: the next call
+// reads again.
 func (g *EvictionGuard) Check(ctx context.Context) error {
 	begun := time.Now()
 	if g.fresh(begun, false) {
@@ -232,17 +236,26 @@ func (g *EvictionGuard) read(ctx context.Context) error {
 }
 
 // evictionOf reads one server's INFO memory: its state, with the
-// *RedisConfigError when unsafe, why when unverified, and the call's
-// error when INFO got no answer (EvictionUnknown).
+// *RedisConfigError when unsafe, why when unverified (INFO refused by the
+// ACL, or not a command there), and the call's error when INFO got no
+// answer (EvictionUnknown): an outage, or any other error reply (BUSY
+// while another client's script runs, LOADING), which says nothing of
+// the policy.
 func evictionOf(ctx context.Context, c redis.Cmdable) (EvictionState, error) {
 	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
-		if _, answered := errors.AsType[redis.Error](err); answered {
+		if infoRefused(err) {
 			return EvictionUnverified, fmt.Errorf("INFO memory refused (%w); the ACL user needs +info to let solo verify maxmemory-policy", err)
 		}
 		return EvictionUnknown, err
 	}
 	return ParseEviction(info)
+}
+
+// infoRefused reports whether err is the server's lasting refusal of
+// INFO: an ACL's NOPERM, or an unknown command (renamed or disabled).
+func infoRefused(err error) bool {
+	return redis.HasErrorPrefix(err, "NOPERM") || redis.HasErrorPrefix(err, "unknown command")
 }
 
 // ParseEviction reads INFO memory's text: EvictionUnsafe with a
