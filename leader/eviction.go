@@ -60,6 +60,7 @@ type EvictionGuard struct {
 	mu       sync.Mutex
 	period   time.Duration
 	at       time.Time     // when the state was last read; zero: never
+	partial  bool          // a Cluster master did not answer the last read: not fresh
 	state    EvictionState // as last read
 	err      error         // EvictionUnsafe: the *RedisConfigError calls return
 	why      error         // EvictionUnverified: INFO's refusal or the fields' absence
@@ -136,15 +137,16 @@ func (g *EvictionGuard) fresh(begun time.Time, waited bool) bool {
 	if waited && g.at.After(begun) {
 		return true
 	}
-	return g.state != EvictionUnsafe && begun.Sub(g.at) < g.period
+	return g.state != EvictionUnsafe && !g.partial && begun.Sub(g.at) < g.period
 }
 
 // Refresh reads the policy again when the last answer is older than the
-// period and no other Refresh is reading; it is for holders, whose
-// renewals (Err) never wait for INFO. Its outcome is kept for Err.
+// period or partial (a Cluster master did not answer) and no other
+// Refresh is reading; it is for holders, whose renewals (Err) never wait
+// for INFO. Its outcome is kept for Err.
 func (g *EvictionGuard) Refresh(ctx context.Context) {
 	g.mu.Lock()
-	due := time.Since(g.at) >= g.period
+	due := g.partial || time.Since(g.at) >= g.period
 	g.mu.Unlock()
 	if !due {
 		return
@@ -188,11 +190,15 @@ func (g *EvictionGuard) Unverified() error {
 
 // read reads every master's INFO memory and records the outcome. A
 // Cluster master that does not answer is left out while another does (its
-// own slots' calls fail anyway; the next read covers it): one master down
-// must not stop the elections of the others.
+// own slots' calls fail anyway): one master down must not stop the
+// elections of the others. Such a partial answer is recorded but not
+// trusted for the period: every call reads again until each master has
+// answered, so that a call on the silent master's slots is never let
+// through on an old "safe".
 func (g *EvictionGuard) read(ctx context.Context) error {
 	state, found := EvictionSafe, error(nil)
 	var failed error
+	var partial bool
 	if cc, ok := g.client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		var answered bool
@@ -213,6 +219,7 @@ func (g *EvictionGuard) read(ctx context.Context) error {
 		if failed == nil && !answered {
 			failed = unanswered
 		}
+		partial = unanswered != nil
 	} else if s, err := evictionOf(ctx, g.client); s == EvictionUnknown {
 		failed = err
 	} else {
@@ -223,7 +230,7 @@ func (g *EvictionGuard) read(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.at, g.state, g.err, g.why = time.Now(), state, nil, nil
+	g.at, g.partial, g.state, g.err, g.why = time.Now(), partial, state, nil, nil
 	switch state {
 	case EvictionUnsafe:
 		g.err = found

@@ -289,3 +289,38 @@ func TestEviction_BusyReplyKeepsVerdict(t *testing.T) {
 		t.Fatalf("INFO renamed: Unverified = %v, want the unknown command", why)
 	}
 }
+
+// On a Cluster, a read a master did not answer (BUSY) is partial: it lets
+// calls go on while the others are safe, but is not trusted for the
+// period. Once that master answers, the next Check, and a holder's next
+// Refresh, read it again and see it may evict. Old code: the partial
+// read was stored as safe for the whole period.
+func TestEviction_ClusterPartialReadNotFresh(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	client := cl.Client(t)
+	ctx := context.Background()
+	checked, refreshed := leader.NewEvictionGuard(client), leader.NewEvictionGuard(client)
+	stop := busyScript(t, cl.Nodes()[1])
+	if err := checked.Check(ctx); err != nil || checked.State() != leader.EvictionSafe {
+		t.Fatalf("one master BUSY: Check = %v, state %v; want nil, safe (the others answered)", err, checked.State())
+	}
+	refreshed.Refresh(ctx)
+	if err := refreshed.Err(); err != nil {
+		t.Fatalf("one master BUSY: Refresh left Err %v, want nil", err)
+	}
+	stop()
+	node := cl.Nodes()[1].Client(t)
+	if err := node.ConfigSet(ctx, "maxmemory", "100mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checked.Check(ctx); !errors.Is(err, leader.ErrEvictionPolicy) {
+		t.Fatalf("after the partial read: Check = %v, want ErrEvictionPolicy (the silent master read again)", err)
+	}
+	refreshed.Refresh(ctx)
+	if err := refreshed.Err(); !errors.Is(err, leader.ErrEvictionPolicy) {
+		t.Fatalf("after the partial read: Refresh left Err %v, want ErrEvictionPolicy", err)
+	}
+}
