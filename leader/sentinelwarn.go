@@ -31,10 +31,12 @@ func isFailoverClient(client redis.UniversalClient) (*redis.Client, bool) {
 
 // warnSentinel logs SentinelWarning at error when client is a Sentinel
 // failover client and e's MinReplicas is 0, once per client (the
-// elections of a spread group, or an elector built again, share it).
+// elections of a spread group, or an elector built again, share it). An
+// elector without a logger (WithLogger) does not count: a probe built
+// without one must not silence the next.
 func (e *Elector) warnSentinel(client redis.UniversalClient) {
 	c, ok := isFailoverClient(client)
-	if !ok || e.cfg.MinReplicas != 0 {
+	if !ok || e.cfg.MinReplicas != 0 || !e.logSet {
 		return
 	}
 	if _, seen := sentinelWarned.LoadOrStore(weak.Make(c), struct{}{}); seen {

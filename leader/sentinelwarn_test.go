@@ -17,7 +17,9 @@ import (
 // redis+sentinel:// URL, as examples/fxapp builds it) with MinReplicas 0
 // gets none of solo run's Sentinel defaults: New says so at error, once
 // per client, naming the failover window and the fix. MinReplicas 1, a
-// plain client, or a second elector of the same client log nothing.
+// plain client, or a second elector of the same client log nothing; an
+// elector without a logger (worker.NewSpread's probe) does not use up the
+// once.
 // Old code: no word.
 func TestSentinelWarning_EmbeddedFailoverClient(t *testing.T) {
 	s := redistest.StartSentinel(t, "solo-warn")
@@ -39,6 +41,7 @@ func TestSentinelWarning_EmbeddedFailoverClient(t *testing.T) {
 	if w := warned(); len(w) != 0 {
 		t.Fatalf("MinReplicas 1 or a plain client: %+v, want no warning", w)
 	}
+	mustNew(t, client, redisConfig(t, "probe")) // no logger: does not count
 	mustNew(t, client, redisConfig(t, "a"), log)
 	mustNew(t, client, redisConfig(t, "b"), log)
 	w := warned()
