@@ -86,9 +86,12 @@ type Config struct {
 	// and two leaders can run at once. Even with it the old master's last
 	// acknowledged renewal can come a Sentinel reconfiguration (about 1s)
 	// after the promotion, so keep TTL×(1−Drift) − RenewDeadline −
-	// RenewInterval above that plus the jobs' stop time (solo's command
-	// defaults to MinReplicas 1, RenewInterval TTL/10 and RenewDeadline
-	// TTL/2 for a Sentinel URL, docs/operations.md). Default 0 (off).
+	// RenewInterval above that plus the jobs' stop time. solo run derives
+	// MinReplicas 1, RenewInterval TTL/10 and RenewDeadline TTL/2 for a
+	// Sentinel URL; a library user (an embedded worker) must set them
+	// itself: New only logs SentinelWarning, at error, for a Sentinel
+	// failover client with MinReplicas 0 (docs/operations.md). Default 0
+	// (off).
 	MinReplicas int
 
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default

@@ -118,7 +118,8 @@
 // noeviction) voids the lease's guarantee: RedisLock checks it with INFO
 // memory (EvictionGuard) and refuses such a server as a configuration
 // error wrapping ErrEvictionPolicy; a leader steps down at its next
-// renewal once the policy, re-read once a minute, turns unsafe.
+// renewal once the policy, re-read after a renewal once a minute passed,
+// turns unsafe.
 //
 // With Config.MinReplicas, acquire, renew and checkpoints are followed by
 // WAIT on the same connection: an acquire that too few replicas

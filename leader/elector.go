@@ -108,6 +108,8 @@ type resignRequest struct{ done chan struct{} }
 // Redis through client (single node, Sentinel failover or Cluster client).
 // It validates cfg (defaults applied to zero fields) and returns a
 // *ConfigError naming the bad field and value. It does not contact Redis.
+// With a Sentinel failover client and MinReplicas 0 it logs
+// SentinelWarning at error, once per client.
 func New(client redis.UniversalClient, cfg Config, opts ...Option) (*Elector, error) {
 	if client == nil {
 		return nil, errors.New("leader: nil redis client")
@@ -121,6 +123,7 @@ func New(client redis.UniversalClient, cfg Config, opts ...Option) (*Elector, er
 		return nil, err
 	}
 	e.warnClientTimeouts(client)
+	e.warnSentinel(client)
 	return e, nil
 }
 

@@ -33,12 +33,14 @@ const EvictionPeriod = time.Minute
 type EvictionState int
 
 const (
-	// EvictionUnknown: not read yet, or the last read got no answer.
+	// EvictionUnknown: not read yet (a read that got no answer keeps the
+	// state before it).
 	EvictionUnknown EvictionState = iota
 	// EvictionSafe: no maxmemory, or maxmemory-policy noeviction.
 	EvictionSafe
-	// EvictionUnverified: INFO was refused (an ACL without +info) or did
-	// not carry the two fields; calls go on.
+	// EvictionUnverified: INFO was refused (an ACL without +info: NOPERM,
+	// or an unknown command) or did not carry the two fields; calls go
+	// on. Any other error reply (BUSY, LOADING) is no answer.
 	EvictionUnverified
 	// EvictionUnsafe: the server may evict solo's keys; calls are refused.
 	EvictionUnsafe
@@ -58,6 +60,7 @@ type EvictionGuard struct {
 	mu       sync.Mutex
 	period   time.Duration
 	at       time.Time     // when the state was last read; zero: never
+	partial  bool          // a Cluster master did not answer the last read: not fresh
 	state    EvictionState // as last read
 	err      error         // EvictionUnsafe: the *RedisConfigError calls return
 	why      error         // EvictionUnverified: INFO's refusal or the fields' absence
@@ -96,8 +99,10 @@ func (g *EvictionGuard) SetPeriod(d time.Duration) {
 // that a fix is seen at the next call; else it answers from memory. It
 // never waits for another call's read: a read stuck on a dead server
 // (a Redlock master) must not hold up a later call that would reach it
-// once it is back. An INFO that got no answer returns its error (an
-// outage, as the call it guards would meet).
+// once it is back. An INFO that got no answer (an outage, or an error
+// reply other than a refusal, such as BUSY) returns its error, as the
+// call it guards would meet, and keeps the last answer: the next call
+// reads again.
 func (g *EvictionGuard) Check(ctx context.Context) error {
 	begun := time.Now()
 	if g.fresh(begun, false) {
@@ -132,15 +137,16 @@ func (g *EvictionGuard) fresh(begun time.Time, waited bool) bool {
 	if waited && g.at.After(begun) {
 		return true
 	}
-	return g.state != EvictionUnsafe && begun.Sub(g.at) < g.period
+	return g.state != EvictionUnsafe && !g.partial && begun.Sub(g.at) < g.period
 }
 
 // Refresh reads the policy again when the last answer is older than the
-// period and no other Refresh is reading; it is for holders, whose
-// renewals (Err) never wait for INFO. Its outcome is kept for Err.
+// period or partial (a Cluster master did not answer) and no other
+// Refresh is reading; it is for holders, whose renewals (Err) never wait
+// for INFO. Its outcome is kept for Err.
 func (g *EvictionGuard) Refresh(ctx context.Context) {
 	g.mu.Lock()
-	due := time.Since(g.at) >= g.period
+	due := g.partial || time.Since(g.at) >= g.period
 	g.mu.Unlock()
 	if !due {
 		return
@@ -184,11 +190,15 @@ func (g *EvictionGuard) Unverified() error {
 
 // read reads every master's INFO memory and records the outcome. A
 // Cluster master that does not answer is left out while another does (its
-// own slots' calls fail anyway; the next read covers it): one master down
-// must not stop the elections of the others.
+// own slots' calls fail anyway): one master down must not stop the
+// elections of the others. Such a partial answer is recorded but not
+// trusted for the period: every call reads again until each master has
+// answered, so that a call on the silent master's slots is never let
+// through on an old "safe".
 func (g *EvictionGuard) read(ctx context.Context) error {
 	state, found := EvictionSafe, error(nil)
 	var failed error
+	var partial bool
 	if cc, ok := g.client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		var answered bool
@@ -209,6 +219,7 @@ func (g *EvictionGuard) read(ctx context.Context) error {
 		if failed == nil && !answered {
 			failed = unanswered
 		}
+		partial = unanswered != nil
 	} else if s, err := evictionOf(ctx, g.client); s == EvictionUnknown {
 		failed = err
 	} else {
@@ -219,7 +230,7 @@ func (g *EvictionGuard) read(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.at, g.state, g.err, g.why = time.Now(), state, nil, nil
+	g.at, g.partial, g.state, g.err, g.why = time.Now(), partial, state, nil, nil
 	switch state {
 	case EvictionUnsafe:
 		g.err = found
@@ -232,17 +243,26 @@ func (g *EvictionGuard) read(ctx context.Context) error {
 }
 
 // evictionOf reads one server's INFO memory: its state, with the
-// *RedisConfigError when unsafe, why when unverified, and the call's
-// error when INFO got no answer (EvictionUnknown).
+// *RedisConfigError when unsafe, why when unverified (INFO refused by the
+// ACL, or not a command there), and the call's error when INFO got no
+// answer (EvictionUnknown): an outage, or any other error reply (BUSY
+// while another client's script runs, LOADING), which says nothing of
+// the policy.
 func evictionOf(ctx context.Context, c redis.Cmdable) (EvictionState, error) {
 	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
-		if _, answered := errors.AsType[redis.Error](err); answered {
+		if infoRefused(err) {
 			return EvictionUnverified, fmt.Errorf("INFO memory refused (%w); the ACL user needs +info to let solo verify maxmemory-policy", err)
 		}
 		return EvictionUnknown, err
 	}
 	return ParseEviction(info)
+}
+
+// infoRefused reports whether err is the server's lasting refusal of
+// INFO: an ACL's NOPERM, or an unknown command (renamed or disabled).
+func infoRefused(err error) bool {
+	return redis.HasErrorPrefix(err, "NOPERM") || redis.HasErrorPrefix(err, "unknown command")
 }
 
 // ParseEviction reads INFO memory's text: EvictionUnsafe with a

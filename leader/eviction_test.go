@@ -220,3 +220,107 @@ func TestEviction_ClusterReadsEveryMaster(t *testing.T) {
 		t.Fatalf("one master down: Check = %v, state %v; want nil, safe (the others answered)", err, g.State())
 	}
 }
+
+// busyScript runs a script that loops on srv from another client until
+// the returned func kills it (SCRIPT KILL) and waits for it: meanwhile
+// every other client's command gets a BUSY reply.
+func busyScript(t *testing.T, srv *redistest.Server) (stop func()) {
+	t.Helper()
+	admin := srv.Client(t)
+	ctx := context.Background()
+	if err := admin.ConfigSet(ctx, "busy-reply-threshold", "10").Err(); err != nil {
+		t.Fatal(err)
+	}
+	runner := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = -1 })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = runner.Eval(ctx, "while true do end", nil).Err() // killed
+	}()
+	waitFor(t, 10*time.Second, "BUSY replies", func() bool {
+		return redis.HasErrorPrefix(admin.Ping(ctx).Err(), "BUSY")
+	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := admin.ScriptKill(ctx).Err(); err != nil {
+				t.Errorf("SCRIPT KILL: %v", err)
+			}
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// A BUSY reply to INFO (another client's slow script) is no answer: the
+// guard keeps its unsafe verdict, Check returns the BUSY error, nothing
+// is cached, and the next call reads again. INFO refused for good (an
+// unknown command, as NOPERM) is "cannot verify". Old code: BUSY was
+// taken for a refusal, the unsafe verdict cleared and trusted for the
+// period.
+func TestEviction_BusyReplyKeepsVerdict(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
+	client := newClient(t, srv.Addr())
+	ctx := context.Background()
+	g := leader.NewEvictionGuard(client)
+	if err := g.Check(ctx); !errors.Is(err, leader.ErrEvictionPolicy) {
+		t.Fatalf("Check = %v, want ErrEvictionPolicy", err)
+	}
+	stop := busyScript(t, srv)
+	err := g.Check(ctx)
+	if err == nil || !strings.Contains(err.Error(), "BUSY") {
+		t.Fatalf("Check while BUSY = %v, want the BUSY error (state %v)", err, g.State())
+	}
+	if s, why := g.State(), g.Unverified(); s != leader.EvictionUnsafe || why != nil || !errors.Is(g.Err(), leader.ErrEvictionPolicy) {
+		t.Fatalf("while BUSY: state %v, unverified %v, Err %v; want the unsafe verdict kept", s, why, g.Err())
+	}
+	stop()
+	if err := g.Check(ctx); !errors.Is(err, leader.ErrEvictionPolicy) {
+		t.Fatalf("Check after the script = %v, want ErrEvictionPolicy", err)
+	}
+
+	renamed := redistest.Start(t, "--rename-command", "INFO", "solo-test-info")
+	g = leader.NewEvictionGuard(newClient(t, renamed.Addr()))
+	if err := g.Check(ctx); err != nil || g.State() != leader.EvictionUnverified {
+		t.Fatalf("INFO renamed: Check = %v, state %v; want nil, unverified", err, g.State())
+	}
+	if why := g.Unverified(); why == nil || !strings.Contains(why.Error(), "unknown command") {
+		t.Fatalf("INFO renamed: Unverified = %v, want the unknown command", why)
+	}
+}
+
+// On a Cluster, a read a master did not answer (BUSY) is partial: it lets
+// calls go on while the others are safe, but is not trusted for the
+// period. Once that master answers, the next Check, and a holder's next
+// Refresh, read it again and see it may evict. Old code: the partial
+// read was stored as safe for the whole period.
+func TestEviction_ClusterPartialReadNotFresh(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	client := cl.Client(t)
+	ctx := context.Background()
+	checked, refreshed := leader.NewEvictionGuard(client), leader.NewEvictionGuard(client)
+	stop := busyScript(t, cl.Nodes()[1])
+	if err := checked.Check(ctx); err != nil || checked.State() != leader.EvictionSafe {
+		t.Fatalf("one master BUSY: Check = %v, state %v; want nil, safe (the others answered)", err, checked.State())
+	}
+	refreshed.Refresh(ctx)
+	if err := refreshed.Err(); err != nil {
+		t.Fatalf("one master BUSY: Refresh left Err %v, want nil", err)
+	}
+	stop()
+	node := cl.Nodes()[1].Client(t)
+	if err := node.ConfigSet(ctx, "maxmemory", "100mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checked.Check(ctx); !errors.Is(err, leader.ErrEvictionPolicy) {
+		t.Fatalf("after the partial read: Check = %v, want ErrEvictionPolicy (the silent master read again)", err)
+	}
+	refreshed.Refresh(ctx)
+	if err := refreshed.Err(); !errors.Is(err, leader.ErrEvictionPolicy) {
+		t.Fatalf("after the partial read: Refresh left Err %v, want ErrEvictionPolicy", err)
+	}
+}

@@ -262,6 +262,9 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		_ = client.Close()
 		return err
 	}
+	// New logs min_replicas 0 on a Sentinel client (leader.SentinelWarning)
+	// at error, in both modes, once: a spread group's electors share the
+	// client.
 	e, err := leader.New(client, lc, leader.WithLogger(log), leader.WithMetrics(metrics.Elector(lc.Name)))
 	if err != nil {
 		_ = client.Close()
@@ -426,9 +429,6 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	log.Info("solo running", zap.String("election", lc.Name), zap.String("id", e.ID()),
 		zap.String("mode", string(cfg.Election.Mode)), zap.String("version", soloVersion()),
 		zap.Duration("kill_after", killAfter))
-	if w := sentinelWarning(cfg); w != "" {
-		log.Error("unsafe election settings for Sentinel: " + w)
-	}
 	// --once and --try watch the first acquire: gaveUp is what solo exits
 	// with when it stops campaigning before it ever led.
 	var gaveUp atomic.Pointer[error]

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -79,22 +78,10 @@ func envGiven(env []string, name string) (given, present bool) {
 // and the promoted copy of the lease dates from the renewal before it,
 // one renew_interval earlier. Zero when url is not a Sentinel URL, or when
 // min_replicas is 0: then nothing bounds how long the old master takes
-// renewals the new one never sees (sentinelWarning).
+// renewals the new one never sees (leader.SentinelWarning).
 func failoverAllowance(url string, renewInterval time.Duration, minReplicas int) time.Duration {
 	if minReplicas == 0 || !isSentinelURL(url) {
 		return 0
 	}
 	return renewInterval + sentinelReconfiguration
-}
-
-// sentinelWarning returns the error-level warning solo run logs for a
-// Sentinel URL with min_replicas 0, or "".
-func sentinelWarning(c Config) string {
-	if c.Election.MinReplicas != 0 || !isSentinelURL(c.Redis.URL) {
-		return ""
-	}
-	return fmt.Sprintf("%s 0 with a Sentinel redis.url: renewals are not acknowledged by a replica, so during a planned failover (SENTINEL FAILOVER) "+
-		"the leader keeps renewing on the old master while its lease runs out on the new one, and two instances can run the program at once; "+
-		"remove %s (the Sentinel default is %d) or set it to 1 or more (docs/operations.md, \"Redis failed over (Sentinel)\")",
-		minReplicasKey, minReplicasKey, sentinelMinReplicas)
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -52,10 +55,10 @@ func TestSentinelDefaults(t *testing.T) {
 				t.Errorf("min_replicas %d, renew_interval %s, renew_deadline %s; want %d, %s, %s",
 					lc.MinReplicas, lc.RenewInterval, lc.RenewDeadline, tt.min, tt.ri, tt.rd)
 			}
-			if w := sentinelWarning(cfg); (w != "") != tt.warnings {
-				t.Errorf("sentinelWarning = %q, want one: %v", w, tt.warnings)
-			} else if w != "" && !strings.Contains(w, "election.min_replicas 0 with a Sentinel redis.url") {
-				t.Errorf("sentinelWarning = %q, want it to name election.min_replicas", w)
+			// leader.New warns of min_replicas 0 on a Sentinel client
+			// (TestRun_SentinelMinReplicasZeroWarnsOnce).
+			if warns := lc.MinReplicas == 0 && isSentinelURL(cfg.Redis.URL); warns != tt.warnings {
+				t.Errorf("min_replicas %d under %s: warned %v, want %v", lc.MinReplicas, cfg.Redis.URL, warns, tt.warnings)
 			}
 		})
 	}
@@ -98,6 +101,41 @@ func TestStopTiming_SentinelFailover(t *testing.T) {
 				t.Fatalf("stopTiming = %v, want an error containing %q", err, tt.err)
 			case tt.err == "" && (got < tt.killAfter-time.Millisecond || got > tt.killAfter+time.Millisecond):
 				t.Fatalf("killAfter = %s, want %s", got, tt.killAfter)
+			}
+		})
+	}
+}
+
+// solo run with a Sentinel URL and an explicit min_replicas 0 logs the
+// "unsafe election settings for Sentinel" error once, in elect and in
+// spread mode, naming the fix. Old code: spread mode returned before the
+// warning, and never logged it.
+func TestRun_SentinelMinReplicasZeroWarnsOnce(t *testing.T) {
+	s := redistest.StartSentinel(t, "solo-warnonce")
+	url := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + s.MasterName() + "/0"
+	dir := t.TempDir()
+	for _, mode := range []string{"elect", "spread"} {
+		t.Run(mode, func(t *testing.T) {
+			out := filepath.Join(dir, mode+".out")
+			env := append(testEnv(url, "warn-"+mode, "a"), "SOLO_ELECTION_MIN_REPLICAS=0", "SOLO_HTTP_ADDR=", "OUT="+out)
+			run := []string{"sh", "-c", "echo started >> \"$OUT\"; exec sleep 600"}
+			args := append([]string{"run", "--"}, run...)
+			if mode == "spread" {
+				cfgPath := filepath.Join(dir, "spread.yaml")
+				yaml := "election:\n  mode: spread\njobs:\n  - name: a\n    command: [\"sh\", \"-c\", \"echo started >> \\\"$OUT\\\"; exec sleep 600\"]\n"
+				if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				env, args = append(env, "SOLO_CONFIG="+cfgPath), []string{"run"}
+			}
+			p := startSolo(t, env, args...)
+			waitFor(t, 30*time.Second, "the program to start", func() bool {
+				data, _ := os.ReadFile(out)
+				return strings.Contains(string(data), "started")
+			})
+			o := p.output()
+			if n := strings.Count(o, "unsafe election settings for Sentinel"); n != 1 || !strings.Contains(o, "min_replicas 1") {
+				t.Fatalf("%d warnings, want one naming min_replicas 1:\n%s", n, o)
 			}
 		})
 	}
