@@ -1009,17 +1009,6 @@ func (l *lease) unref(ctx context.Context) {
 	}
 }
 
-// releaseLast deletes the lock for the term's last hold and stops the
-// watchdog.
-func (l *lease) releaseLast(ctx context.Context) (int64, error) {
-	l.end(ErrUnlocked) // every hold of the term ends before the lock can pass on
-	ctx, cancel := uncancelled(ctx)
-	defer cancel()
-	n, err := l.m.release(ctx, l.field, true)
-	l.finish(n, err)
-	return n, err
-}
-
 // finish records a release's answer: the term is over once its last hold
 // went (whatever Redis said: an unconfirmed release leaves the key to
 // expire) or Redis deleted the lock.
@@ -1117,7 +1106,11 @@ func (h *Hold) Context() context.Context { return h.ctx }
 // ErrRenewDeadline) when the hold was lost: nothing is then released, as
 // another owner may hold the lock already. ctx bounds the call (as does
 // RenewDeadline); the hold counts as unlocked either way, and a lock whose
-// release did not go through expires after its TTL.
+// release did not go through expires after its TTL. The last release is
+// sent even when ctx is done: when ctx's deadline is less than
+// RenewDeadline away (or past), it goes on a goroutine of the Client,
+// bounded by RenewDeadline, and Unlock returns by ctx's deadline, with
+// its error if no answer came by then.
 func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
@@ -1160,21 +1153,6 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return lostError(l.m.name, ErrLockLost)
 	}
 	return nil
-}
-
-// uncancelled returns ctx without its cancellation but with its deadline
-// and values: a release is sent even when ctx was cancelled (Unlock with
-// the hold's own context), and ctx's deadline still bounds it. cancel is
-// never nil.
-func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Done() == nil {
-		return ctx, func() {}
-	}
-	u := context.WithoutCancel(ctx)
-	if dl, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(u, dl)
-	}
-	return u, func() {}
 }
 
 // heldLostError is Lock's error for a carried hold that was lost: it
