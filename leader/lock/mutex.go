@@ -334,11 +334,14 @@ func grantCall(owner string) string {
 // late), or an attempt older than RenewInterval (the hold would have to
 // renew at once), is left to the next attempt, which adopts it. So is
 // every grant under MinReplicas: a release never waits for replicas, and
-// the adopting attempt pipelines its WAIT, as every acquire does.
+// the adopting attempt pipelines its WAIT, as every acquire does. So is a
+// grant while the Client's last read of the server's eviction policy was
+// not safe (grantable): the adopting attempt's acquire checks it.
 func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64) (h *Hold, err error, done bool) {
 	t, _, _ := strings.Cut(field, " ")
 	term, perr := strconv.ParseUint(t, 10, 64)
-	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 {
+	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 ||
+		!m.grantable() {
 		return nil, nil, false
 	}
 	h, err = m.held(ctx, ownerOf(field), acquireReply{code: codeAdopted, term: term, field: field}, sent)
