@@ -198,7 +198,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 				// field, never held; its outcome is known.
 				field := rep.fieldOf(owner)
 				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(field) })
-				call.spent = append(call.spent, field)
+				call.spend(field, grantOwn)
 				m.releaseField(ctx, field)
 			case !errors.Is(err, errNotSent):
 				// A call the batcher never sent took nothing; any other
@@ -245,7 +245,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 				m.endCall(ctx, &call, false)
 				return h, nil
 			}
-			call.spent = append(call.spent, rep.fieldOf(owner)) // held handed it back
+			call.spend(rep.fieldOf(owner), grantOwn) // held handed it back
 			if !wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return giveUp(err)
 			}
@@ -359,11 +359,20 @@ type lockCall struct {
 	// next attempt may adopt what one of them took; when the call ends,
 	// they are abandoned.
 	unknown []string
-	// spent lists the fields this call handed back (confirmed too late,
-	// or too few replicas): never held by it, as the hand-back may land
-	// after any later attempt. Only a grant can come back: its owner
+	// spent lists the grant fields this call handed back (confirmed too
+	// late, or too few replicas): never held by it, as the hand-back may
+	// land after any later attempt. Only a grant can come back: its owner
 	// "CALL.0" is adoptable by every attempt of the call.
 	spent []string
+}
+
+// spend records field, handed back by the call, in spent when its owner is
+// the call's grant owner grantOwn: no other field can be adopted again, so
+// spent does not grow with every failed attempt.
+func (c *lockCall) spend(field, grantOwn string) {
+	if grantOwn != "" && ownerOf(field) == grantOwn {
+		c.spent = append(c.spent, field)
+	}
 }
 
 // ownerOf returns the owner of a field "TERM OWNER".
