@@ -90,22 +90,31 @@ func TestRedis_CheckpointRunTwice(t *testing.T) {
 	}
 }
 
+// leased takes the lease as "a" after one acquire and release, which
+// load the scripts (a request answered NOSCRIPT ran nothing).
+func (r retried) leased(t *testing.T) leader.Record {
+	t.Helper()
+	ctx := context.Background()
+	_, rec, err := r.lock.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.lock.Release(ctx, rec.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, rec, err = r.lock.Acquire(ctx, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 // TestRedis_ReleaseRunTwice: go-redis re-sends a release whose
 // connection reset after the server ran it; the second run answers
 // "released", not ErrLeaseLost, and the next lease is taken as usual.
 func TestRedis_ReleaseRunTwice(t *testing.T) {
 	r := newRetried(t)
 	ctx := context.Background()
-	_, rec, err := r.lock.Acquire(ctx, "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.lock.Release(ctx, rec.Lease); err != nil { // loads the script
-		t.Fatal(err)
-	}
-	if _, rec, err = r.lock.Acquire(ctx, "a", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	rec := r.leased(t)
 	ran := func() bool { return r.direct.Exists(ctx, r.cfg.LeaseKey()).Val() == 0 }
 	if err := r.twice(t, ran, func() error { return r.lock.Release(ctx, rec.Lease) }); err != nil {
 		t.Fatalf("Release whose script ran twice: %v", err)
@@ -144,16 +153,7 @@ func TestRedis_ReleaseRerunAfterFollowerTook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rec, err := r.lock.Acquire(ctx, "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.lock.Release(ctx, rec.Lease); err != nil { // loads the script
-		t.Fatal(err)
-	}
-	if _, rec, err = r.lock.Acquire(ctx, "a", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	rec := r.leased(t)
 	var next leader.Record
 	ran := func() bool {
 		if r.direct.Exists(ctx, r.cfg.LeaseKey()).Val() != 0 {
