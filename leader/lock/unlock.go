@@ -18,19 +18,30 @@ func (l *lease) releaseLast(ctx context.Context) (int64, error) {
 	if !ok || time.Until(dl) >= l.m.cfg.RenewDeadline {
 		ctx, cancel := uncancelled(ctx)
 		defer cancel()
-		return l.sendLast(ctx)
+		n, err := l.m.release(ctx, l.field, true)
+		l.finish(n, err)
+		return n, err
 	}
 	type result struct {
 		n   int64
 		err error
 	}
 	ch := make(chan result, 1)
-	ctx = context.WithoutCancel(ctx) // m.release bounds it by RenewDeadline
+	ctx = context.WithoutCancel(ctx)
+	send := func() (int64, error) {
+		// Bounded by RenewDeadline in every mode (as an abandon is), also
+		// with a client that ignores deadlines: Close waits for it.
+		n, err := call(ctx, l.m.cfg.RenewDeadline, l.m.settle, func(ctx context.Context) (int64, error) {
+			return l.m.st.release(ctx, l.field, true)
+		})
+		l.finish(n, err)
+		return n, err
+	}
 	if !l.m.c.spawn(func() {
-		n, err := l.sendLast(ctx)
+		n, err := send()
 		ch <- result{n, err}
 	}) {
-		return l.sendLast(ctx) // closed: at once, best effort
+		return send() // closed: at once, best effort
 	}
 	t := time.NewTimer(time.Until(dl))
 	defer t.Stop()
@@ -40,13 +51,6 @@ func (l *lease) releaseLast(ctx context.Context) (int64, error) {
 	case <-t.C:
 		return 0, context.DeadlineExceeded
 	}
-}
-
-// sendLast sends the term's last release and records its answer.
-func (l *lease) sendLast(ctx context.Context) (int64, error) {
-	n, err := l.m.release(ctx, l.field, true)
-	l.finish(n, err)
-	return n, err
 }
 
 // uncancelled returns ctx without its cancellation but with its deadline
