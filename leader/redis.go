@@ -54,6 +54,7 @@ type RedisLock struct {
 	termKey        string
 	infoKey        string
 	candKey        string
+	noteKey        string        // the release's note, which no acquire clears (release.lua)
 	cpSeq          atomic.Uint64 // the last Checkpoint request's ID
 	releaseNoteMs  int64         // how long a release's note answers a second run of it (TTL)
 	spreadKey      string        // PREFIX:{NAME}:spread: a spread group of the name excludes this election
@@ -94,6 +95,7 @@ func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
 		termKey:        cfg.TermKey(),
 		infoKey:        cfg.InfoKey(),
 		candKey:        cfg.CandidatesKey(),
+		noteKey:        cfg.Key("released"),
 		spreadKey:      cfg.Key("spread"),
 		channel:        cfg.EventsChannel(),
 		renewMs:        cfg.RenewInterval.Milliseconds(),
@@ -180,7 +182,7 @@ func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) e
 // Release implements Lock. May return ErrLeaseLost.
 func (l *RedisLock) Release(ctx context.Context, lease Lease) error {
 	msg := eventMessage(Event{Kind: EventReleased, Lease: lease})
-	keys := []string{l.leaseKey, l.infoKey, l.candKey}
+	keys := []string{l.leaseKey, l.infoKey, l.candKey, l.noteKey}
 	n, err := releaseScript.Run(ctx, l.client, keys, lease.String(), l.channel, msg, lease.ID, l.releaseNoteMs).Int64()
 	if err != nil {
 		return fmt.Errorf("release %s: %w", l.leaseKey, err)

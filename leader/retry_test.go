@@ -90,22 +90,31 @@ func TestRedis_CheckpointRunTwice(t *testing.T) {
 	}
 }
 
+// leased takes the lease as "a" after one acquire and release, which
+// load the scripts (a request answered NOSCRIPT ran nothing).
+func (r retried) leased(t *testing.T) leader.Record {
+	t.Helper()
+	ctx := context.Background()
+	_, rec, err := r.lock.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.lock.Release(ctx, rec.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, rec, err = r.lock.Acquire(ctx, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 // TestRedis_ReleaseRunTwice: go-redis re-sends a release whose
 // connection reset after the server ran it; the second run answers
 // "released", not ErrLeaseLost, and the next lease is taken as usual.
 func TestRedis_ReleaseRunTwice(t *testing.T) {
 	r := newRetried(t)
 	ctx := context.Background()
-	_, rec, err := r.lock.Acquire(ctx, "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.lock.Release(ctx, rec.Lease); err != nil { // loads the script
-		t.Fatal(err)
-	}
-	if _, rec, err = r.lock.Acquire(ctx, "a", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	rec := r.leased(t)
 	ran := func() bool { return r.direct.Exists(ctx, r.cfg.LeaseKey()).Val() == 0 }
 	if err := r.twice(t, ran, func() error { return r.lock.Release(ctx, rec.Lease) }); err != nil {
 		t.Fatalf("Release whose script ran twice: %v", err)
@@ -117,7 +126,46 @@ func TestRedis_ReleaseRunTwice(t *testing.T) {
 	if got := r.direct.HGet(ctx, r.cfg.InfoKey(), "lease").Val(); got != next.Lease.String() {
 		t.Fatalf("info of the next lease: lease %q, want %q", got, next.Lease.String())
 	}
-	if err := r.lock.Release(ctx, rec.Lease); !errors.Is(err, leader.ErrLeaseLost) {
+	// The same release run again (its re-send landing after a follower
+	// took the next lease) answers as the first, and leaves the next
+	// lease alone; a release of a lease never released here is refused.
+	if err := r.lock.Release(ctx, rec.Lease); err != nil {
+		t.Fatalf("the same release run again under the next lease = %v, want nil", err)
+	}
+	if got := r.direct.Get(ctx, r.cfg.LeaseKey()).Val(); got != next.Lease.String() {
+		t.Fatalf("lease after a re-run release: %q, want the next lease %q", got, next.Lease.String())
+	}
+	stale := rec.Lease
+	stale.ID = "c"
+	if err := r.lock.Release(ctx, stale); !errors.Is(err, leader.ErrLeaseLost) {
 		t.Fatalf("a stale release under the next lease = %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestRedis_ReleaseRerunAfterFollowerTook: the release runs, its reply is
+// lost, a follower takes the lease on the "released" notice (its acquire
+// rewrites the info hash), and only then does go-redis's re-send land: it
+// still answers "released", not ErrLeaseLost.
+func TestRedis_ReleaseRerunAfterFollowerTook(t *testing.T) {
+	r := newRetried(t)
+	ctx := context.Background()
+	follower, err := leader.NewRedisLock(r.direct, r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := r.leased(t)
+	var next leader.Record
+	ran := func() bool {
+		if r.direct.Exists(ctx, r.cfg.LeaseKey()).Val() != 0 {
+			return false
+		}
+		_, next, err = follower.Acquire(ctx, "b", time.Minute)
+		return err == nil
+	}
+	if err := r.twice(t, ran, func() error { return r.lock.Release(ctx, rec.Lease) }); err != nil {
+		t.Fatalf("Release re-sent after a follower took lease %s: %v", next.Lease, err)
+	}
+	if got := r.direct.Get(ctx, r.cfg.LeaseKey()).Val(); got != next.Lease.String() {
+		t.Fatalf("lease after the re-sent release: %q, want the follower's %q", got, next.Lease.String())
 	}
 }

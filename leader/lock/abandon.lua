@@ -14,7 +14,11 @@ for i = 3, #ARGV do
   redis.call('ZADD', KEYS[2], now + life, ARGV[i])
 end
 if #ARGV >= 3 then
-  redis.call('PEXPIRE', KEYS[2], life)
+  -- never shorter: another Mutex of the name (a longer TTL) may keep
+  -- release marks and tombstones that must outlive this one
+  if redis.call('PTTL', KEYS[2]) < life then
+    redis.call('PEXPIRE', KEYS[2], life)
+  end
 end
 local h = redis.call('HKEYS', KEYS[1])
 if h[1] then

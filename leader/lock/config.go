@@ -172,7 +172,9 @@ func WithFixedLease(ttl time.Duration) Option {
 
 // WithFair makes waiters take the lock in the order they started waiting
 // (a FIFO queue in Redis, as Redisson's fair lock). See the package doc
-// for its cost.
+// for its cost. With MinReplicas, a head whose adopting acquire gets too
+// few replica acknowledgements hands the grant back and queues again at
+// the tail: it loses its place.
 func WithFair() Option {
 	return optionFunc(func(o *options) { o.fair = true })
 }

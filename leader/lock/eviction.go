@@ -87,3 +87,17 @@ func (l *lease) refreshEviction() {
 		}
 	}
 }
+
+// grantable reports, without a round trip, whether the guard's last
+// answer lets a fair grant become a hold: the server cannot evict, or INFO
+// cannot tell (an acquire goes on then too). While it may evict, or the
+// last read got no answer, the grant is left to the call's next attempt,
+// whose acquire checks the policy as every acquire does.
+func (m *Mutex) grantable() bool {
+	rs, ok := m.st.(*redisStore)
+	if !ok || rs.eviction == nil {
+		return true
+	}
+	s := rs.eviction.g.State()
+	return s == leader.EvictionSafe || s == leader.EvictionUnverified
+}

@@ -13,7 +13,11 @@ for i = 4, #ARGV do
   redis.call('ZADD', KEYS[2], now + life, ARGV[i])
 end
 if #ARGV >= 4 then
-  redis.call('PEXPIRE', KEYS[2], life)
+  -- never shorter: another Mutex of the name (a longer TTL) may keep
+  -- release marks and tombstones that must outlive this one
+  if redis.call('PTTL', KEYS[2]) < life then
+    redis.call('PEXPIRE', KEYS[2], life)
+  end
 end
 redis.call('LREM', KEYS[3], 0, ARGV[3])
 redis.call('ZREM', KEYS[4], ARGV[3])

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/lock"
 )
 
@@ -269,5 +270,46 @@ func TestFairRelease_StaleReleaseGrantsNothing(t *testing.T) {
 	}
 	if f := rdb.HKeys(t.Context(), base).Val(); len(f) != 1 || f[0] != lock.Field(hb) {
 		t.Fatalf("the lock is %v after A's stale release, want B's %q alone", f, lock.Field(hb))
+	}
+}
+
+// TestFairGrant_EvictionPolicyRefused: a fair release grants the lock to
+// a waiter whose Client last read that the server may evict (the policy
+// changed live while it waited). The grant must not become a hold without
+// the check every acquire makes: the waiter's Lock is refused with the
+// configuration error, as its next acquire would be.
+func TestFairGrant_EvictionPolicyRefused(t *testing.T) {
+	srv, rdb := startRedis(t)
+	name := lockName(t)
+	a := mustMutex(t, newLockClient(t, rdb), name, lock.WithFair())
+	ha, err := a.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrdb, hook := newRedis(t, srv.Addr()), &scriptHook{}
+	wrdb.AddHook(hook)
+	wc := newLockClient(t, wrdb)
+	cfg := lock.Config{TTL: 20 * time.Second, RenewInterval: 5 * time.Second, RenewDeadline: 15 * time.Second}
+	got := lockAsync(t, t.Context(), mustMutex(t, wc, name, lock.WithConfig(cfg), lock.WithFair()))
+	quiet(t, hook, 1)
+	for _, kv := range [][2]string{{"maxmemory", "100mb"}, {"maxmemory-policy", "volatile-lru"}} {
+		if err := rdb.ConfigSet(t.Context(), kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := lock.EvictionGuardOf(wc)
+	g.SetPeriod(time.Millisecond)
+	waitFor(t, func() bool { return errors.Is(g.Check(t.Context()), leader.ErrEvictionPolicy) })
+	if err := ha.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	if b.err == nil {
+		_ = b.h.Unlock(context.Background())
+		t.Fatalf("a fair grant became hold term %d on a Redis that may evict it (guard state %v); want ErrEvictionPolicy",
+			b.h.Term(), g.State())
+	}
+	if !errors.Is(b.err, leader.ErrEvictionPolicy) {
+		t.Fatalf("waiter: %v, want ErrEvictionPolicy", b.err)
 	}
 }

@@ -198,7 +198,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 				// field, never held; its outcome is known.
 				field := rep.fieldOf(owner)
 				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(field) })
-				call.spent = append(call.spent, field)
+				call.spend(field, grantOwn)
 				m.releaseField(ctx, field)
 			case !errors.Is(err, errNotSent):
 				// A call the batcher never sent took nothing; any other
@@ -245,7 +245,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 				m.endCall(ctx, &call, false)
 				return h, nil
 			}
-			call.spent = append(call.spent, rep.fieldOf(owner)) // held handed it back
+			call.spend(rep.fieldOf(owner), grantOwn) // held handed it back
 			if !wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return giveUp(err)
 			}
@@ -334,11 +334,14 @@ func grantCall(owner string) string {
 // late), or an attempt older than RenewInterval (the hold would have to
 // renew at once), is left to the next attempt, which adopts it. So is
 // every grant under MinReplicas: a release never waits for replicas, and
-// the adopting attempt pipelines its WAIT, as every acquire does.
+// the adopting attempt pipelines its WAIT, as every acquire does. So is a
+// grant while the Client's last read of the server's eviction policy was
+// not safe (grantable): the adopting attempt's acquire checks it.
 func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64) (h *Hold, err error, done bool) {
 	t, _, _ := strings.Cut(field, " ")
 	term, perr := strconv.ParseUint(t, 10, 64)
-	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 {
+	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 ||
+		!m.grantable() {
 		return nil, nil, false
 	}
 	h, err = m.held(ctx, ownerOf(field), acquireReply{code: codeAdopted, term: term, field: field}, sent)
@@ -356,11 +359,20 @@ type lockCall struct {
 	// next attempt may adopt what one of them took; when the call ends,
 	// they are abandoned.
 	unknown []string
-	// spent lists the fields this call handed back (confirmed too late,
-	// or too few replicas): never held by it, as the hand-back may land
-	// after any later attempt. Only a grant can come back: its owner
+	// spent lists the grant fields this call handed back (confirmed too
+	// late, or too few replicas): never held by it, as the hand-back may
+	// land after any later attempt. Only a grant can come back: its owner
 	// "CALL.0" is adoptable by every attempt of the call.
 	spent []string
+}
+
+// spend records field, handed back by the call, in spent when its owner is
+// the call's grant owner grantOwn: no other field can be adopted again, so
+// spent does not grow with every failed attempt.
+func (c *lockCall) spend(field, grantOwn string) {
+	if grantOwn != "" && ownerOf(field) == grantOwn {
+		c.spent = append(c.spent, field)
+	}
 }
 
 // ownerOf returns the owner of a field "TERM OWNER".
@@ -1009,17 +1021,6 @@ func (l *lease) unref(ctx context.Context) {
 	}
 }
 
-// releaseLast deletes the lock for the term's last hold and stops the
-// watchdog.
-func (l *lease) releaseLast(ctx context.Context) (int64, error) {
-	l.end(ErrUnlocked) // every hold of the term ends before the lock can pass on
-	ctx, cancel := uncancelled(ctx)
-	defer cancel()
-	n, err := l.m.release(ctx, l.field, true)
-	l.finish(n, err)
-	return n, err
-}
-
 // finish records a release's answer: the term is over once its last hold
 // went (whatever Redis said: an unconfirmed release leaves the key to
 // expire) or Redis deleted the lock.
@@ -1117,7 +1118,11 @@ func (h *Hold) Context() context.Context { return h.ctx }
 // ErrRenewDeadline) when the hold was lost: nothing is then released, as
 // another owner may hold the lock already. ctx bounds the call (as does
 // RenewDeadline); the hold counts as unlocked either way, and a lock whose
-// release did not go through expires after its TTL.
+// release did not go through expires after its TTL. The last release is
+// sent even when ctx is done: when ctx's deadline is less than
+// RenewDeadline away (or past), it goes on a goroutine of the Client,
+// bounded by RenewDeadline, and Unlock returns by ctx's deadline, with
+// its error if no answer came by then.
 func (h *Hold) Unlock(ctx context.Context) error {
 	if !h.unlocked.CompareAndSwap(false, true) {
 		return ErrNotHeld
@@ -1160,21 +1165,6 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return lostError(l.m.name, ErrLockLost)
 	}
 	return nil
-}
-
-// uncancelled returns ctx without its cancellation but with its deadline
-// and values: a release is sent even when ctx was cancelled (Unlock with
-// the hold's own context), and ctx's deadline still bounds it. cancel is
-// never nil.
-func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Done() == nil {
-		return ctx, func() {}
-	}
-	u := context.WithoutCancel(ctx)
-	if dl, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(u, dl)
-	}
-	return u, func() {}
 }
 
 // heldLostError is Lock's error for a carried hold that was lost: it

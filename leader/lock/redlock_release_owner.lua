@@ -15,7 +15,11 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local life = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], now + life, ARGV[1])
-redis.call('PEXPIRE', KEYS[3], life)
+-- never shorter: another Mutex of the name (a longer TTL) may keep
+-- release marks and tombstones that must outlive this one
+if redis.call('PTTL', KEYS[3]) < life then
+  redis.call('PEXPIRE', KEYS[3], life)
+end
 local done = 'released ' .. ARGV[1]
 local h = redis.call('HKEYS', KEYS[1])
 if h[1] then

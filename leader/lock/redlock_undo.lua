@@ -11,7 +11,11 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local life = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], now + life, ARGV[2])
-redis.call('PEXPIRE', KEYS[2], life)
+-- never shorter: another Mutex of the name (a longer TTL) may keep
+-- release marks and tombstones that must outlive this one
+if redis.call('PTTL', KEYS[2]) < life then
+  redis.call('PEXPIRE', KEYS[2], life)
+end
 local h = redis.call('HKEYS', KEYS[1])
 if h[1] then
   local sp = string.find(h[1], ' ', 1, true)

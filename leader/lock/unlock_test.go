@@ -56,3 +56,38 @@ func TestUnlock_StalledRedisKeepsDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestUnlock_PastDeadlineStillReleases: Unlock with a context whose
+// deadline has already passed (work under the hold outran the request's
+// timeout) still deletes the lock, at once, not a TTL later; both with
+// calls on the caller's goroutine and on a goroutine of their own.
+func TestUnlock_PastDeadlineStillReleases(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ctxTO bool
+	}{{"inline", true}, {"goroutine", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, check := startRedis(t)
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: tc.ctxTO})
+			t.Cleanup(func() { _ = rdb.Close() })
+			name := lockName(t)
+			m := mustMutex(t, newLockClient(t, rdb), name, lock.WithConfig(lock.Config{TTL: time.Minute}))
+			h, err := m.Lock(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Millisecond))
+			defer cancel()
+			err = h.Unlock(ctx)
+			key := "solo:{" + name + "}:lock"
+			deadline := time.Now().Add(5 * time.Second) // TTL is a minute
+			for check.Exists(t.Context(), key).Val() == 1 {
+				if time.Now().After(deadline) {
+					t.Fatalf("Unlock with a past deadline (err %v): the lock is still held %s later (TTL %s); no release was sent",
+						err, 5*time.Second, time.Minute)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
