@@ -243,11 +243,12 @@ func (g *EvictionGuard) read(ctx context.Context) error {
 }
 
 // evictionOf reads one server's INFO memory: its state, with the
-// *RedisConfigError when unsafe, why when unverified (INFO refused by the
-// ACL, or not a command there), and the call's error when INFO got no
-// answer (EvictionUnknown): an outage, or any other error reply (BUSY
-// while another client's script runs, LOADING), which says nothing of
-// the policy.
+// *RedisConfigError when unsafe, why when unverified (INFO refused: by
+// the ACL, not a command there, a server or proxy that does not serve
+// the section), and the call's error when INFO got no answer
+// (EvictionUnknown): an outage, or a passing error reply (BUSY while
+// another client's script runs, LOADING), which says nothing of the
+// policy.
 func evictionOf(ctx context.Context, c redis.Cmdable) (EvictionState, error) {
 	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
@@ -260,9 +261,20 @@ func evictionOf(ctx context.Context, c redis.Cmdable) (EvictionState, error) {
 }
 
 // infoRefused reports whether err is the server's lasting refusal of
-// INFO: an ACL's NOPERM, or an unknown command (renamed or disabled).
+// INFO: an error reply other than the passing ones a server gives while
+// busy, loading, or between masters (NOPERM, an unknown command, a
+// section it does not serve).
 func infoRefused(err error) bool {
-	return redis.HasErrorPrefix(err, "NOPERM") || redis.HasErrorPrefix(err, "unknown command")
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false // no reply at all
+	}
+	for _, passing := range []string{"BUSY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"} {
+		if redis.HasErrorPrefix(err, passing) {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseEviction reads INFO memory's text: EvictionUnsafe with a

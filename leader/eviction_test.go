@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -287,6 +288,22 @@ func TestEviction_BusyReplyKeepsVerdict(t *testing.T) {
 	}
 	if why := g.Unverified(); why == nil || !strings.Contains(why.Error(), "unknown command") {
 		t.Fatalf("INFO renamed: Unverified = %v, want the unknown command", why)
+	}
+}
+
+// A server that answers INFO memory with an error of its own (miniredis,
+// which the demo embeds: "section (memory) is not supported"; a proxy)
+// refuses it for good: unverified, and calls go on. Mutation: counting
+// every reply but NOPERM and an unknown command as no answer left the
+// demo on miniredis without a leader ("nobody was elected within 10s").
+func TestEviction_SectionNotServedIsUnverified(t *testing.T) {
+	mr := miniredis.RunT(t)
+	g := leader.NewEvictionGuard(newClient(t, mr.Addr()))
+	if err := g.Check(context.Background()); err != nil || g.State() != leader.EvictionUnverified {
+		t.Fatalf("Check = %v, state %v; want nil, unverified", err, g.State())
+	}
+	if why := g.Unverified(); why == nil || !strings.Contains(why.Error(), "not supported") {
+		t.Fatalf("Unverified = %v, want miniredis's refusal", why)
 	}
 }
 
