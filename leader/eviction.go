@@ -38,9 +38,10 @@ const (
 	EvictionUnknown EvictionState = iota
 	// EvictionSafe: no maxmemory, or maxmemory-policy noeviction.
 	EvictionSafe
-	// EvictionUnverified: INFO was refused (an ACL without +info: NOPERM,
-	// or an unknown command) or did not carry the two fields; calls go
-	// on. Any other error reply (BUSY, LOADING) is no answer.
+	// EvictionUnverified: INFO was refused (an ACL without +info: NOPERM;
+	// an unknown command; a section not served) or did not carry the two
+	// fields; calls go on. A passing error reply (BUSY, LOADING) is no
+	// answer.
 	EvictionUnverified
 	// EvictionUnsafe: the server may evict solo's keys; calls are refused.
 	EvictionUnsafe
