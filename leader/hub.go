@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/seeded"
 )
 
@@ -83,6 +84,7 @@ type Hub struct {
 	// before each take from a queue, which is then ordered by key: see
 	// seeded.SetSettle.
 	settle func(key string)
+	hooks  hooks.Hooks    // WithHooks
 	guard  *EvictionGuard // the eviction policy's check, shared by the hub's locks
 
 	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives

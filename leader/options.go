@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/internal/hooks"
 )
 
 // Option configures an Elector's collaborators.
@@ -16,6 +18,7 @@ type options struct {
 	logSet  bool // WithLogger was given a logger
 	metrics Metrics
 	hub     *Hub // WithHub; read by New only
+	hooks   hooks.Hooks
 }
 
 type optionFunc func(*options)

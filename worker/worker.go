@@ -14,6 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
 )
@@ -37,6 +38,7 @@ var errTermFailed = errors.New("failed term")
 // ends every job's context is cancelled and the worker waits for them
 // before the elector may release the lease.
 type Worker struct {
+	hooks    hooks.Hooks // WithHooks
 	elector  *leader.Elector
 	log      *zap.Logger
 	logSet   bool  // WithLogger was given

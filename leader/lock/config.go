@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -135,6 +136,7 @@ type options struct {
 	// settle: the simulator's (internal/lockseam.WithSettle); see
 	// Mutex.settle.
 	settle func()
+	hooks  hooks.Hooks // WithHooks
 }
 
 // WithInlineCalls makes Lock, TryLock and Unlock send their Redis call on
