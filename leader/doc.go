@@ -11,7 +11,7 @@
 //
 //	RenewInterval < RenewDeadline < TTL × (1 − Drift)
 //
-// all times taken on this host's monotonic clock when a request is sent:
+// times on this host's monotonic clock, from a request's send time:
 //
 //   - No two candidates run the function at the same instant, for every
 //     fault the lease covers (crash, partition, slow or stalled Redis, lost
@@ -34,14 +34,12 @@
 // budget wakes up still running; a Sentinel failover without
 // Config.MinReplicas can lose a fresh lease. Fence the writes with the term.
 //
-// The client is any redis.UniversalClient (single node, Sentinel, Cluster:
-// an election's keys share the hash tag {NAME}). Safety does not depend on
-// its timeouts. Many elections in one process share one pub/sub connection
+// The client is any redis.UniversalClient (single node, Sentinel,
+// Cluster); safety does not depend on its timeouts. Many elections in one process share one pub/sub connection
 // and pipelined renewals through a Hub. A call Redis refuses as a
 // configuration error (ACL, password, an evicting maxmemory-policy, a peer
 // of another protocol) wraps ErrRedisConfig or ErrProtocolSkew and is
 // logged once; the elector keeps trying.
 //
-// The contract in full — keys, scripts, the timing rules, the protocol — is
-// docs/design.md.
+// Keys, scripts, the timing rules and the protocol: docs/design.md.
 package leader
