@@ -344,7 +344,7 @@ func contendReport(ps []contendPeer, runs map[string][]contendRun, pinErr error,
 		return spreadOf(xs)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "The waiter's side of a contended lock (issue 25): %d goroutines of one process block on one key "+
+	fmt.Fprintf(&b, "The waiter's side of a contended lock: %d goroutines of one process block on one key "+
 		"with the peer's blocking lock, hold it %s, release it and (pause 0) block again at once, or after a pause. "+
 		"The wait is from the blocking call to its return, for every acquisition; handed to another is the share of "+
 		"acquisitions whose previous holder was another goroutine; the shares are each goroutine's part of the "+

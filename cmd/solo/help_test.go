@@ -25,19 +25,19 @@ func helpOf(t *testing.T, args ...string) string {
 }
 
 // Every flag a command registers is in its --help, in `solo --help` and
-// in README's command reference (issue 14, point 8). Mutation: a flag
-// added to runCommand and not to README fails with `README's command
+// in docs/cli.md's command reference. Mutation: a flag added to
+// runCommand and not to docs/cli.md fails with `docs/cli.md's command
 // reference lacks run's flag --exit-on-give-up` (checked by removing it).
 func TestHelp_ListsEveryFlag(t *testing.T) {
 	overview := helpOf(t, "--help")
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	cli, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := string(readme)
+	ref := string(cli)
 	start := strings.Index(ref, "### Command reference")
 	if start < 0 {
-		t.Fatal("README.md has no \"### Command reference\"")
+		t.Fatal("docs/cli.md has no \"### Command reference\"")
 	}
 	ref = ref[start:]
 	ref = ref[:strings.Index(ref, "\n## ")]
@@ -47,7 +47,7 @@ func TestHelp_ListsEveryFlag(t *testing.T) {
 			t.Errorf("solo %s --help and solo help %s differ", d.name, d.name)
 		}
 		if !strings.Contains(overview, "  "+d.name+" ") || !strings.Contains(ref, "`solo "+d.name) {
-			t.Errorf("command %s missing from solo --help or README", d.name)
+			t.Errorf("command %s missing from solo --help or docs/cli.md", d.name)
 		}
 		for _, want := range []string{"usage:", "exit codes:", "examples:"} {
 			if !strings.Contains(help, want) {
@@ -63,7 +63,7 @@ func TestHelp_ListsEveryFlag(t *testing.T) {
 			if len(n) == 1 {
 				dashed = "-" + n
 			}
-			// Spelled as README spells it (issue 24, item 7). Old code:
+			// Spelled as docs/cli.md spells it. Old code:
 			// "solo run --help lacks its flag --child-exit-code" (it printed
 			// "  -child-exit-code").
 			if !strings.Contains(help, "  "+dashed+"\n") && !strings.Contains(help, "  "+dashed+" ") {
@@ -73,7 +73,7 @@ func TestHelp_ListsEveryFlag(t *testing.T) {
 				t.Errorf("solo --help lacks %s's flag %s", d.name, dashed)
 			}
 			if !strings.Contains(ref, "`"+dashed) {
-				t.Errorf("README's command reference lacks %s's flag %s", d.name, dashed)
+				t.Errorf("docs/cli.md's command reference lacks %s's flag %s", d.name, dashed)
 			}
 		}
 		if d.config && !strings.Contains(help, "SOLO_ELECTION_TTL") || d.name == "run" && !strings.Contains(help, "SOLO_JOB") {
@@ -90,7 +90,7 @@ func TestHelp_ListsEveryFlag(t *testing.T) {
 }
 
 // The exit codes documented are exactly the exit* constants of the
-// command, and README lists each. Mutation: a new constant exitFoo = 7
+// command, and docs/cli.md lists each. Mutation: a new constant exitFoo = 7
 // fails with "exit codes in the code [0 1 2 3 4 5 6 7 126 127], in the
 // help [0 1 2 3 4 5 6 126 127]".
 func TestHelp_ExitCodesAreTheConstants(t *testing.T) {
@@ -132,12 +132,12 @@ func TestHelp_ExitCodesAreTheConstants(t *testing.T) {
 	if !slices.Equal(inCode, inHelp) {
 		t.Fatalf("exit codes in the code %v, in the help %v", inCode, inHelp)
 	}
-	readme, _ := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	cli, _ := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	overview := helpOf(t, "--help")
 	for _, c := range inHelp {
 		s := strconv.Itoa(c)
-		if !strings.Contains(string(readme), "| "+s+" |") && !strings.Contains(string(readme), " "+s+", ") && !strings.Contains(string(readme), ", "+s+" |") {
-			t.Errorf("README lacks exit code %d", c)
+		if !strings.Contains(string(cli), "| "+s+" |") && !strings.Contains(string(cli), " "+s+", ") && !strings.Contains(string(cli), ", "+s+" |") {
+			t.Errorf("docs/cli.md lacks exit code %d", c)
 		}
 		if !strings.Contains(overview, "  "+s+"  ") {
 			t.Errorf("solo --help lacks exit code %d", c)

@@ -22,20 +22,20 @@ func read(t *testing.T, path string) string {
 	return string(b)
 }
 
-func TestREADME_QuickStartIsTheBasicExampleVerbatim(t *testing.T) {
-	readme, basic := read(t, "README.md"), read(t, "examples/basic/main.go")
-	if !strings.Contains(readme, "```go\n"+basic+"```") {
-		t.Fatal("README.md does not contain examples/basic/main.go verbatim in a ```go block")
+func TestLibrary_QuickStartIsTheBasicExampleVerbatim(t *testing.T) {
+	doc, basic := read(t, "docs/library.md"), read(t, "examples/basic/main.go")
+	if !strings.Contains(doc, "```go\n"+basic+"```") {
+		t.Fatal("docs/library.md does not contain examples/basic/main.go verbatim in a ```go block")
 	}
 }
 
 // The worker snippet is a program that compiles (go vet ./... builds it).
-// Mutation: deleting its import block from README.md fails this with the
-// message below.
-func TestREADME_WorkerSnippetIsTheQuickstartVerbatim(t *testing.T) {
-	readme, src := read(t, "README.md"), read(t, "internal/docs/workerquickstart/main.go")
-	if !strings.Contains(readme, "```go\n"+src+"```") {
-		t.Fatal("README.md does not contain internal/docs/workerquickstart/main.go verbatim in a ```go block")
+// Mutation: deleting its import block from docs/library.md fails this with
+// the message below.
+func TestLibrary_WorkerSnippetIsTheQuickstartVerbatim(t *testing.T) {
+	doc, src := read(t, "docs/library.md"), read(t, "internal/docs/workerquickstart/main.go")
+	if !strings.Contains(doc, "```go\n"+src+"```") {
+		t.Fatal("docs/library.md does not contain internal/docs/workerquickstart/main.go verbatim in a ```go block")
 	}
 }
 

@@ -79,7 +79,39 @@ func await(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestSnippet_Fx starts README's fx application: the job takes the graph's
+// TestSnippet_Start runs README's library start against a real
+// redis-server: the job gets a term, and Run returns nil once its context
+// ends.
+func TestSnippet_Start(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	terms := make(chan uint64, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- startSnippet(ctx, rdb, func(ctx context.Context, term uint64) error {
+			terms <- term
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	select {
+	case term := <-terms:
+		if term == 0 {
+			t.Fatal("the job got term 0")
+		}
+	case err := <-done:
+		t.Fatalf("Run returned before the job ran: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job did not run within 30s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestSnippet_Fx starts docs/library.md's fx application: the job takes the graph's
 // *fence.Guard and writes with guard.Do(ctx, fn); the worker claimed the
 // term in that guard before the job ran.
 //
@@ -124,7 +156,7 @@ func TestSnippet_Fx(t *testing.T) {
 	}
 }
 
-// TestSnippet_Spread runs README's spread snippet until every shard and
+// TestSnippet_Spread runs docs/library.md's spread snippet until every shard and
 // the refunds job wrote through the fence with their own tokens.
 func TestSnippet_Spread(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
@@ -162,10 +194,10 @@ func TestSnippet_Spread(t *testing.T) {
 	}
 }
 
-// TestSnippet_Lock runs README's lock snippet: its one fenced write under
+// TestSnippet_Lock runs docs/library.md's lock snippet: its one fenced write under
 // the hold claims the hold's term and goes through.
 //
-// Before (README's snippet called guard.Do with h.Term() and h.Holder()
+// Before (the snippet called guard.Do with h.Term() and h.Holder()
 // and no Claim):
 //
 //	fence: term not claimed: election "lock-account-42": term …: no row in solo_fence
@@ -185,7 +217,7 @@ func TestSnippet_Lock(t *testing.T) {
 	}
 }
 
-// TestSnippet_Fence runs README's fence snippet in a worker's job, then
+// TestSnippet_Fence runs docs/library.md's fence snippet in a worker's job, then
 // again with a term older than one claimed since: refused.
 func TestSnippet_Fence(t *testing.T) {
 	db := openDB(t)
@@ -230,8 +262,8 @@ func TestSnippet_Fence(t *testing.T) {
 	}
 }
 
-// TestSnippet_WorkerQuickstart builds and runs README's worker quick start
-// (internal/docs/workerquickstart, verbatim in README.md) against a real
+// TestSnippet_WorkerQuickstart builds and runs the worker quick start
+// (internal/docs/workerquickstart, verbatim in docs/library.md) against a real
 // redis-server: it leads, runs its pull job, and stops cleanly on SIGTERM.
 func TestSnippet_WorkerQuickstart(t *testing.T) {
 	srv := redistest.Start(t)

@@ -16,13 +16,28 @@ import (
 	"github.com/solo-run/solo/worker"
 )
 
-// The README's fragments, each between a "// README:NAME" line and a
-// "// README:end" line: TestDocs_EveryGoSnippetRuns finds every ```go
+// The docs' fragments (README.md, docs/library.md), each between a
+// "// README:NAME" line and a "// README:end" line: TestDocs_EveryGoSnippetRuns finds every ```go
 // block of the docs here (or in a file it names), and the tests in
 // snippets_run_test.go run each fragment against a real redis-server and
 // SQLite.
 
-// fxSnippet is README's fx wiring.
+// startSnippet is README's library start; consume is the job.
+func startSnippet(ctx context.Context, client redis.UniversalClient, consume func(context.Context, uint64) error) error {
+	// README:start
+	e, err := leader.New(client, leader.Config{Name: "orders-sync"})
+	if err != nil {
+		return err
+	}
+	// Run campaigns until ctx ends, calling fn for every term this instance wins.
+	return e.Run(ctx, func(ctx context.Context) error {
+		term, _ := leader.TermFrom(ctx) // the fencing term: the fence refuses lower ones
+		return consume(ctx, term)       // ctx is cancelled before the lease can pass on
+	})
+	// README:end
+}
+
+// fxSnippet is docs/library.md's fx wiring.
 func fxSnippet(newRedisClient, newLogger, newDB, newGuard, NewConsumeOrders any) *fx.App {
 	// README:fx
 	app := fx.New(
@@ -59,7 +74,7 @@ func (j *ConsumeOrders) Run(ctx context.Context) error {
 
 // README:end
 
-// spreadSnippet is README's spread snippet.
+// spreadSnippet is docs/library.md's spread snippet.
 func spreadSnippet(ctx context.Context, client redis.UniversalClient, log *zap.Logger, metrics *worker.Metrics, guard *fence.Guard,
 	consumeRefunds func(context.Context) error, consumeOrders func(context.Context, int) error) error {
 	// README:spread
@@ -76,7 +91,7 @@ func spreadSnippet(ctx context.Context, client redis.UniversalClient, log *zap.L
 	// README:end
 }
 
-// lockSnippet is README's lock snippet.
+// lockSnippet is docs/library.md's lock snippet.
 func lockSnippet(ctx context.Context, rdb redis.UniversalClient, guard *fence.Guard) error {
 	// README:lock
 	c, err := lock.NewClient(rdb) // one per process: it owns one pub/sub connection
@@ -106,7 +121,7 @@ func lockSnippet(ctx context.Context, rdb redis.UniversalClient, guard *fence.Gu
 	// README:end
 }
 
-// fenceSnippet is README's fence snippet; ctx is a job's.
+// fenceSnippet is docs/library.md's fence snippet; ctx is a job's.
 func fenceSnippet(ctx context.Context, db *sql.DB) error {
 	// README:fence
 	g, err := fence.New(db) // SQLite (modernc) or PostgreSQL (pgx); placeholders handled

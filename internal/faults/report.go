@@ -19,11 +19,12 @@ import (
 	"time"
 )
 
-// The hand-written parts of docs/faults.md: how to run and read the suite,
-// and which change to leader makes which row fail.
+// The hand-written parts of docs/faults.md: how to run and read the suite
+// (guide.md), and which change to leader makes which row fail. The
+// narratives of past runs stay in notes.md, which the report leaves out.
 var (
-	//go:embed notes.md
-	notesMD string
+	//go:embed guide.md
+	guideMD string
 	//go:embed mutations.md
 	mutationsMD string
 )
@@ -172,9 +173,8 @@ func (r *Report) Row(name string) *RowStats {
 	return s
 }
 
-// rowOrder is the order of the rows in docs/faults.md (that of the fault
-// table in issue 5): a row is ranked by the first of these its name
-// contains; others go last.
+// rowOrder is the order of the rows in docs/faults.md: a row is ranked by
+// the first of these its name contains; others go last.
 var rowOrder = []string{
 	"leader SIGKILL", "graceful stop (SIGTERM)", "graceful stop (resign)",
 	"leader SIGSTOP 0.5", "leader SIGSTOP 1.5", "leader SIGSTOP 3.0",
@@ -265,7 +265,7 @@ func (r *Report) Markdown(p Profile, failed bool) string {
 		s.mu.Unlock()
 	}
 	b.WriteString("\n")
-	b.WriteString(notesMD)
+	b.WriteString(guideMD)
 	b.WriteString("\n")
 	b.WriteString(mutationsMD)
 	return b.String()

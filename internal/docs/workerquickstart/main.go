@@ -1,4 +1,4 @@
-// Command workerquickstart is README's worker snippet, complete: one zap
+// Command workerquickstart is docs/library.md's worker snippet, complete: one zap
 // logger for the worker and its elector, a pull job and a cron job.
 package main
 
