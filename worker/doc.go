@@ -49,10 +49,10 @@
 // (default), ModeStandby (never leads) and ModeAlways (no election;
 // unsafe, logged as such).
 //
-// Spread (NewSpread, SpreadModule, mode spread in solo's config) runs every
-// job — every shard of a Sharded job — as an election of its own under one
-// leader.Hub, and spreads the jobs over the live instances of a group:
-// members heartbeat in Redis, an instance runs at most ceil(jobs/members)
+// Spread (NewSpread, workerfx.SpreadModule, mode spread in solo's
+// config) runs every job — every shard of a Sharded job — as an election
+// of its own under one leader.Hub, and spreads the jobs over the live
+// instances of a group: members heartbeat in Redis, an instance runs at most ceil(jobs/members)
 // jobs (per job, only the members that registered it count), sheds the
 // excess gracefully (Resign: drain, release, notice) and campaigns while
 // below its share. A group and an election of the same name in ModeElect
@@ -66,9 +66,7 @@
 // start a job whose function an earlier Run left running past the
 // shutdown timeout.
 //
-// Module wires one election and its jobs for go.uber.org/fx: the
-// application passes the election's leader.Config and options, provides a
-// redis.UniversalClient, and adds jobs to the module's value group
-// (AsJob); Named lets one application run several elections. Package
-// leader has no fx dependency: this module is the only fx wiring.
+// Package worker/workerfx wires a Worker or a Spread for go.uber.org/fx,
+// and worker/workerprom exports the metrics (WithMetrics) to Prometheus:
+// this package depends on neither.
 package worker

@@ -22,6 +22,7 @@ import (
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/leadertest"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // A job that fails on every instance no longer moves between them for
@@ -57,7 +58,7 @@ func TestWorker_GivesUpAfterMaxFailedTermsAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 		reg := prometheus.NewRegistry()
-		m, err := worker.NewMetrics(reg)
+		m, err := workerprom.New(reg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestWorker_GivesUpAfterMaxFailedTermsAcrossInstances(t *testing.T) {
 			t.Fatalf("%c: solo_worker_gave_up = %v, want 1", 'a'+i, g)
 		}
 		rec := httptest.NewRecorder()
-		worker.Handler(in.w, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		worker.Handler(in.w).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "3 failed terms in a row") &&
 			!strings.Contains(rec.Body.String(), "4 failed terms in a row") {
 			t.Fatalf("%c: /readyz = %d %q, want 503 naming the count", 'a'+i, rec.Code, rec.Body.String())

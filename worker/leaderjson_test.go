@@ -64,7 +64,7 @@ type spreadBody struct {
 func spreadServed(t *testing.T, s *worker.Spread) spreadBody {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
 	var b spreadBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != 200 {
 		t.Fatalf("/leader: %d %v %s", rec.Code, err, rec.Body)

@@ -22,7 +22,7 @@ func TestHandler_LivezIgnoresAHungRenewal(t *testing.T) {
 		if err := in.w.Pull("job", func(ctx context.Context) error { <-ctx.Done(); return nil }); err != nil {
 			t.Fatal(err)
 		}
-		h := worker.Handler(in.w, nil)
+		h := worker.Handler(in.w)
 		livez := func() int {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/livez", nil))

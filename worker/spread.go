@@ -19,7 +19,6 @@ import (
 
 	"github.com/solo-run/solo/internal/bounded"
 	"github.com/solo-run/solo/internal/rediserr"
-	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -129,9 +128,6 @@ type Spread struct {
 	base   *zap.Logger // the logger given (WithLogger), for the electors
 	member string
 	kick   chan struct{}
-	// settle, set only by the module's simulator (internal/seeded), runs
-	// before each step reads the jobs' state: see seeded.SetSettle.
-	settle func(key string)
 
 	mu      sync.Mutex
 	running bool
@@ -192,7 +188,7 @@ type unit struct {
 
 // ModeSpread is the configuration mode (solo's election.mode) that runs the
 // jobs under a Spread instead of one election. A Worker does not take it:
-// build a Spread (NewSpread, SpreadModule).
+// build a Spread (NewSpread, workerfx.SpreadModule).
 const ModeSpread Mode = "spread"
 
 // electorKey is the context key of a spread job's elector.
@@ -255,20 +251,17 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	if client == nil {
 		return nil, errors.New("worker: nil redis client")
 	}
-	probe, err := leader.New(client, cfg)
+	var probeW Worker
+	for _, o := range opts {
+		o.apply(&probeW)
+	}
+	probe, err := leader.New(client, cfg, leader.WithHooks(probeW.hooks))
 	if err != nil {
 		return nil, err
 	}
 	cfg = probe.Config() // defaults applied; ID now has its random part
 	if err := sc.Validate(cfg); err != nil {
 		return nil, fmt.Errorf("worker: spread: %w", err)
-	}
-	var probeW Worker
-	for _, o := range opts {
-		o.apply(&probeW)
-	}
-	if probeW.optErr != nil {
-		return nil, probeW.optErr
 	}
 	switch probeW.mode {
 	case "", ModeElect, ModeSpread:
@@ -291,7 +284,6 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 		return nil, err
 	}
 	s := &Spread{
-		settle: seeded.Settle(client),
 		client: client,
 		cfg:    cfg,
 		sc:     sc.withDefaults(cfg),
@@ -307,7 +299,7 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 		s.base = probeW.log
 	}
 	s.log = s.base.Named("spread").With(zap.String("group", cfg.Name), zap.String("member", s.member))
-	tmpl.metrics.initGroup(cfg.Name)
+	tmpl.metrics.SpreadCreated(cfg.Name)
 	return s, nil
 }
 
@@ -346,9 +338,9 @@ func (s *Spread) campaigning() []*unit {
 	return out
 }
 
-// heartbeatAnswered reports whether Redis answered a heartbeat of the
+// HeartbeatAnswered reports whether Redis answered a heartbeat of the
 // current Run (accepted it, or refused it as a configuration error).
-func (s *Spread) heartbeatAnswered() bool {
+func (s *Spread) HeartbeatAnswered() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.answered
@@ -436,14 +428,16 @@ func (s *Spread) Run(ctx context.Context) error {
 	}()
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
 
-	hub := leader.NewHub(s.client)
+	hooks := s.tmpl.hooks
+	hub := leader.NewHub(s.client, leader.WithHooks(hooks))
 	defer hub.Close()
 	units := make([]*unit, 0, len(jobs))
 	for _, j := range jobs {
 		c := s.cfg
 		c.Name, c.ID = s.Election(j.name), s.member
 		m := s.tmpl.metrics.Elector(c.Name)
-		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base), leader.WithMetrics(m))
+		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base), leader.WithMetrics(m),
+			leader.WithHooks(hooks))
 		if err != nil {
 			return err
 		}
@@ -557,9 +551,7 @@ type control struct {
 // step heartbeats and rebalances once.
 func (c *control) step() {
 	s := c.s
-	if s.settle != nil {
-		s.settle("spread")
-	}
+	s.tmpl.hooks.SettleAt("spread")
 	s.mu.Lock()
 	var held []string
 	for _, u := range c.units {
@@ -589,7 +581,7 @@ func (c *control) step() {
 	s.answered = s.answered || err == nil || config
 	s.mu.Unlock()
 	if config {
-		s.tmpl.metrics.redisConfigError(s.cfg.Name)
+		s.tmpl.metrics.HeartbeatConfigError(s.cfg.Name)
 		if !c.misconfig {
 			s.log.Error("heartbeat refused by redis: a configuration error, retrying will not cure it; fix it (the member retries every heartbeat meanwhile; its jobs stop once its membership lapses, member_ttl after its last accepted heartbeat)",
 				zap.Error(err))

@@ -41,9 +41,8 @@ type Worker struct {
 	hooks    hooks.Hooks // WithHooks
 	elector  *leader.Elector
 	log      *zap.Logger
-	logSet   bool  // WithLogger was given
-	optErr   error // a module-only Option given to New
-	metrics  *Metrics
+	logSet   bool // WithLogger was given
+	metrics  Metrics
 	policy   Policy
 	mode     Mode
 	loc      *time.Location
@@ -80,21 +79,14 @@ type Fence interface {
 	Claim(ctx context.Context, election string, term uint64, holder string) error
 }
 
-// Option configures a Worker (New, NewSpread) or a Module (Module,
-// SpreadModule). A Worker option given to a Module configures the module's
-// worker; the module-only options (Named, WithHTTP, FailFast) make New and
-// NewSpread fail.
+// Option configures a Worker (New) or the workers of a Spread (NewSpread).
 type Option interface {
 	apply(*Worker)
-	applyModule(*moduleOptions)
 }
 
 type optionFunc func(*Worker)
 
 func (f optionFunc) apply(w *Worker) { f(w) }
-
-// applyModule passes a Worker option on to the module's worker.
-func (f optionFunc) applyModule(o *moduleOptions) { o.worker = append(o.worker, f) }
 
 // WithLogger sets the logger; the worker logs under the name "worker".
 // The elector logs through it too (under "leader") unless it was given a
@@ -108,10 +100,15 @@ func WithLogger(log *zap.Logger) Option {
 	})
 }
 
-// WithMetrics sets the Prometheus metrics to update. Default: none. Pass
-// the same Metrics to the elector (Metrics.Elector) for the leader gauges.
-func WithMetrics(m *Metrics) Option {
-	return optionFunc(func(w *Worker) { w.metrics = m })
+// WithMetrics sets the metrics to update (worker/workerprom's for
+// Prometheus). Default: none. Pass the elector m.Elector(name) for the
+// election's own.
+func WithMetrics(m Metrics) Option {
+	return optionFunc(func(w *Worker) {
+		if m != nil {
+			w.metrics = m
+		}
+	})
 }
 
 // WithPolicy sets the failure policy of pull jobs. Zero fields keep their
@@ -198,15 +195,13 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	w := &Worker{
 		elector: e,
 		log:     zap.NewNop(),
+		metrics: NopMetrics{},
 		policy:  DefaultPolicy(),
 		mode:    ModeElect,
 		loc:     time.UTC,
 	}
 	for _, o := range opts {
 		o.apply(w)
-	}
-	if w.optErr != nil {
-		return nil, w.optErr
 	}
 	switch w.mode {
 	case ModeElect, ModeStandby, ModeAlways:
@@ -220,7 +215,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 		e.UseLogger(w.log) // no-op when the elector has a logger already
 	}
 	cfg := e.Config()
-	w.metrics.initWorker(cfg.Name)
+	w.metrics.WorkerCreated(cfg.Name)
 	w.log = w.log.Named("worker").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID))
 	return w, nil
 }
@@ -298,7 +293,7 @@ func (w *Worker) Add(j Job) error {
 		return fmt.Errorf("worker: job %q registered twice", name)
 	}
 	w.jobs = append(w.jobs, r)
-	w.metrics.initJob(w.elector.Config().Name, name)
+	w.metrics.JobAdded(w.elector.Config().Name, name)
 	return nil
 }
 
@@ -401,7 +396,7 @@ func (w *Worker) electTerm(ctx context.Context, jobs []*job, stop context.Cancel
 		w.log.Warn("cannot read the count of failed terms; running the term", zap.Error(err), zap.Uint64("term", term))
 	}
 	n := v % failedTermsBase
-	w.metrics.failedTerms(election, n)
+	w.metrics.FailedTerms(election, n)
 	if int(n) >= w.policy.MaxFailedTerms && w.ownFailed > 0 {
 		w.giveUp(n, stop)
 		return nil // releases the lease: the next candidate finds the count too
@@ -423,7 +418,7 @@ func (w *Worker) electTerm(ctx context.Context, jobs []*job, stop context.Cancel
 				return
 			}
 			reset = true
-			w.metrics.failedTerms(election, 0)
+			w.metrics.FailedTerms(election, 0)
 		})
 	}
 	err = w.term(ctx, jobs, w.elector.Checkpoint, healthy)
@@ -446,7 +441,7 @@ func (w *Worker) electTerm(ctx context.Context, jobs []*job, stop context.Cancel
 		return err
 	}
 	n = next % failedTermsBase
-	w.metrics.failedTerms(election, n)
+	w.metrics.FailedTerms(election, n)
 	if int(n) >= w.policy.MaxFailedTerms {
 		w.giveUp(n, stop)
 	}
@@ -460,7 +455,7 @@ func (w *Worker) giveUp(n int64, stop context.CancelCauseFunc) {
 	if w.gaveUp.CompareAndSwap(nil, &err) {
 		w.log.Error("giving up: the election's jobs keep failing on every instance", zap.Int64("failed_terms", n),
 			zap.Int("max_failed_terms", w.policy.MaxFailedTerms))
-		w.metrics.gaveUpNow(w.elector.Config().Name)
+		w.metrics.GaveUp(w.elector.Config().Name)
 	}
 	stop(err)
 }
@@ -520,8 +515,8 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healt
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	runs := &runningSet{names: map[string]int{}, running: func(name string, delta float64) {
-		w.metrics.jobRunningAdd(w.elector.Config().Name, name, delta)
+	runs := &runningSet{names: map[string]int{}, running: func(name string, delta int) {
+		w.metrics.JobRunning(w.elector.Config().Name, name, delta)
 	}}
 	giveUp := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -583,7 +578,7 @@ func (w *Worker) claimFence(ctx context.Context, log *zap.Logger, election strin
 		if ctx.Err() != nil {
 			return nil
 		}
-		w.metrics.fenceClaimFailed(election)
+		w.metrics.FenceClaimFailed(election)
 		if failures >= p.MaxFailures {
 			log.Error("fence claim failed repeatedly; resigning so another instance tries",
 				zap.Error(err), zap.Int("failures", failures))
@@ -618,7 +613,7 @@ func (w *Worker) drain(log *zap.Logger, wg *sync.WaitGroup, runs *runningSet) {
 	for _, name := range runs.list() {
 		log.Error("job ignores cancellation: still running past the stop budget",
 			zap.String("job", name), zap.Duration("stop_budget", budget))
-		w.metrics.jobOverrun(w.elector.Config().Name, name)
+		w.metrics.JobOverran(w.elector.Config().Name, name)
 	}
 	<-done
 	log.Info("overrunning jobs returned")
@@ -646,7 +641,7 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 		if ctx.Err() != nil {
 			return
 		}
-		w.metrics.jobRun(election, j.name, err)
+		w.metrics.JobRan(election, j.name, err)
 		if time.Since(started) >= p.RestartBackoffMax {
 			// It ran healthily for a while: this failure starts a new streak.
 			failures, backoff = 0, p.RestartBackoff
@@ -691,7 +686,7 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 		if !sleep(ctx, delay) {
 			return
 		}
-		w.metrics.jobRestart(election, j.name)
+		w.metrics.JobRestarted(election, j.name)
 	}
 }
 
@@ -732,7 +727,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 type runningSet struct {
 	mu      sync.Mutex
 	names   map[string]int
-	running func(name string, delta float64)
+	running func(name string, delta int)
 }
 
 func (r *runningSet) add(name string) {
