@@ -26,7 +26,7 @@ import (
 )
 
 // A job that fails on every instance no longer moves between them for
-// ever (issue 14, point 6): after max_failed_terms failed terms in a row,
+// ever: after max_failed_terms failed terms in a row,
 // counted in Redis across both instances, both stop campaigning, say so
 // once in the log, in solo_worker_gave_up and in /readyz.
 //
@@ -189,7 +189,7 @@ func TestWorker_SuccessResetsFailedTerms(t *testing.T) {
 // The count keeps counting after a reset, at real terms (server µs, so
 // the value is about 1.8e18, far above 2^53) on a real Redis: a failed
 // term, a term that is healthy first and then fails (reset, then +1), and
-// two more failed terms reach max_failed_terms 3 (issue 22, finding 13).
+// two more failed terms reach max_failed_terms 3.
 //
 // Mutation: with checkpoint.lua comparing values as Lua doubles (the old
 // tonumber), term×1000 + 1 equals term×1000, the failed term after the

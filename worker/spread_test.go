@@ -220,7 +220,7 @@ func TestSpread_BadInput(t *testing.T) {
 	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{MinHold: -1}); err == nil {
 		t.Error("negative min_hold accepted")
 	}
-	// Issue 22, finding 14: accepted and never counted before.
+	// Refused: a Spread keeps no count of failed terms.
 	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{}, worker.WithPolicy(worker.Policy{MaxFailedTerms: 3})); err == nil ||
 		err.Error() != "worker: spread: invalid max_failed_terms 3: not supported when spreading jobs (election.mode spread): set it to 0" {
 		t.Errorf("max_failed_terms in a spread: %v", err)

@@ -23,7 +23,7 @@ import (
 	"github.com/solo-run/solo/worker/workerfx"
 )
 
-// Issue 23, item 3, for an embedding service (Module and SpreadModule):
+// For an embedding service (Module and SpreadModule):
 // an ACL that lacks a rule solo needs does not crash the host; it is
 // logged once at error level with the fix, counted in
 // solo_election_redis_config_errors_total (at 0 from the start), and

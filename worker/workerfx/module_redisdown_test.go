@@ -71,7 +71,7 @@ func startApp(t *testing.T, app *fx.App, addr string) (get func(path string) (in
 	}
 }
 
-// Redis is not a start-up dependency of the host service (issue 23): with
+// Redis is not a start-up dependency of the host service: with
 // Redis down the fx app starts and serves, /livez and /readyz answer 200
 // (/readyz says Redis is unreachable), solo_election_redis_up is 0, and
 // the job starts once Redis is back. Then, with this instance leading,

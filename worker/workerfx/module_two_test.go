@@ -29,7 +29,7 @@ func (j *namedJob) Run(ctx context.Context) error {
 	return nil
 }
 
-// One fx app runs two elections (issue 13, point 1): two worker.Module
+// One fx app runs two elections: two workerfx.Module
 // instances with name tags against a real redis-server; each leads its own
 // election and runs its own job, and only its own (both jobs are named
 // "consume"). Mutation: billing's job given to orders' group
