@@ -14,7 +14,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
-	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -103,14 +102,13 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	election := w.elector.Config().Name
-	settle := seeded.SettleFrom(ctx)
 	// fire starts one run of e for ticks, in order (one tick, or two when a
 	// late loop runs a missed tick once), unless e's previous run is still
 	// going: then the ticks are skipped. Each run carries its own ticks.
 	fire := func(e *cronEntry, ticks ...time.Time) {
 		if !e.running.CompareAndSwap(false, true) {
 			e.log.Info("tick skipped: the previous run is still going", zap.Times("ticks", ticks))
-			w.metrics.ticksSkipped(election, e.job.name, len(ticks))
+			w.metrics.TicksSkipped(election, e.job.name, len(ticks))
 			return
 		}
 		wg.Go(func() {
@@ -149,14 +147,12 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 			return
 		case <-t.C:
 		}
-		if settle != nil {
-			// The simulator's (internal/seeded): a previous run ending at
-			// this instant has ended before fire looks, and an end of ctx
-			// at this instant wins over the tick, whichever the select saw.
-			settle("cron " + election)
-			if ctx.Err() != nil {
-				return
-			}
+		// Under the simulator's hooks, a previous run ending at this
+		// instant has ended before fire looks. An end of ctx at this
+		// instant wins over the tick, whichever the select saw.
+		w.hooks.SettleAt("cron " + election)
+		if ctx.Err() != nil {
+			return
 		}
 		now := time.Now().In(w.loc)
 		for _, e := range entries {
@@ -192,7 +188,7 @@ func (w *Worker) fireDue(e *cronEntry, now time.Time, fire func(*cronEntry, ...t
 			zap.Time("due", due), zap.Int("missed", missed), zap.Time("tick", latest))
 	default:
 		fire(e, due)
-		w.metrics.ticksSkipped(w.elector.Config().Name, j.name, missed)
+		w.metrics.TicksSkipped(w.elector.Config().Name, j.name, missed)
 		e.log.Info("scheduler ran late: skipping the ticks missed after the due one",
 			zap.Time("due", due), zap.Int("missed", missed), zap.Time("first", first), zap.Time("last", latest))
 	}
@@ -252,7 +248,7 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	default:
 		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
 			zap.Time("first", first), zap.Time("last", latest))
-		w.metrics.ticksSkipped(w.elector.Config().Name, j.name, missed)
+		w.metrics.TicksSkipped(w.elector.Config().Name, j.name, missed)
 	}
 	return j.schedule.Next(now)
 }
@@ -391,7 +387,7 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 	default:
 		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
 			zap.Time("first", first), zap.Time("last", latest))
-		w.metrics.ticksSkipped(w.elector.Config().Name, j.name, missed)
+		w.metrics.TicksSkipped(w.elector.Config().Name, j.name, missed)
 	}
 	if len(ticks) > 0 {
 		fire(e, ticks...)
@@ -428,7 +424,7 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 			return
 		case err != nil:
 			log.Warn("cannot record the tick; skipped", zap.Error(err))
-			w.metrics.jobRun(election, j.name, fmt.Errorf("record tick: %w", err))
+			w.metrics.JobRan(election, j.name, fmt.Errorf("record tick: %w", err))
 			return
 		}
 	}
@@ -466,7 +462,7 @@ func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick t
 		if err == nil || errors.Is(err, leader.ErrCheckpointNotAdvanced) {
 			return nil // fired now, or before: whether it completed decides
 		}
-		w.metrics.jobRun(w.elector.Config().Name, j.name, fmt.Errorf("record tick: %w", err))
+		w.metrics.JobRan(w.elector.Config().Name, j.name, fmt.Errorf("record tick: %w", err))
 		if errors.Is(err, leader.ErrNoCheckpoints) {
 			return finalError{err}
 		}
@@ -540,7 +536,7 @@ func (w *Worker) runTick(ctx context.Context, log *zap.Logger, j *job, tick time
 			log.Error("cron job panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			err = fmt.Errorf("panic: %v", r)
 		}
-		w.metrics.jobRun(w.elector.Config().Name, j.name, err)
+		w.metrics.JobRan(w.elector.Config().Name, j.name, err)
 	}()
 	return j.run(withTick(ctx, tick))
 }

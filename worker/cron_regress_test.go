@@ -17,30 +17,25 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/leadertest"
 )
 
 type cronRig struct {
 	w    *Worker
-	m    *Metrics
+	m    *countMetrics
 	logs *observer.ObservedLogs
 }
 
 // newCronRig returns a worker on lock; TTL 3s, renew 1s, deadline 2s.
 func newCronRig(t *testing.T, lock leader.Lock, opts ...Option) *cronRig {
 	t.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := &countMetrics{n: map[string]float64{}}
 	core, logs := observer.New(zapcore.InfoLevel)
 	log := zap.New(core)
 	c := leader.Config{Name: "jobs", ID: "a", TTL: 3 * time.Second, RenewInterval: time.Second,
@@ -57,6 +52,36 @@ func newCronRig(t *testing.T, lock leader.Lock, opts ...Option) *cronRig {
 }
 
 // start runs the worker until the returned stop is called.
+// countMetrics counts what a Worker reports, by "WHAT ELECTION JOB".
+type countMetrics struct {
+	NopMetrics
+	mu sync.Mutex
+	n  map[string]float64
+}
+
+func (m *countMetrics) add(key string, v float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n[key] += v
+}
+
+func (m *countMetrics) get(key string) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n[key]
+}
+
+func (m *countMetrics) JobRan(election, job string, err error) {
+	m.add("runs "+election+" "+job, 1)
+	if err != nil {
+		m.add("failures "+election+" "+job, 1)
+	}
+}
+
+func (m *countMetrics) TicksSkipped(election, job string, n int) {
+	m.add("skipped "+election+" "+job, float64(n))
+}
+
 func (r *cronRig) start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -68,7 +93,7 @@ func (r *cronRig) start() (stop func()) {
 }
 
 func (r *cronRig) skipped(job string) float64 {
-	return testutil.ToFloat64(r.m.jobSkipped.WithLabelValues("jobs", job))
+	return r.m.get("skipped jobs " + job)
 }
 
 func (r *cronRig) count(msg string) int { return len(r.logs.FilterMessageSnippet(msg).All()) }
@@ -367,8 +392,8 @@ func TestCron_SkipIfStillRunning(t *testing.T) {
 	})
 }
 
-// TestCron_SettleBeforeSkipCheck: with the simulator's settle in Run's
-// context (internal/seeded.WithSettle), a run that ends at the very
+// TestCron_SettleBeforeSkipCheck: with the simulator's settle in the
+// worker's hooks (WithHooks), a run that ends at the very
 // instant of the next tick has ended when the loop checks it, so the tick
 // runs, in every one of 20 runs; without it which of the two goroutines
 // the scheduler ran first decided.
@@ -379,7 +404,7 @@ func TestCron_SkipIfStillRunning(t *testing.T) {
 func TestCron_SettleBeforeSkipCheck(t *testing.T) {
 	for i := range 20 {
 		synctest.Test(t, func(t *testing.T) {
-			r := newCronRig(t, leadertest.New())
+			r := newCronRig(t, leadertest.New(), WithHooks(hooks.Hooks{Settle: func(string) { time.Sleep(time.Nanosecond) }}))
 			k := &ticks{base: time.Now().UTC()}
 			if err := r.w.Cron("edge", "@every 1s", func(ctx context.Context) error {
 				tick, _ := TickFrom(ctx)
@@ -393,7 +418,7 @@ func TestCron_SettleBeforeSkipCheck(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(seeded.WithSettle(context.Background(), func(string) { time.Sleep(time.Nanosecond) }))
+			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { _ = r.w.Run(ctx); close(done) }()
 			time.Sleep(2500 * time.Millisecond)
@@ -431,8 +456,8 @@ func TestCron_PanicRecovered(t *testing.T) {
 				if got := k.String(); got != "[2 3]" {
 					t.Errorf("ran %s after the panic, want [2 3]", got)
 				}
-				runs := testutil.ToFloat64(r.m.jobRuns.WithLabelValues("jobs", "fragile"))
-				failures := testutil.ToFloat64(r.m.jobFailures.WithLabelValues("jobs", "fragile"))
+				runs := r.m.get("runs jobs fragile")
+				failures := r.m.get("failures jobs fragile")
 				if runs != 3 || failures != 1 {
 					t.Errorf("runs %v failures %v, want 3 and 1", runs, failures)
 				}

@@ -12,7 +12,7 @@ import (
 	"github.com/solo-run/solo/worker"
 )
 
-// "@every 10s" keeps one cadence across terms (issue 14, point 11): a term
+// "@every 10s" keeps one cadence across terms: a term
 // shorter than the interval, a graceful handover and a crash whose lease
 // expires do not shift it. Its ticks are the multiples of 10s since the
 // epoch, the same on every instance.

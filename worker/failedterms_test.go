@@ -22,10 +22,11 @@ import (
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/leadertest"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // A job that fails on every instance no longer moves between them for
-// ever (issue 14, point 6): after max_failed_terms failed terms in a row,
+// ever: after max_failed_terms failed terms in a row,
 // counted in Redis across both instances, both stop campaigning, say so
 // once in the log, in solo_worker_gave_up and in /readyz.
 //
@@ -57,7 +58,7 @@ func TestWorker_GivesUpAfterMaxFailedTermsAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 		reg := prometheus.NewRegistry()
-		m, err := worker.NewMetrics(reg)
+		m, err := workerprom.New(reg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestWorker_GivesUpAfterMaxFailedTermsAcrossInstances(t *testing.T) {
 			t.Fatalf("%c: solo_worker_gave_up = %v, want 1", 'a'+i, g)
 		}
 		rec := httptest.NewRecorder()
-		worker.Handler(in.w, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		worker.Handler(in.w).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "3 failed terms in a row") &&
 			!strings.Contains(rec.Body.String(), "4 failed terms in a row") {
 			t.Fatalf("%c: /readyz = %d %q, want 503 naming the count", 'a'+i, rec.Code, rec.Body.String())
@@ -188,7 +189,7 @@ func TestWorker_SuccessResetsFailedTerms(t *testing.T) {
 // The count keeps counting after a reset, at real terms (server µs, so
 // the value is about 1.8e18, far above 2^53) on a real Redis: a failed
 // term, a term that is healthy first and then fails (reset, then +1), and
-// two more failed terms reach max_failed_terms 3 (issue 22, finding 13).
+// two more failed terms reach max_failed_terms 3.
 //
 // Mutation: with checkpoint.lua comparing values as Lua doubles (the old
 // tonumber), term×1000 + 1 equals term×1000, the failed term after the

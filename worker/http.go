@@ -6,9 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/solo-run/solo/leader"
 )
 
@@ -110,8 +107,9 @@ func (w *Worker) info(ctx context.Context) leaderInfo {
 }
 
 // Handler serves /livez and /readyz (neither depends on being leader: a
-// follower is healthy), /leader (the election as JSON: election, holder, candidates, self) and, when gatherer is
-// not nil, /metrics.
+// follower is healthy) and /leader (the election as JSON: election,
+// holder, candidates, self). /metrics is the metrics owner's to add
+// (workerprom.Handler).
 //
 // /livez is for a liveness probe: it reflects this process's own health
 // only, never Redis reachability nor leadership. It fails (503, with the
@@ -121,7 +119,7 @@ func (w *Worker) info(ctx context.Context) leaderInfo {
 // renew deadline. A renewal that fails or hangs because Redis is down or
 // frozen keeps /livez at 200: restarting the process would not bring
 // Redis back, and would restart every instance at once.
-func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
+func Handler(w *Worker) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") }
 	cfg := w.elector.Config()
@@ -161,10 +159,10 @@ func Handler(w *Worker, gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))
 	})
-	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
+	handleLeader(mux, func(ctx context.Context) (any, bool) {
 		info := w.info(ctx)
 		return info, info.Error != ""
-	}, gatherer)
+	})
 	return mux
 }
 
@@ -189,10 +187,9 @@ func writeText(rw http.ResponseWriter, code int, body string) {
 	_, _ = rw.Write([]byte(body + "\n"))
 }
 
-// handleLeaderMetrics adds to mux GET /leader, which serves info (asked
-// within 2 s) as indented JSON, with 503 when info reports it failed, and,
-// when gatherer is not nil, GET /metrics.
-func handleLeaderMetrics(mux *http.ServeMux, info func(context.Context) (body any, failed bool), gatherer prometheus.Gatherer) {
+// handleLeader adds to mux GET /leader, which serves info (asked within
+// 2 s) as indented JSON, with 503 when info reports it failed.
+func handleLeader(mux *http.ServeMux, info func(context.Context) (body any, failed bool)) {
 	mux.HandleFunc("GET /leader", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -205,7 +202,4 @@ func handleLeaderMetrics(mux *http.ServeMux, info func(context.Context) (body an
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(body)
 	})
-	if gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	}
 }

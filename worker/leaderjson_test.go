@@ -64,7 +64,7 @@ type spreadBody struct {
 func spreadServed(t *testing.T, s *worker.Spread) spreadBody {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
 	var b spreadBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || rec.Code != 200 {
 		t.Fatalf("/leader: %d %v %s", rec.Code, err, rec.Body)
@@ -72,8 +72,8 @@ func spreadServed(t *testing.T, s *worker.Spread) spreadBody {
 	return b
 }
 
-// TestAssignment_JSON: an Assignment's holder (a *leader.Holder since the
-// API review) marshals in elect mode's words, as a Worker's /leader does:
+// TestAssignment_JSON: an Assignment's holder (a *leader.Holder)
+// marshals in elect mode's words, as a Worker's /leader does:
 // ttl_ms the lease length, ttl_left_ms the time left, renew_ms and value.
 // Before, a Spread's /leader put the time left in ttl_ms, always wrote
 // ttl_left_ms 0 and left out renew_ms and value.

@@ -12,7 +12,7 @@ import (
 	"github.com/solo-run/solo/worker"
 )
 
-// /livez reflects this process only (issue 23): a renewal that hangs on a
+// /livez reflects this process only : a renewal that hangs on a
 // frozen Redis keeps it at 200 up to the deadline, where the leader steps
 // down; a follower and a renewing leader pass too.
 func TestHandler_LivezIgnoresAHungRenewal(t *testing.T) {
@@ -22,7 +22,7 @@ func TestHandler_LivezIgnoresAHungRenewal(t *testing.T) {
 		if err := in.w.Pull("job", func(ctx context.Context) error { <-ctx.Done(); return nil }); err != nil {
 			t.Fatal(err)
 		}
-		h := worker.Handler(in.w, nil)
+		h := worker.Handler(in.w)
 		livez := func() int {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/livez", nil))

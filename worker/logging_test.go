@@ -15,8 +15,8 @@ import (
 	"github.com/solo-run/solo/worker"
 )
 
-// One logger, given to the worker only, carries the elector's lines too
-// (issue 14, point 13); an elector with a logger of its own keeps it.
+// One logger, given to the worker only, carries the elector's lines
+// too; an elector with a logger of its own keeps it.
 // Mutation: without the UseLogger call in worker.New this fails with
 // "elector lines through the worker's logger: 0, want the elected line of
 // a-01725607074c only".

@@ -12,7 +12,7 @@ import (
 )
 
 // Every series an operator alerts on exists from the start with its zero
-// value (issue 23): a follower that never led exports
+// value: a follower that never led exports
 // solo_election_leader 0, counters exist at 0, and solo_job_running
 // counts the runs in progress.
 func TestMetrics_ZeroValuesFromStartAndRunningGauge(t *testing.T) {

@@ -56,13 +56,13 @@ func TestSpread_ReadyzFailsOnProtocolSkew(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	h := s.Handler(nil)
+	h := s.Handler()
 	readyz := func() (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		return rec.Code, rec.Body.String()
 	}
-	waitFor(t, "/readyz to fail on the protocol 2 holder", func() bool {
+	within(t, "/readyz to fail on the protocol 2 holder", func() bool {
 		code, body := readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "job j: not campaigning (version skew)") &&
 			strings.Contains(body, "speaks protocol 2")
@@ -73,5 +73,5 @@ func TestSpread_ReadyzFailsOnProtocolSkew(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job did not run once the protocol 2 holder was gone")
 	}
-	waitFor(t, "/readyz to pass", func() bool { code, _ := readyz(); return code == http.StatusOK })
+	within(t, "/readyz to pass", func() bool { code, _ := readyz(); return code == http.StatusOK })
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/leader"
@@ -152,10 +151,11 @@ func LookupMembers(ctx context.Context, client redis.UniversalClient, cfg leader
 }
 
 // Handler serves, for a Spread, /livez (fails while a job's renewal loop
-// is wedged, as Handler does for one election; never for Redis), /readyz, /leader
-// (the group and its assignment as JSON: group, member, members, share,
-// jobs [Assignment], conflict) and, when gatherer is not nil, /metrics.
-func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
+// is wedged, as Handler does for one election; never for Redis), /readyz
+// and /leader (the group and its assignment as JSON: group, member,
+// members, share, jobs [Assignment], conflict). /metrics is the metrics
+// owner's to add (workerprom.Handler).
+func (s *Spread) Handler() http.Handler {
 	mux := http.NewServeMux()
 	tolerance := (s.cfg.RenewDeadline - s.cfg.RenewInterval) / 2
 	mux.HandleFunc("GET /livez", func(rw http.ResponseWriter, _ *http.Request) {
@@ -188,9 +188,9 @@ func (s *Spread) Handler(gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeText(rw, http.StatusOK, "ok")
 	})
-	handleLeaderMetrics(mux, func(ctx context.Context) (any, bool) {
+	handleLeader(mux, func(ctx context.Context) (any, bool) {
 		info := s.info(ctx)
 		return info, info.Error != ""
-	}, gatherer)
+	})
 	return mux
 }

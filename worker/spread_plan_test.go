@@ -26,8 +26,7 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// TestPlan: the share counts only the members able to run a job (issue
-// 22, finding 15), and a job that nobody with room can take is rescued by
+// TestPlan: the share counts only the members able to run a job, and a job that nobody with room can take is rescued by
 // the least loaded member able to run it.
 func TestPlan(t *testing.T) {
 	twelve := jobNames("j", 12)

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // startMember runs a Spread of group with the jobs j and k (recording into
@@ -26,17 +28,25 @@ func startMember(t *testing.T, client redis.UniversalClient, k *tracker, group, 
 // readyz returns s's /readyz.
 func readyz(s *worker.Spread) (int, string) {
 	rec := httptest.NewRecorder()
-	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	return rec.Code, rec.Body.String()
 }
 
 // within polls cond every 20ms for up to 10s.
+// scrape gathers reg in the text format.
+func scrape(t *testing.T, reg *prometheus.Registry) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Code, rec.Body.String()
+}
+
 func within(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out (10s) waiting for %s", what)
+			t.Fatalf("timed out (30s) waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -66,7 +76,7 @@ func TestSpread_RefusalClearsAtShare(t *testing.T) {
 		client.HSet(ctx, jc.InfoKey(), "lease", holder, "proto", "2", "proto_min", "2")
 		client.PExpire(ctx, jc.InfoKey(), time.Minute)
 		reg := prometheus.NewRegistry()
-		m, err := worker.NewMetrics(reg)
+		m, err := workerprom.New(reg)
 		if err != nil {
 			t.Fatal(err)
 		}

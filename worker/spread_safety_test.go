@@ -54,7 +54,7 @@ func (k *tracker) slowJob(inst, name string, slow *atomic.Bool, drain time.Durat
 // TestSpread_ShedRenewsWhileDraining: a job shed to rebalance is resigned
 // in every respect: its lease is renewed while it drains, however long
 // past TTL and shutdown_timeout that takes, and no other member starts it
-// before it returned (issue 22, finding 11).
+// before it returned.
 //
 // Mutation: with the old shed (Resign bounded by ShutdownTimeout + TTL,
 // then the campaign cancelled, i.e. a shutdown: renewing stops at
@@ -143,7 +143,7 @@ func (in *electInst) stop() {
 }
 
 // TestSpread_ModeSwitchExcludes: the modes of one name exclude each other
-// (issue 22, finding 12). An elect-mode worker leads the name "sw" and
+// An elect-mode worker leads the name "sw" and
 // runs job00 and job01; spread members of the group "sw" with the same
 // jobs start beside it: they refuse to join (and say why in Info) and run
 // nothing. The documented switch — stop the old mode's instances — hands
@@ -257,7 +257,7 @@ func (k *tracker) waitRunning(t *testing.T, timeout time.Duration, jobs ...strin
 }
 
 // TestSpread_ShareCountsCapableMembers: a member counts toward the share
-// of a job only if it registered that job (issue 22, finding 15). In a
+// of a job only if it registered that job. In a
 // mixed group — a and b run job00..job02, c (a newer version, say) runs
 // only "other" — every job runs somewhere, and a and b split job00..02
 // 2/1, as if c were not there; with a and b capable of job00 only beside
@@ -336,7 +336,7 @@ func (f *failHeartbeats) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // its jobs once its membership is unconfirmed for member_ttl, so that
 // they have stopped before its exclusion entry lets an elect-mode
 // candidate of the name in; the candidate then runs them, never beside
-// the member (issue 22, finding 12).
+// the member.
 //
 // Mutation: without the lapse (jobs run on while heartbeats fail) this
 // fails with "job job00 runs on a and e at once".
@@ -359,7 +359,7 @@ func TestSpread_MembershipLapseStopsJobs(t *testing.T) {
 // leaves the members at once (the others rebalance) but keeps its
 // exclusion entry until its jobs have returned: an elect-mode candidate
 // of the name waiting for the group takes the jobs only after a job that
-// drains slowly on shutdown returned (issue 22, finding 12).
+// drains slowly on shutdown returned.
 //
 // Mutation: with the exclusion entry removed in the first leave (before
 // the jobs stop) this fails with "job job00 runs on a and e at once".

@@ -18,8 +18,8 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
-	"github.com/solo-run/solo/leader/leadertest"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
 // tracker records which spreadInst runs which job, and fails the test when
@@ -196,7 +196,7 @@ func TestSpread_Sharded(t *testing.T) {
 		t.Error("not every shard started")
 	}
 	rec := httptest.NewRecorder()
-	s.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/leader", nil))
 	var served spreadBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &served); err != nil || rec.Code != 200 || len(served.Jobs) != 4 ||
 		served.Members[0].ID != s.Member() || served.Share != 4 || served.Jobs[3].Holder == nil {
@@ -220,24 +220,10 @@ func TestSpread_BadInput(t *testing.T) {
 	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{MinHold: -1}); err == nil {
 		t.Error("negative min_hold accepted")
 	}
-	// Issue 22, finding 14: accepted and never counted before.
+	// Refused: a Spread keeps no count of failed terms.
 	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{}, worker.WithPolicy(worker.Policy{MaxFailedTerms: 3})); err == nil ||
 		err.Error() != "worker: spread: invalid max_failed_terms 3: not supported when spreading jobs (election.mode spread): set it to 0" {
 		t.Errorf("max_failed_terms in a spread: %v", err)
-	}
-	// One Option type for New, NewSpread and the modules: a module-only
-	// option is refused by name.
-	if _, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{}, worker.WithHTTP(":0")); err == nil ||
-		err.Error() != "worker: WithHTTP is an option of Module and SpreadModule, not of New or NewSpread" {
-		t.Errorf("WithHTTP given to NewSpread: %v", err)
-	}
-	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := worker.New(e, worker.WithPolicy(worker.DefaultPolicy()), worker.Named("x")); err == nil ||
-		err.Error() != "worker: Named is an option of Module and SpreadModule, not of New or NewSpread" {
-		t.Errorf("Named given to New: %v", err)
 	}
 	s, err := worker.NewSpread(client, spreadConfig("g"), worker.SpreadConfig{})
 	if err != nil {
@@ -276,8 +262,8 @@ func TestSpreadModule_RunsShardsPerElection(t *testing.T) {
 	app := fxtest.New(t,
 		fx.NopLogger,
 		fx.Provide(func() redis.UniversalClient { return client }),
-		worker.SpreadModule(cfg, worker.SpreadConfig{}),
-		fx.Provide(fx.Annotate(shards, fx.ResultTags(`group:"`+worker.JobGroup+`,flatten"`))),
+		workerfx.SpreadModule(cfg, worker.SpreadConfig{}),
+		fx.Provide(fx.Annotate(shards, fx.ResultTags(`group:"`+workerfx.JobGroup+`,flatten"`))),
 		fx.Populate(&s),
 	)
 	app.RequireStart()

@@ -13,8 +13,7 @@ import (
 	"github.com/solo-run/solo/worker"
 )
 
-// Cron schedules are in UTC by default, not in the host's zone (issue 14,
-// point 11): hosts set to different zones fire the same instant.
+// Cron schedules are in UTC by default, not in the host's zone: hosts set to different zones fire the same instant.
 // Mutation: with time.Local as New's default this fails with "ticks []
 // (UTC), want [2000-01-01 02:00:00 +0000 UTC]" (the host here is UTC+9).
 func TestWorker_CronDefaultsToUTC(t *testing.T) {

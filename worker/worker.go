@@ -16,7 +16,6 @@ import (
 
 	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
-	"github.com/solo-run/solo/leader/fence"
 )
 
 // ErrRunning is returned when jobs are registered or Run is called while
@@ -41,9 +40,8 @@ type Worker struct {
 	hooks    hooks.Hooks // WithHooks
 	elector  *leader.Elector
 	log      *zap.Logger
-	logSet   bool  // WithLogger was given
-	optErr   error // a module-only Option given to New
-	metrics  *Metrics
+	logSet   bool // WithLogger was given
+	metrics  Metrics
 	policy   Policy
 	mode     Mode
 	loc      *time.Location
@@ -80,116 +78,6 @@ type Fence interface {
 	Claim(ctx context.Context, election string, term uint64, holder string) error
 }
 
-// Option configures a Worker (New, NewSpread) or a Module (Module,
-// SpreadModule). A Worker option given to a Module configures the module's
-// worker; the module-only options (Named, WithHTTP, FailFast) make New and
-// NewSpread fail.
-type Option interface {
-	apply(*Worker)
-	applyModule(*moduleOptions)
-}
-
-type optionFunc func(*Worker)
-
-func (f optionFunc) apply(w *Worker) { f(w) }
-
-// applyModule passes a Worker option on to the module's worker.
-func (f optionFunc) applyModule(o *moduleOptions) { o.worker = append(o.worker, f) }
-
-// WithLogger sets the logger; the worker logs under the name "worker".
-// The elector logs through it too (under "leader") unless it was given a
-// logger of its own (leader.WithLogger): one logger is enough for both.
-// Default: no logging.
-func WithLogger(log *zap.Logger) Option {
-	return optionFunc(func(w *Worker) {
-		if log != nil {
-			w.log, w.logSet = log, true
-		}
-	})
-}
-
-// WithMetrics sets the Prometheus metrics to update. Default: none. Pass
-// the same Metrics to the elector (Metrics.Elector) for the leader gauges.
-func WithMetrics(m *Metrics) Option {
-	return optionFunc(func(w *Worker) { w.metrics = m })
-}
-
-// WithPolicy sets the failure policy of pull jobs. Zero fields keep their
-// defaults (DefaultPolicy()).
-func WithPolicy(p Policy) Option {
-	return optionFunc(func(w *Worker) {
-		if p.MaxFailures > 0 {
-			w.policy.MaxFailures = p.MaxFailures
-		}
-		if p.RestartBackoff > 0 {
-			w.policy.RestartBackoff = p.RestartBackoff
-		}
-		if p.RestartBackoffMax > 0 {
-			w.policy.RestartBackoffMax = p.RestartBackoffMax
-		}
-		if p.MaxFailedTerms > 0 {
-			w.policy.MaxFailedTerms = p.MaxFailedTerms
-		}
-	})
-}
-
-// WithMode sets the mode: ModeElect (default) runs jobs only while the
-// elector leads; ModeStandby never leads and only observes; ModeAlways
-// runs the jobs without any election, as the old fetch=true flag did —
-// unsafe when more than one instance runs it, and logged as such.
-func WithMode(m Mode) Option {
-	return optionFunc(func(w *Worker) {
-		if m != "" {
-			w.mode = m
-		}
-	})
-}
-
-// WithFence makes the worker claim every term it wins in f, before any job
-// of the term runs, with the election's name, the term and the elector's ID
-// as the holder: from then on f refuses the writes of every older term, so
-// jobs need not claim themselves. A Claim that fails (refused, or the
-// database unreachable) is logged and counted in
-// solo_fence_claim_failures_total and retried with the pull jobs' back-off
-// (Policy.RestartBackoff doubling up to RestartBackoffMax); no job runs
-// meanwhile. After Policy.MaxFailures failures in a row the worker resigns
-// the term (it sits out one election) so that another instance tries. It
-// does not tell a refusal from an outage: a refused Claim (a higher term
-// stored) normally means this term is already lost, which ends it anyway.
-// ModeAlways has no term and claims nothing. Default: none (a job's first
-// fence.Guard.Do of a term claims it, after whatever the job read before;
-// claim before any job when jobs read what they then write).
-func WithFence(f Fence) Option {
-	return optionFunc(func(w *Worker) { w.fence = f })
-}
-
-// WithOnLeaderChange calls fn for every change of the election's
-// leadership while Run runs — the current leader first, then each
-// election, release, resignation and expiry, this instance's own terms
-// included (leader.Elector.Observe) — in order, from one goroutine that
-// the Worker owns: Run starts it, and stops and awaits it before
-// returning. fn must not block for long: changes queue behind it. It runs
-// in every mode (in ModeAlways there is no election of this worker's, but
-// other instances' may be observed). Default: none.
-func WithOnLeaderChange(fn func(leader.Change)) Option {
-	return optionFunc(func(w *Worker) { w.onChange = fn })
-}
-
-// WithLocation sets the time zone of cron schedules without a CRON_TZ=
-// (or TZ=) prefix; a prefix wins. Default: UTC, not the host's zone
-// (time.Local): the leader fires the ticks, and leadership moves between
-// hosts that may be set to different zones, so "0 2 * * *" would fire at a
-// different instant after every failover (and a tick could run twice, or
-// not at all, across it). Pass time.Local only when every instance has
-// the same zone.
-func WithLocation(loc *time.Location) Option {
-	return optionFunc(func(w *Worker) {
-		if loc != nil {
-			w.loc = loc
-		}
-	})
-}
-
 // New returns a Worker whose jobs run under e's leadership.
 func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	if e == nil {
@@ -198,15 +86,13 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	w := &Worker{
 		elector: e,
 		log:     zap.NewNop(),
+		metrics: NopMetrics{},
 		policy:  DefaultPolicy(),
 		mode:    ModeElect,
 		loc:     time.UTC,
 	}
 	for _, o := range opts {
 		o.apply(w)
-	}
-	if w.optErr != nil {
-		return nil, w.optErr
 	}
 	switch w.mode {
 	case ModeElect, ModeStandby, ModeAlways:
@@ -220,7 +106,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 		e.UseLogger(w.log) // no-op when the elector has a logger already
 	}
 	cfg := e.Config()
-	w.metrics.initWorker(cfg.Name)
+	w.metrics.WorkerCreated(cfg.Name)
 	w.log = w.log.Named("worker").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID))
 	return w, nil
 }
@@ -298,7 +184,7 @@ func (w *Worker) Add(j Job) error {
 		return fmt.Errorf("worker: job %q registered twice", name)
 	}
 	w.jobs = append(w.jobs, r)
-	w.metrics.initJob(w.elector.Config().Name, name)
+	w.metrics.JobAdded(w.elector.Config().Name, name)
 	return nil
 }
 
@@ -378,93 +264,6 @@ func (w *Worker) GaveUp() error {
 	return nil
 }
 
-// failedTermsKey is the checkpoint that counts the election's failed
-// terms in a row. A checkpoint only grows, so it holds
-// base×failedTermsBase + n: n failed terms in a row since the successful
-// term base (0 before any). A failed term adds 1; a success writes
-// term×failedTermsBase, above every earlier value because terms grow.
-const (
-	failedTermsKey  = "failed-terms"
-	failedTermsBase = 1000
-)
-
-// electTerm is term with the group-wide count of failed terms: it gives up
-// at the start of a term when the count reached MaxFailedTerms and this
-// process had a failed term of its own (a newly started instance gets one
-// try: a fix deployed by restarting every instance is not refused), and
-// after a failed term that brings the count there.
-func (w *Worker) electTerm(ctx context.Context, jobs []*job, stop context.CancelCauseFunc) error {
-	term, _ := leader.TermFrom(ctx)
-	election := w.elector.Config().Name
-	v, _, err := w.elector.LoadCheckpoint(ctx, failedTermsKey)
-	if err != nil {
-		w.log.Warn("cannot read the count of failed terms; running the term", zap.Error(err), zap.Uint64("term", term))
-	}
-	n := v % failedTermsBase
-	w.metrics.failedTerms(election, n)
-	if int(n) >= w.policy.MaxFailedTerms && w.ownFailed > 0 {
-		w.giveUp(n, stop)
-		return nil // releases the lease: the next candidate finds the count too
-	}
-	healthy := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	hctx, hstop := context.WithCancel(ctx)
-	reset := false // written by the goroutine below before wg.Done
-	if n > 0 {
-		// Reset the count at the term's first sign of health.
-		wg.Go(func() {
-			select {
-			case <-hctx.Done():
-				return
-			case <-healthy:
-			}
-			if err := w.elector.Checkpoint(hctx, failedTermsKey, int64(term)*failedTermsBase); err != nil && hctx.Err() == nil {
-				w.log.Warn("cannot reset the count of failed terms", zap.Error(err), zap.Uint64("term", term))
-				return
-			}
-			reset = true
-			w.metrics.failedTerms(election, 0)
-		})
-	}
-	err = w.term(ctx, jobs, w.elector.Checkpoint, healthy)
-	hstop()
-	wg.Wait()
-	if !errors.Is(err, errTermFailed) || ctx.Err() != nil {
-		return err
-	}
-	w.ownFailed++
-	next := v + 1
-	switch {
-	case reset:
-		next = int64(term)*failedTermsBase + 1 // healthy first, then failed
-	case n >= failedTermsBase-1:
-		next = v // saturated: keep counting as the maximum
-	}
-	// The lease is still held (the term resigns after this): fenced by it.
-	if cerr := w.elector.Checkpoint(ctx, failedTermsKey, next); cerr != nil {
-		w.log.Warn("cannot record the failed term", zap.Error(cerr), zap.Uint64("term", term))
-		return err
-	}
-	n = next % failedTermsBase
-	w.metrics.failedTerms(election, n)
-	if int(n) >= w.policy.MaxFailedTerms {
-		w.giveUp(n, stop)
-	}
-	return err
-}
-
-// giveUp stops campaigning for good, logged once.
-func (w *Worker) giveUp(n int64, stop context.CancelCauseFunc) {
-	err := fmt.Errorf("%w: %d failed terms in a row across the election (worker.max_failed_terms %d); this instance stops campaigning",
-		ErrGaveUp, n, w.policy.MaxFailedTerms)
-	if w.gaveUp.CompareAndSwap(nil, &err) {
-		w.log.Error("giving up: the election's jobs keep failing on every instance", zap.Int64("failed_terms", n),
-			zap.Int("max_failed_terms", w.policy.MaxFailedTerms))
-		w.metrics.gaveUpNow(w.elector.Config().Name)
-	}
-	stop(err)
-}
-
 // standby observes the election without taking part.
 func (w *Worker) standby(ctx context.Context) error {
 	w.log.Info("mode standby: this instance never leads")
@@ -491,277 +290,4 @@ func (w *Worker) standby(ctx context.Context) error {
 		}
 		t.Reset(cfg.RenewInterval)
 	}
-}
-
-// checkpointFunc records a cron tick fenced by the term in ctx; nil in
-// ModeAlways, where there is no term.
-type checkpointFunc func(ctx context.Context, key string, n int64) error
-
-// term runs the jobs for one term (or, in ModeAlways, for the whole run).
-// It returns when ctx ends, after every job returned; or, when a pull job
-// failed MaxFailures times in a row, after cancelling and draining every
-// job, with an error wrapping leader.ErrResigned so the elector releases
-// the lease and sits out one election.
-//
-// healthy, when not nil, gets a value (never blocking) at each sign that
-// the jobs work: a pull job that returned nil or ran for
-// RestartBackoffMax, a cron run without error.
-func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healthy chan<- struct{}) error {
-	term, ok := leader.TermFrom(ctx)
-	log := w.log.With(zap.Uint64("term", term))
-	ctx = w.jobContext(ctx, term, ok)
-	if w.fence != nil && cp != nil {
-		election, holder := w.elector.Config().Name, w.elector.ID()
-		claim := func(ctx context.Context) error { return w.fence.Claim(ctx, election, term, holder) }
-		if err := w.claimFence(ctx, log, election, claim); err != nil || ctx.Err() != nil {
-			return err
-		}
-	}
-	jctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	runs := &runningSet{names: map[string]int{}, running: func(name string, delta float64) {
-		w.metrics.jobRunningAdd(w.elector.Config().Name, name, delta)
-	}}
-	giveUp := make(chan error, 1)
-	var wg sync.WaitGroup
-	var crons []*job
-	for _, j := range jobs {
-		if j.schedule != nil {
-			crons = append(crons, j)
-			continue
-		}
-		wg.Go(func() { w.supervise(jctx, log, j, runs, giveUp, healthy) })
-	}
-	if len(crons) > 0 {
-		wg.Go(func() { w.runCron(jctx, log, crons, runs, cp, healthy) })
-	}
-	log.Info("jobs started", zap.Int("pull", len(jobs)-len(crons)), zap.Int("cron", len(crons)))
-
-	var resign error
-	select {
-	case <-ctx.Done():
-	case resign = <-giveUp:
-		cancel(resign)
-	}
-	w.drain(log, &wg, runs)
-	if resign != nil {
-		if errors.Is(resign, leader.ErrResigned) {
-			return resign
-		}
-		return fmt.Errorf("%w: %w", resign, leader.ErrResigned)
-	}
-	return nil
-}
-
-// jobContext returns ctx carrying what a job reads from it besides the
-// term: its elector (ElectorFrom) and, when there is a term (every mode
-// but ModeAlways), the fencing token (fence.TokenFrom) that
-// fence.Guard.Do writes with: the election's name, the term, the
-// elector's ID.
-func (w *Worker) jobContext(ctx context.Context, term uint64, hasTerm bool) context.Context {
-	ctx = context.WithValue(ctx, electorKey{}, w.elector)
-	if !hasTerm || term == 0 {
-		return ctx
-	}
-	return fence.WithToken(ctx, fence.Token{Election: w.elector.Config().Name, Term: term, Holder: w.elector.ID()})
-}
-
-// claimFence makes claim (a claim in the worker's fence of the row
-// election) before the term's jobs start, retrying with back-off. It
-// returns nil once claimed or when ctx ended, and an error wrapping
-// leader.ErrResigned after Policy.MaxFailures failures in a row.
-func (w *Worker) claimFence(ctx context.Context, log *zap.Logger, election string, claim func(context.Context) error) error {
-	p := w.policy
-	backoff := p.RestartBackoff
-	for failures := 1; ; failures++ {
-		err := claim(ctx)
-		if err == nil {
-			log.Info("term claimed in the fence", zap.String("row", election))
-			return nil
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		w.metrics.fenceClaimFailed(election)
-		if failures >= p.MaxFailures {
-			log.Error("fence claim failed repeatedly; resigning so another instance tries",
-				zap.Error(err), zap.Int("failures", failures))
-			return fmt.Errorf("fence claim of %q failed %d times in a row: %w: %w: %w", election, failures, err, errTermFailed, leader.ErrResigned)
-		}
-		log.Warn("fence claim failed; no job runs until it succeeds", zap.Error(err),
-			zap.Int("failures", failures), zap.Duration("backoff", backoff))
-		if !sleep(ctx, backoff) {
-			return nil
-		}
-		backoff = min(backoff*2, p.RestartBackoffMax)
-	}
-}
-
-// drain waits for every job of a term to return, reporting (log and
-// metric) the jobs still running past the stop budget: past it, after a
-// lost lease, another instance may already lead.
-func (w *Worker) drain(log *zap.Logger, wg *sync.WaitGroup, runs *runningSet) {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	budget := w.elector.Config().StopBudget()
-	t := time.NewTimer(budget)
-	defer t.Stop()
-	select {
-	case <-done:
-		return
-	case <-t.C:
-	}
-	for _, name := range runs.list() {
-		log.Error("job ignores cancellation: still running past the stop budget",
-			zap.String("job", name), zap.Duration("stop_budget", budget))
-		w.metrics.jobOverrun(w.elector.Config().Name, name)
-	}
-	<-done
-	log.Info("overrunning jobs returned")
-}
-
-// supervise runs a pull job until ctx ends, restarting it by its policy.
-func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *runningSet, giveUp chan<- error, healthy chan<- struct{}) {
-	log = log.With(zap.String("job", j.name))
-	election := w.elector.Config().Name
-	p := w.policy
-	backoff := p.RestartBackoff
-	failures := 0
-	for {
-		started := time.Now()
-		runs.add(j.name)
-		var longRun *time.Timer
-		if healthy != nil {
-			longRun = time.AfterFunc(p.RestartBackoffMax, func() { signal(healthy) })
-		}
-		err := callJob(ctx, j.run)
-		if longRun != nil {
-			longRun.Stop()
-		}
-		runs.remove(j.name)
-		if ctx.Err() != nil {
-			return
-		}
-		w.metrics.jobRun(election, j.name, err)
-		if time.Since(started) >= p.RestartBackoffMax {
-			// It ran healthily for a while: this failure starts a new streak.
-			failures, backoff = 0, p.RestartBackoff
-		}
-		delay := p.RestartBackoff
-		if err == nil {
-			signal(healthy)
-			failures, backoff = 0, p.RestartBackoff
-			if j.restart != RestartAlways {
-				log.Info("job finished")
-				return
-			}
-		} else {
-			failures++
-			if errors.Is(err, leader.ErrResigned) {
-				// The job itself asks to give up the term (it saw a stale
-				// term, say): drain the others and resign at once.
-				log.Info("job asks to resign", zap.Error(err))
-				select {
-				case giveUp <- fmt.Errorf("job %q: %w", j.name, err):
-				default:
-				}
-				return
-			}
-			if j.restart == RestartNever {
-				log.Error("job failed; restart policy never", zap.Error(err))
-				return
-			}
-			if failures >= p.MaxFailures {
-				log.Error("job failed repeatedly; resigning so another instance tries",
-					zap.Error(err), zap.Int("failures", failures))
-				select {
-				case giveUp <- fmt.Errorf("job %q failed %d times in a row: %w: %w", j.name, failures, err, errTermFailed):
-				default:
-				}
-				return
-			}
-			delay = backoff
-			backoff = min(backoff*2, p.RestartBackoffMax)
-			log.Warn("job failed; restarting", zap.Error(err), zap.Int("failures", failures), zap.Duration("backoff", delay))
-		}
-		if !sleep(ctx, delay) {
-			return
-		}
-		w.metrics.jobRestart(election, j.name)
-	}
-}
-
-// callJob runs fn, turning a panic into an error.
-func callJob(ctx context.Context, fn func(context.Context) error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("job panicked: %v", r)
-		}
-	}()
-	return fn(ctx)
-}
-
-// signal sends on ch without blocking; a nil ch is ignored.
-func signal(ch chan<- struct{}) {
-	if ch == nil {
-		return
-	}
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// runningSet tracks which jobs are running, for overrun reports and the
-// solo_job_running gauge (running, if set).
-type runningSet struct {
-	mu      sync.Mutex
-	names   map[string]int
-	running func(name string, delta float64)
-}
-
-func (r *runningSet) add(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.names[name]++
-	if r.running != nil {
-		r.running(name, 1)
-	}
-}
-
-func (r *runningSet) remove(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.running != nil {
-		r.running(name, -1)
-	}
-	if r.names[name]--; r.names[name] <= 0 {
-		delete(r.names, name)
-	}
-}
-
-func (r *runningSet) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.names))
-	for n := range r.names {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/leadertest"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // Worker tests run in testing/synctest bubbles against the in-memory lock:
@@ -34,7 +35,7 @@ func cfg(id string) leader.Config {
 type instance struct {
 	e    *leader.Elector
 	w    *worker.Worker
-	m    *worker.Metrics
+	m    *workerprom.Metrics
 	reg  *prometheus.Registry
 	logs *observer.ObservedLogs
 	stop func() error
@@ -43,7 +44,7 @@ type instance struct {
 func newInstance(t *testing.T, lock leader.Lock, id string, opts ...worker.Option) *instance {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m, err := worker.NewMetrics(reg)
+	m, err := workerprom.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +502,7 @@ func TestWorker_RegistrationErrors(t *testing.T) {
 
 func TestMetrics_Elector(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := worker.NewMetrics(reg)
+	m, err := workerprom.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}

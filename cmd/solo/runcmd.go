@@ -26,6 +26,7 @@ import (
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // minStopMargin is the least time solo run accepts between the renew
@@ -257,7 +258,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	lc := cfg.LeaderConfig()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), sink.total)
-	metrics, err := worker.NewMetrics(reg)
+	metrics, err := workerprom.New(reg)
 	if err != nil {
 		_ = client.Close()
 		return err
@@ -410,7 +411,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		if err != nil {
 			return fmt.Errorf("http listen on %s: %w", cfg.HTTP.Addr, err)
 		}
-		srv := &http.Server{Handler: worker.Handler(w, reg), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: workerprom.Handler(worker.Handler(w), reg), ReadHeaderTimeout: 5 * time.Second}
 		served := make(chan struct{})
 		go func() {
 			defer close(served)

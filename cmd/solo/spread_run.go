@@ -14,6 +14,7 @@ import (
 
 	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // runSpread is `solo run` in election.mode spread: the configured jobs,
@@ -65,7 +66,7 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, 
 		if err != nil {
 			return fmt.Errorf("http listen on %s: %w", cfg.HTTP.Addr, err)
 		}
-		srv := &http.Server{Handler: s.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: workerprom.Handler(s.Handler(), reg), ReadHeaderTimeout: 5 * time.Second}
 		served := make(chan struct{})
 		go func() {
 			defer close(served)

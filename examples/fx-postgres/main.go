@@ -1,6 +1,6 @@
 // Command fx-postgres is an fx service that consumes a Redis Stream into
 // PostgreSQL on exactly one of its instances, each message exactly once,
-// behind the fence: worker.Module runs the singleton job "ingest"; the job
+// behind the fence: workerfx.Module runs the singleton job "ingest"; the job
 // takes the *fence.Guard from the graph, like any other dependency, and
 // writes each batch and the stream position in one call,
 //
@@ -35,7 +35,7 @@ import (
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/leader/redisurl"
-	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
 // Flags are the command-line flags.
@@ -81,8 +81,8 @@ func main() {
 		// The application owns the election's tunables. The module takes
 		// the graph's *fence.Guard as its fence: it claims every term in it
 		// before the job runs.
-		worker.Module(leader.Config{Name: "fx-postgres", ID: f.ID, TTL: f.TTL}),
-		fx.Provide(worker.AsJob(NewIngest)),
+		workerfx.Module(leader.Config{Name: "fx-postgres", ID: f.ID, TTL: f.TTL}),
+		fx.Provide(workerfx.AsJob(NewIngest)),
 		fx.Invoke(func(lc fx.Lifecycle, log *zap.Logger) { // after the worker's start
 			lc.Append(fx.StartHook(func() { log.Info("instance started", zap.String("id", f.ID)) }))
 		}),

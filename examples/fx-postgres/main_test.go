@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // leader stored its first batch: the lease's failover (TTL 1s) and the
 // fence's (the frozen transaction ends at the guard's idle timeout).
 //
-// Mutation check: with worker.Module no longer taking the graph's
+// Mutation check: with workerfx.Module no longer taking the graph's
 // *fence.Guard as its fence, the test fails with "c: the worker did not
 // claim its term through the graph's guard: c wrote no awaited line
 // within 0s" (the job's first write still claims the term, but after the

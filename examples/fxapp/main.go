@@ -1,10 +1,10 @@
-// Command fxapp is a small service built with fx: worker.Module runs its jobs
+// Command fxapp is a small service built with fx: workerfx.Module runs its jobs
 // (one pull job, one cron job) on exactly one of its instances, and serves
 // /livez, /readyz, /leader and /metrics.
 //
 // The application owns its configuration: flags, whose defaults come from
 // SOLO_REDIS_URL, SOLO_HTTP_ADDR and SOLO_ELECTION_TTL when set. It hands
-// the election's tunables to worker.Module as a leader.Config.
+// the election's tunables to workerfx.Module as a leader.Config.
 package main
 
 import (
@@ -23,10 +23,10 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/redisurl"
-	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
-// stopTimeout bounds fx's OnStop hooks. worker.Module's hook waits for the
+// stopTimeout bounds fx's OnStop hooks. workerfx.Module's hook waits for the
 // jobs to drain and the lease to be released, at most the election's
 // ShutdownTimeout (default: the TTL, 10s), so this must be above that plus
 // a second; raise it when you raise the TTL.
@@ -60,10 +60,10 @@ func main() {
 			newRedisClient,
 			newRegistry,
 		),
-		worker.Module(leader.Config{Name: "fxapp", TTL: f.TTL}, worker.WithHTTP(f.HTTPAddr)),
+		workerfx.Module(leader.Config{Name: "fxapp", TTL: f.TTL}, workerfx.WithHTTP(f.HTTPAddr)),
 		fx.Provide(
-			worker.AsJob(NewConsumeOrders),
-			worker.AsJob(NewNightlyReport),
+			workerfx.AsJob(NewConsumeOrders),
+			workerfx.AsJob(NewNightlyReport),
 		),
 		fx.WithLogger(newFxLogger),
 		fx.StopTimeout(stopTimeout),

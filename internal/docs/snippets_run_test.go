@@ -26,6 +26,7 @@ import (
 	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/leader/leadertest"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // openDB is a fresh SQLite database with the snippets' tables.
@@ -115,7 +116,7 @@ func TestSnippet_Start(t *testing.T) {
 // *fence.Guard and writes with guard.Do(ctx, fn); the worker claimed the
 // term in that guard before the job ran.
 //
-// Mutation: worker.Module not taking a *fence.Guard as its fence fails
+// Mutation: workerfx.Module not taking a *fence.Guard as its fence fails
 // this with "the worker did not claim the term in the graph's *fence.Guard
 // before the job ran".
 func TestSnippet_Fx(t *testing.T) {
@@ -162,7 +163,7 @@ func TestSnippet_Spread(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	db := openDB(t)
 	g := newGuard(t, db)
-	metrics, err := worker.NewMetrics(prometheus.NewRegistry())
+	metrics, err := workerprom.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/leader/lock"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // The docs' fragments (README.md, docs/library.md), each between a
@@ -41,10 +43,10 @@ func startSnippet(ctx context.Context, client redis.UniversalClient, consume fun
 func fxSnippet(newRedisClient, newLogger, newDB, newGuard, NewConsumeOrders any) *fx.App {
 	// README:fx
 	app := fx.New(
-		fx.Provide(newRedisClient, newLogger, newDB),      // redis.UniversalClient, *zap.Logger, *sql.DB
-		fx.Provide(newGuard),                              // *fence.Guard: the worker claims each term in it, jobs take it
-		worker.Module(leader.Config{Name: "orders-sync"}), // the app owns the tunables
-		fx.Provide(worker.AsJob(NewConsumeOrders)),        // func(*fence.Guard, *zap.Logger) *ConsumeOrders
+		fx.Provide(newRedisClient, newLogger, newDB),        // redis.UniversalClient, *zap.Logger, *sql.DB
+		fx.Provide(newGuard),                                // *fence.Guard: the worker claims each term in it, jobs take it
+		workerfx.Module(leader.Config{Name: "orders-sync"}), // the app owns the tunables
+		fx.Provide(workerfx.AsJob(NewConsumeOrders)),        // func(*fence.Guard, *zap.Logger) *ConsumeOrders
 	)
 	// README:end
 	return app
@@ -75,7 +77,7 @@ func (j *ConsumeOrders) Run(ctx context.Context) error {
 // README:end
 
 // spreadSnippet is docs/library.md's spread snippet.
-func spreadSnippet(ctx context.Context, client redis.UniversalClient, log *zap.Logger, metrics *worker.Metrics, guard *fence.Guard,
+func spreadSnippet(ctx context.Context, client redis.UniversalClient, log *zap.Logger, metrics *workerprom.Metrics, guard *fence.Guard,
 	consumeRefunds func(context.Context) error, consumeOrders func(context.Context, int) error) error {
 	// README:spread
 	s, err := worker.NewSpread(client, leader.Config{Name: "orders-svc"}, worker.SpreadConfig{},

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
@@ -74,7 +75,7 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 		return nil, err
 	}
 	c.e, c.id = e, e.ID()
-	wk, err := worker.New(e, worker.WithLogger(log), worker.WithLocation(time.UTC))
+	wk, err := worker.New(e, worker.WithLogger(log), worker.WithLocation(time.UTC), worker.WithHooks(hooks.Hooks{Settle: w.decider(idx)}))
 	if err != nil {
 		return nil, err
 	}

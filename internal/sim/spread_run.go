@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
@@ -106,6 +107,11 @@ type sproc struct {
 	undo func()        // internal/seeded.SetIDs's and SetSettle's undo
 	dead chan struct{} // closed at its death
 
+	// The campaigns of the current Run by election, for campaignRand.
+	randMu    sync.Mutex
+	run       int
+	campaigns map[string]uint64
+
 	// Under w.mu.
 	stops    []time.Time // Run's context cancelled
 	isDead   bool
@@ -181,7 +187,7 @@ func RunSpread(seed uint64, o Options) *Result {
 func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	w := r.w
 	cp := r.p.Cands[i]
-	pr := &sproc{r: r, idx: i, plan: sp, dead: make(chan struct{})}
+	pr := &sproc{r: r, idx: i, plan: sp, dead: make(chan struct{}), campaigns: map[string]uint64{}}
 	c := &candidate{w: w, idx: i, plan: cp}
 	pr.cl = &client{w: w, c: c, idx: i, plan: cp, byKey: true}
 	pr.cl.rdb = newRDB(pr.cl)
@@ -194,18 +200,25 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	// not from crypto/rand, nor from the order its goroutines make
 	// electors in: a replay gives the same IDs, so the same rendezvous
 	// hashing of the jobs. Unique per election: the process's index leads.
-	ids := map[string]uint32{} // under seeded's lock
-	undoIDs := seeded.SetIDs(pr.cl.rdb, func(election string) string {
+	var idsMu sync.Mutex
+	ids := map[string]uint32{}
+	idToken := func(election string) string {
+		idsMu.Lock()
+		defer idsMu.Unlock()
 		ids[election]++
 		return fmt.Sprintf("%04x%08x", i, ids[election])
-	})
+	}
+	undoIDs := seeded.SetIDs(pr.cl.rdb, idToken)
 	pr.undo = func() { undoIDs(); undoSettle() }
 	cfg := r.p.Cfg
 	cfg.ID = cp.ID
 	log := zap.New(&spreadLog{r: r, proc: i})
-	opts := []worker.Option{worker.WithLogger(log), worker.WithLocation(time.UTC)}
+	// The worker's hooks (and, through a Spread, its electors' and Hub's):
+	// the same settle, IDs and sources as above.
+	h := hooks.Hooks{Settle: w.decider(pr.idx), IDToken: idToken, Rand: pr.campaignRand}
+	opts := []worker.Option{worker.WithLogger(log), worker.WithLocation(time.UTC), worker.WithHooks(h)}
 	if sp.Elect {
-		e, err := leader.New(pr.cl.rdb, cfg, leader.WithLogger(log))
+		e, err := leader.New(pr.cl.rdb, cfg, leader.WithLogger(log), leader.WithHooks(h))
 		if err != nil {
 			return nil, err
 		}
@@ -308,19 +321,10 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		return
 	}
 	for run := 1; ; run++ {
-		// A source per campaign, keyed by (process, Run, election, how
-		// many campaigns of that election came before): a Spread runs
-		// every elector under Run's context, and a shared source would be
-		// drawn from in goroutine order.
-		var srcMu sync.Mutex
-		campaigns := map[string]uint64{}
-		ctx, cancel := context.WithCancel(seeded.WithPerElection(withRun(seeded.WithSettle(context.Background(), w.decider(pr.idx)), run), func(election string) *rand.Rand {
-			srcMu.Lock()
-			campaigns[election]++
-			n := campaigns[election]
-			srcMu.Unlock()
-			return rand.New(rand.NewPCG(w.p.Seed^hashKey(election)<<20^n, uint64(opSRand)<<40|uint64(pr.idx)<<20|uint64(run)))
-		}))
+		pr.randMu.Lock()
+		pr.run, pr.campaigns = run, map[string]uint64{}
+		pr.randMu.Unlock()
+		ctx, cancel := context.WithCancel(seeded.WithPerElection(withRun(seeded.WithSettle(context.Background(), w.decider(pr.idx)), run), pr.campaignRand))
 		done := make(chan error, 1)
 		w.mu.Lock()
 		w.event(pr.idx, evRun, 0, 0, int64(run), 0, "")
@@ -375,6 +379,18 @@ func (pr *sproc) drive(end <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// campaignRand returns the source of one campaign of election, keyed by
+// (process, Run, election, how many campaigns of that election came
+// before in this Run): a Spread runs every elector under one Run, and a
+// shared source would be drawn from in goroutine order.
+func (pr *sproc) campaignRand(election string) *rand.Rand {
+	pr.randMu.Lock()
+	pr.campaigns[election]++
+	n, run := pr.campaigns[election], pr.run
+	pr.randMu.Unlock()
+	return rand.New(rand.NewPCG(pr.r.w.p.Seed^hashKey(election)<<20^n, uint64(opSRand)<<40|uint64(pr.idx)<<20|uint64(run)))
 }
 
 // waitUntil sleeps until d from the start; false when the schedule ends

@@ -1,4 +1,4 @@
-package worker
+package workerfx
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // JobGroup is the fx value group an unnamed Module collects its jobs from;
@@ -30,13 +32,13 @@ const JobGroup = "solo.jobs"
 // It consumes from the application a redis.UniversalClient (it never
 // creates or closes clients), and optionally a *zap.Logger, a
 // prometheus.Registerer (+ prometheus.Gatherer for /metrics) and a fence:
-// a *fence.Guard (or, instead, a Fence), which the worker then claims every
-// term in before any job runs (WithFence). Provide the guard as it is, so
-// that jobs take it too:
+// a *fence.Guard (or, instead, a worker.Fence), which the worker then
+// claims every term in before any job runs (worker.WithFence). Provide
+// the guard as it is, so that jobs take it too:
 //
 //	fx.Provide(newGuard) // func(*sql.DB) (*fence.Guard, error)
 //
-// It provides the *Worker and its *leader.Elector, tagged name:"NAME" with
+// It provides the *worker.Worker and its *leader.Elector, tagged name:"NAME" with
 // Named(NAME), so that an application can run several elections, and
 // nothing else: its internals are fx.Private. The elector is built apart
 // from the jobs, so a job constructor may take it (or the guard, the
@@ -44,6 +46,9 @@ const JobGroup = "solo.jobs"
 // job's reach (fx reports a cycle). A job needs neither for a fenced
 // write: its context carries the fence.Token, and guard.Do(ctx, fn) reads
 // it there.
+//
+// opts are the module's options (Named, WithHTTP, FailFast) and the
+// options of its worker (WorkerOptions).
 //
 // OnStart starts the worker on a context of its own and, with WithHTTP,
 // the HTTP server. Redis is not a start-up dependency: while it does not
@@ -62,7 +67,7 @@ func Module(cfg leader.Config, opts ...Option) fx.Option {
 	mo := newModuleOptions(opts)
 	tag := mo.tag()
 	base := func(p moduleParams) (*moduleBase, error) { return newModuleBase(p, cfg, mo) }
-	build := func(p moduleParams, b *moduleBase, jobs jobList) (*Worker, error) {
+	build := func(p moduleParams, b *moduleBase, jobs jobList) (*worker.Worker, error) {
 		return newModuleWorker(p, b, jobs, mo)
 	}
 	return fx.Module(mo.moduleName("solo"),
@@ -73,31 +78,30 @@ func Module(cfg leader.Config, opts ...Option) fx.Option {
 		fx.Provide(fx.Annotate(build, fx.ResultTags(tag))),
 		// The module's purpose is to run the jobs: force the worker into
 		// existence, so applications need no Invoke of their own.
-		fx.Invoke(fx.Annotate(func(*Worker) {}, fx.ParamTags(tag))),
+		fx.Invoke(fx.Annotate(func(*worker.Worker) {}, fx.ParamTags(tag))),
 	)
+}
+
+// Option configures a Module or a SpreadModule.
+type Option interface {
+	applyModule(*moduleOptions)
 }
 
 type moduleOptions struct {
 	name     string
 	httpAddr string
 	failFast bool
-	worker   []Option
+	worker   []worker.Option
 }
 
-// moduleOption is an Option of Module and SpreadModule only; name is the
-// function that made it, for New's error.
-type moduleOption struct {
-	name string
-	f    func(*moduleOptions)
-}
+type optionFunc func(*moduleOptions)
 
-func (o moduleOption) applyModule(mo *moduleOptions) { o.f(mo) }
+func (f optionFunc) applyModule(mo *moduleOptions) { f(mo) }
 
-// apply makes New fail: the option configures a module, not a Worker.
-func (o moduleOption) apply(w *Worker) {
-	if w.optErr == nil {
-		w.optErr = fmt.Errorf("worker: %s is an option of Module and SpreadModule, not of New or NewSpread", o.name)
-	}
+// WorkerOptions passes opts to the module's worker (worker.New), or to
+// every job's worker of a SpreadModule (worker.NewSpread).
+func WorkerOptions(opts ...worker.Option) Option {
+	return optionFunc(func(mo *moduleOptions) { mo.worker = append(mo.worker, opts...) })
 }
 
 func newModuleOptions(opts []Option) moduleOptions {
@@ -134,22 +138,24 @@ func (mo moduleOptions) provideJobs() fx.Option {
 	}
 	return fx.Provide(
 		fx.Private,
-		fx.Annotate(func(jobs []Job) jobList { return jobs }, fx.ParamTags(`group:"`+group+`"`)),
+		fx.Annotate(func(jobs []worker.Job) jobList { return jobs }, fx.ParamTags(`group:"`+group+`"`)),
 	)
 }
 
-// Named tags the module's *Worker and *leader.Elector name:"NAME" and
+// Named tags the module's *worker.Worker and *leader.Elector name:"NAME" and
 // collects its jobs from the group JobGroup + "." + NAME (AsJobOf), so that
 // one application can run several elections. Default: untagged, jobs from
 // JobGroup.
 func Named(name string) Option {
-	return moduleOption{"Named", func(o *moduleOptions) { o.name = name }}
+	return optionFunc(func(o *moduleOptions) { o.name = name })
 }
 
-// WithHTTP serves Handler (/livez, /readyz, /leader, /metrics) on addr, such
-// as "127.0.0.1:8080", while the module runs. Default: no HTTP server.
+// WithHTTP serves worker.Handler (/livez, /readyz, /leader; a
+// SpreadModule Spread.Handler) on addr, such as "127.0.0.1:8080", while
+// the module runs, with /metrics when the graph has a
+// prometheus.Gatherer. Default: no HTTP server.
 func WithHTTP(addr string) Option {
-	return moduleOption{"WithHTTP", func(o *moduleOptions) { o.httpAddr = addr }}
+	return optionFunc(func(o *moduleOptions) { o.httpAddr = addr })
 }
 
 // FailFast makes the module's OnStart ping Redis and fail the
@@ -167,24 +173,24 @@ func WithHTTP(addr string) Option {
 // solo_election_redis_config_errors_total and fails /readyz, and the
 // worker retries every retry_interval, so a fixed ACL needs no restart.
 func FailFast() Option {
-	return moduleOption{"FailFast", func(o *moduleOptions) { o.failFast = true }}
+	return optionFunc(func(o *moduleOptions) { o.failFast = true })
 }
 
 // AsJob annotates a job constructor so that its result, which must
-// implement Job, joins the job group of the unnamed Module:
+// implement worker.Job, joins the job group of the unnamed Module:
 //
-//	fx.Provide(worker.AsJob(NewConsumeOrders))
+//	fx.Provide(workerfx.AsJob(NewConsumeOrders))
 func AsJob(constructor any) any {
-	return fx.Annotate(constructor, fx.As(new(Job)), fx.ResultTags(`group:"`+JobGroup+`"`))
+	return fx.Annotate(constructor, fx.As(new(worker.Job)), fx.ResultTags(`group:"`+JobGroup+`"`))
 }
 
 // AsJobOf is AsJob for the Module of election name (Named(name)).
 func AsJobOf(name string, constructor any) any {
-	return fx.Annotate(constructor, fx.As(new(Job)), fx.ResultTags(`group:"`+JobGroup+"."+name+`"`))
+	return fx.Annotate(constructor, fx.As(new(worker.Job)), fx.ResultTags(`group:"`+JobGroup+"."+name+`"`))
 }
 
 // jobList is a module's job group, private to the module.
-type jobList []Job
+type jobList []worker.Job
 
 // moduleParams are what a Module takes from the application's graph.
 type moduleParams struct {
@@ -196,12 +202,12 @@ type moduleParams struct {
 	Logger     *zap.Logger           `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
 	Gatherer   prometheus.Gatherer   `optional:"true"`
-	Fence      Fence                 `optional:"true"`
+	Fence      worker.Fence          `optional:"true"`
 	Guard      *fence.Guard          `optional:"true"`
 }
 
 // fence returns the graph's Fence, else its *fence.Guard, else nil.
-func (p moduleParams) fence() Fence {
+func (p moduleParams) fence() worker.Fence {
 	switch {
 	case p.Fence != nil:
 		return p.Fence
@@ -214,25 +220,29 @@ func (p moduleParams) fence() Fence {
 // workerOptions returns the logger (a no-op one if the graph has none) and
 // the Worker options a module passes on: logger, metrics (when the graph
 // has a Registerer), fence, then the Worker options given to the module.
-func (p moduleParams) workerOptions(mo moduleOptions) (*zap.Logger, *Metrics, []Option, error) {
+func (p moduleParams) workerOptions(mo moduleOptions) (*zap.Logger, *workerprom.Metrics, []worker.Option, error) {
 	log := p.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	var metrics *Metrics
+	var metrics *workerprom.Metrics
 	if p.Registerer != nil {
 		var err error
-		if metrics, err = NewMetrics(p.Registerer); err != nil {
+		if metrics, err = workerprom.New(p.Registerer); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	opts := append([]Option{WithLogger(log), WithMetrics(metrics), WithFence(p.fence())}, mo.worker...)
+	opts := []worker.Option{worker.WithLogger(log), worker.WithFence(p.fence())}
+	if metrics != nil {
+		opts = append(opts, worker.WithMetrics(metrics))
+	}
+	opts = append(opts, mo.worker...)
 	return log, metrics, opts, nil
 }
 
 // sortedJobs returns a copy of jobs in name order.
-func sortedJobs(jobs jobList) []Job {
-	sorted := append([]Job(nil), jobs...)
+func sortedJobs(jobs jobList) []worker.Job {
+	sorted := append([]worker.Job(nil), jobs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name() < sorted[j].Name() })
 	return sorted
 }
@@ -242,7 +252,7 @@ func sortedJobs(jobs jobList) []Job {
 type moduleBase struct {
 	e    *leader.Elector
 	log  *zap.Logger
-	opts []Option
+	opts []worker.Option
 }
 
 // newModuleBase builds the elector of a Module.
@@ -260,9 +270,9 @@ func newModuleBase(p moduleParams, cfg leader.Config, mo moduleOptions) (*module
 
 // newModuleWorker builds the Worker on b's elector, registers the jobs (in
 // name order) and hooks the worker to the fx lifecycle.
-func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptions) (*Worker, error) {
+func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptions) (*worker.Worker, error) {
 	e, log := b.e, b.log
-	w, err := New(e, b.opts...)
+	w, err := worker.New(e, b.opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -281,9 +291,9 @@ func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptio
 			}
 			return nil
 		},
-		handler: func() http.Handler { return Handler(w, p.Gatherer) },
+		handler: func() http.Handler { return workerprom.Handler(worker.Handler(w), p.Gatherer) },
 		answered: func() (bool, error) {
-			if w.mode == ModeAlways || w.mode == ModeStandby {
+			if w.Mode() == worker.ModeAlways || w.Mode() == worker.ModeStandby {
 				return true, nil // no acquire to wait for
 			}
 			st := e.Status()
@@ -291,7 +301,7 @@ func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptio
 		},
 		run: func(ctx context.Context) error {
 			err := w.Run(ctx)
-			if errors.Is(err, ErrGaveUp) {
+			if errors.Is(err, worker.ErrGaveUp) {
 				// Logged by the worker; the app lives on, /readyz failing.
 				return nil
 			}

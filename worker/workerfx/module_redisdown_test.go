@@ -1,4 +1,4 @@
-package worker_test
+package workerfx_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
-	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
 // termJob reports each term it runs in, never blocking.
@@ -71,7 +71,7 @@ func startApp(t *testing.T, app *fx.App, addr string) (get func(path string) (in
 	}
 }
 
-// Redis is not a start-up dependency of the host service (issue 23): with
+// Redis is not a start-up dependency of the host service: with
 // Redis down the fx app starts and serves, /livez and /readyz answer 200
 // (/readyz says Redis is unreachable), solo_election_redis_up is 0, and
 // the job starts once Redis is back. Then, with this instance leading,
@@ -94,8 +94,8 @@ func TestModule_StartsWhileRedisIsDownAndLivezIgnoresRedis(t *testing.T) {
 			func() prometheus.Registerer { return reg },
 			func() prometheus.Gatherer { return reg },
 		),
-		worker.Module(cfg, worker.WithHTTP(addr)),
-		fx.Provide(worker.AsJob(func() *termJob { return job })),
+		workerfx.Module(cfg, workerfx.WithHTTP(addr)),
+		fx.Provide(workerfx.AsJob(func() *termJob { return job })),
 	)
 	get := startApp(t, app, addr) // with Redis down
 	if code, body := get("/livez"); code != http.StatusOK {

@@ -1,4 +1,4 @@
-package worker_test
+package workerfx_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
 // An embedding service on a Redis that may evict solo's keys (maxmemory
@@ -28,9 +29,9 @@ func TestModule_EvictionPolicyFailsReadiness(t *testing.T) {
 			client := srv.Client(t)
 			cfg := fxConfig(t)
 			addr := freeAddr(t)
-			election, module := cfg.Name, worker.Module(cfg, worker.WithHTTP(addr))
+			election, module := cfg.Name, workerfx.Module(cfg, workerfx.WithHTTP(addr))
 			if mode == "spread" {
-				election, module = cfg.Name+".sync", worker.SpreadModule(cfg, worker.SpreadConfig{}, worker.WithHTTP(addr))
+				election, module = cfg.Name+".sync", workerfx.SpreadModule(cfg, worker.SpreadConfig{}, workerfx.WithHTTP(addr))
 			}
 			job := &termJob{started: make(chan uint64, 1)}
 			reg := prometheus.NewRegistry()
@@ -39,7 +40,7 @@ func TestModule_EvictionPolicyFailsReadiness(t *testing.T) {
 				func() *zap.Logger { return zap.NewNop() },
 				func() prometheus.Registerer { return reg },
 				func() prometheus.Gatherer { return reg },
-				worker.AsJob(func() *termJob { return job }),
+				workerfx.AsJob(func() *termJob { return job }),
 			), module)
 			get := startApp(t, app, addr)
 			gauge := `solo_election_redis_evicting{election="` + election + `"} `

@@ -1,16 +1,12 @@
-package worker_test
+package workerfx_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +22,7 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
 // consumeJob is a job built by a plain constructor, as users write them.
@@ -65,8 +62,8 @@ func TestModule_RunsGroupJobsAndDrainsOnStop(t *testing.T) {
 			func() prometheus.Gatherer { return reg },
 		),
 		fx.WithLogger(func(l *zap.Logger) fxevent.Logger { return &fxevent.ZapLogger{Logger: l} }),
-		worker.Module(cfg),
-		fx.Provide(worker.AsJob(func() *consumeJob { return job })),
+		workerfx.Module(cfg),
+		fx.Provide(workerfx.AsJob(func() *consumeJob { return job })),
 	)
 	app.RequireStart()
 	term := <-job.started
@@ -108,7 +105,7 @@ func TestModule_FailFastUnreachableRedisFailsStart(t *testing.T) {
 	app := fx.New(
 		fx.NopLogger,
 		fx.Provide(func() redis.UniversalClient { return client }),
-		worker.Module(fxConfig(t), worker.FailFast()),
+		workerfx.Module(fxConfig(t), workerfx.FailFast()),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -118,71 +115,23 @@ func TestModule_FailFastUnreachableRedisFailsStart(t *testing.T) {
 	}
 }
 
-func TestHandler(t *testing.T) {
-	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = client.Close() })
-	cfg := fxConfig(t)
-	cfg.Value = "10.0.0.7:8080"
-	reg := prometheus.NewRegistry()
-	m, _ := worker.NewMetrics(reg)
-	e, err := leader.New(client, cfg, leader.WithMetrics(m.Elector(cfg.Name)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := worker.New(e, worker.WithMetrics(m))
-	started := make(chan struct{}, 1)
-	_ = w.Pull("p", func(ctx context.Context) error { started <- struct{}{}; <-ctx.Done(); return nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-started
+// claims is a worker.Fence that accepts every claim and lists them.
+type claims struct {
+	mu  sync.Mutex
+	got []string
+}
 
-	hs := httptest.NewServer(worker.Handler(w, reg))
-	defer hs.Close()
-	get := func(path string) (int, string) {
-		resp, err := http.Get(hs.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	for _, p := range []string{"/livez", "/readyz"} {
-		if code, _ := get(p); code != http.StatusOK {
-			t.Fatalf("%s = %d", p, code)
-		}
-	}
-	code, body := get("/leader")
-	var info leaderBody
-	if err := json.Unmarshal([]byte(body), &info); err != nil || code != http.StatusOK {
-		t.Fatalf("/leader = %d %s (%v)", code, body, err)
-	}
-	if info.Self.Role != "leader" || info.Self.ID != e.ID() || info.Holder == nil || info.Holder.ID != e.ID() || info.Holder.Term != e.Term() ||
-		info.Holder.TTLMillis != cfg.TTL.Milliseconds() || info.Holder.TTLLeftMillis <= 0 || info.Holder.RenewMillis != e.Config().RenewInterval.Milliseconds() ||
-		info.Holder.Value != cfg.Value || info.Holder.LastRenew.IsZero() || info.Candidates == nil {
-		t.Fatalf("/leader = %s", body)
-	}
-	// One vocabulary with solo status --json (issue 14.9): the exact keys.
-	var raw map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(body), &raw)
-	var holder, self map[string]json.RawMessage
-	_ = json.Unmarshal(raw["holder"], &holder)
-	_ = json.Unmarshal(raw["self"], &self)
-	if got, want := strings.Join(slices.Sorted(maps.Keys(raw)), ","), "candidates,election,holder,self"; got != want {
-		t.Fatalf("/leader keys = %s, want %s", got, want)
-	}
-	if got, want := strings.Join(slices.Sorted(maps.Keys(holder)), ","), "id,last_renew,protocol,protocol_min,renew_ms,since,term,ttl_left_ms,ttl_ms,value"; got != want {
-		t.Fatalf("/leader holder keys = %s, want %s", got, want)
-	}
-	if got, want := strings.Join(slices.Sorted(maps.Keys(self)), ","), "id,last_renew,role,since,term"; got != want {
-		t.Fatalf("/leader self keys = %s, want %s", got, want)
-	}
-	if _, body := get("/metrics"); !strings.Contains(body, `solo_election_leader{election="`+cfg.Name+`"} 1`) {
-		t.Fatalf("/metrics = %s", body)
-	}
+func (c *claims) Claim(_ context.Context, election string, term uint64, holder string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, fmt.Sprintf("claim %s %d %s", election, term, holder))
+	return nil
+}
+
+func (c *claims) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
 }
 
 // TestModule_ClaimsInAProvidedFence: a Fence in the graph (here a fake, as
@@ -194,23 +143,23 @@ func TestModule_ClaimsInAProvidedFence(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	cfg := fxConfig(t)
 	job := &consumeJob{started: make(chan uint64, 1), stopped: make(chan error, 1)}
-	j := &journal{}
+	f := &claims{}
 	var e *leader.Elector
 	app := fxtest.New(t,
 		fx.Provide(
 			func() redis.UniversalClient { return client },
-			fx.Annotate(func() *fakeFence { return &fakeFence{j: j} }, fx.As(new(worker.Fence))),
+			fx.Annotate(func() *claims { return f }, fx.As(new(worker.Fence))),
 		),
 		fx.NopLogger,
-		worker.Module(cfg),
-		fx.Provide(worker.AsJob(func() *consumeJob { return job })),
+		workerfx.Module(cfg),
+		fx.Provide(workerfx.AsJob(func() *consumeJob { return job })),
 		fx.Populate(&e),
 	)
 	app.RequireStart()
 	term := <-job.started
 	app.RequireStop()
 	want := fmt.Sprintf("claim %s %d %s", cfg.Name, term, e.ID())
-	if got := j.list(); len(got) != 1 || got[0] != want {
+	if got := f.list(); len(got) != 1 || got[0] != want {
 		t.Fatalf("fence saw %q, want [%q]", got, want)
 	}
 }

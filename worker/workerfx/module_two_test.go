@@ -1,4 +1,4 @@
-package worker_test
+package workerfx_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
-	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
 // namedJob reports the term of each run on its channel.
@@ -29,7 +29,7 @@ func (j *namedJob) Run(ctx context.Context) error {
 	return nil
 }
 
-// One fx app runs two elections (issue 13, point 1): two worker.Module
+// One fx app runs two elections: two workerfx.Module
 // instances with name tags against a real redis-server; each leads its own
 // election and runs its own job, and only its own (both jobs are named
 // "consume"). Mutation: billing's job given to orders' group
@@ -48,11 +48,11 @@ func TestModule_TwoElectionsInOneApp(t *testing.T) {
 	app := fxtest.New(t,
 		fx.NopLogger,
 		fx.Provide(func() redis.UniversalClient { return client }),
-		worker.Module(orders, worker.Named("orders")),
-		worker.Module(billing, worker.Named("billing")),
+		workerfx.Module(orders, workerfx.Named("orders")),
+		workerfx.Module(billing, workerfx.Named("billing")),
 		fx.Provide(
-			worker.AsJobOf("orders", func() *namedJob { return jo }),
-			worker.AsJobOf("billing", func() *namedJob { return jb }),
+			workerfx.AsJobOf("orders", func() *namedJob { return jo }),
+			workerfx.AsJobOf("billing", func() *namedJob { return jb }),
 		),
 		fx.Populate(
 			fx.Annotate(&eo, fx.ParamTags(`name:"orders"`)),

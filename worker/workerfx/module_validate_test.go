@@ -1,4 +1,4 @@
-package worker_test
+package workerfx_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
 // nopFence stands for a *fence.Guard in the graph.
@@ -34,7 +35,7 @@ func TestModule_Validate(t *testing.T) {
 	}{
 		{name: "module alone", opts: []fx.Option{
 			fx.Provide(client),
-			worker.Module(cfg),
+			workerfx.Module(cfg),
 		}},
 		{name: "with jobs, logger, registry, fence and http", opts: []fx.Option{
 			fx.Provide(client, zap.NewNop, func() (prometheus.Registerer, prometheus.Gatherer) {
@@ -42,27 +43,27 @@ func TestModule_Validate(t *testing.T) {
 				return r, r
 			}),
 			fx.Provide(fx.Annotate(func() nopFence { return nopFence{} }, fx.As(new(worker.Fence)))),
-			worker.Module(cfg, worker.WithHTTP("127.0.0.1:0"),
-				worker.WithPolicy(worker.DefaultPolicy()), worker.WithMode(worker.ModeStandby)),
-			fx.Provide(worker.AsJob(job)),
+			workerfx.Module(cfg, workerfx.WithHTTP("127.0.0.1:0"),
+				workerfx.WorkerOptions(worker.WithPolicy(worker.DefaultPolicy()), worker.WithMode(worker.ModeStandby))),
+			fx.Provide(workerfx.AsJob(job)),
 		}},
 		{name: "app provides its own leader.Config and uses the elector", opts: []fx.Option{
 			fx.Provide(client, func() leader.Config { return leader.Config{Name: "app's own"} }),
-			worker.Module(cfg),
+			workerfx.Module(cfg),
 			fx.Invoke(func(leader.Config, *leader.Elector, *worker.Worker) {}),
 		}},
 		{name: "two elections, named", opts: []fx.Option{
 			fx.Provide(client),
-			worker.Module(leader.Config{Name: "orders"}, worker.Named("orders")),
-			worker.Module(leader.Config{Name: "billing"}, worker.Named("billing")),
-			fx.Provide(worker.AsJobOf("orders", job), worker.AsJobOf("billing", job)),
+			workerfx.Module(leader.Config{Name: "orders"}, workerfx.Named("orders")),
+			workerfx.Module(leader.Config{Name: "billing"}, workerfx.Named("billing")),
+			fx.Provide(workerfx.AsJobOf("orders", job), workerfx.AsJobOf("billing", job)),
 			fx.Invoke(fx.Annotate(func(*worker.Worker, *leader.Elector) {}, fx.ParamTags(`name:"orders"`, `name:"billing"`))),
 		}},
 		{name: "one unnamed and one named election", opts: []fx.Option{
 			fx.Provide(client),
-			worker.Module(leader.Config{Name: "orders"}),
-			worker.Module(leader.Config{Name: "billing"}, worker.Named("billing")),
-			fx.Provide(worker.AsJob(job), worker.AsJobOf("billing", job)),
+			workerfx.Module(leader.Config{Name: "orders"}),
+			workerfx.Module(leader.Config{Name: "billing"}, workerfx.Named("billing")),
+			fx.Provide(workerfx.AsJob(job), workerfx.AsJobOf("billing", job)),
 		}},
 	}
 	for _, tt := range tests {
@@ -75,7 +76,7 @@ func TestModule_Validate(t *testing.T) {
 
 	// Two unnamed elections cannot share the graph: say so at validation.
 	err := fx.ValidateApp(fx.NopLogger, fx.Provide(client),
-		worker.Module(leader.Config{Name: "a"}), worker.Module(leader.Config{Name: "b"}))
+		workerfx.Module(leader.Config{Name: "a"}), workerfx.Module(leader.Config{Name: "b"}))
 	if err == nil {
 		t.Fatal("two unnamed modules validated; want an already-provided error")
 	}
@@ -117,26 +118,26 @@ func TestModule_JobsTakeTheElectorAndTheGuard(t *testing.T) {
 	}{
 		{name: "module: jobs take the elector and the guard", opts: []fx.Option{
 			fx.Provide(client, zap.NewNop, newGuard),
-			worker.Module(leader.Config{Name: "orders"}),
-			fx.Provide(worker.AsJob(jobTakingElector), worker.AsJob(jobTakingGuard)),
+			workerfx.Module(leader.Config{Name: "orders"}),
+			fx.Provide(workerfx.AsJob(jobTakingElector), workerfx.AsJob(jobTakingGuard)),
 		}},
 		{name: "named module: a job takes its named elector", opts: []fx.Option{
 			fx.Provide(client, zap.NewNop, newGuard),
-			worker.Module(leader.Config{Name: "billing"}, worker.Named("billing")),
-			fx.Provide(worker.AsJobOf("billing", func(p billingParams) worker.Job { return jobTakingElector(p.Elector, nil) })),
-			fx.Provide(worker.AsJobOf("billing", jobTakingGuard)),
+			workerfx.Module(leader.Config{Name: "billing"}, workerfx.Named("billing")),
+			fx.Provide(workerfx.AsJobOf("billing", func(p billingParams) worker.Job { return jobTakingElector(p.Elector, nil) })),
+			fx.Provide(workerfx.AsJobOf("billing", jobTakingGuard)),
 		}},
 		{name: "spread module: jobs and shards take the guard", opts: []fx.Option{
 			fx.Provide(client, zap.NewNop, newGuard),
-			worker.SpreadModule(leader.Config{Name: "orders-svc"}, worker.SpreadConfig{}),
-			fx.Provide(worker.AsJob(jobTakingGuard)),
+			workerfx.SpreadModule(leader.Config{Name: "orders-svc"}, worker.SpreadConfig{}),
+			fx.Provide(workerfx.AsJob(jobTakingGuard)),
 			fx.Provide(fx.Annotate(shards, fx.ResultTags(`group:"solo.jobs,flatten"`))),
 		}},
 		{name: "a guard and a worker.Fence both provided", opts: []fx.Option{
 			fx.Provide(client, newGuard),
 			fx.Provide(fx.Annotate(func() nopFence { return nopFence{} }, fx.As(new(worker.Fence)))),
-			worker.Module(leader.Config{Name: "orders"}),
-			fx.Provide(worker.AsJob(jobTakingGuard)),
+			workerfx.Module(leader.Config{Name: "orders"}),
+			fx.Provide(workerfx.AsJob(jobTakingGuard)),
 		}},
 	}
 	for _, tt := range tests {
@@ -148,8 +149,8 @@ func TestModule_JobsTakeTheElectorAndTheGuard(t *testing.T) {
 	}
 
 	// A job that takes the *Worker is a cycle: fx says so at validation.
-	err := fx.ValidateApp(fx.NopLogger, fx.Provide(client), worker.Module(leader.Config{Name: "a"}),
-		fx.Provide(worker.AsJob(func(*worker.Worker) worker.Job { return nil })))
+	err := fx.ValidateApp(fx.NopLogger, fx.Provide(client), workerfx.Module(leader.Config{Name: "a"}),
+		fx.Provide(workerfx.AsJob(func(*worker.Worker) worker.Job { return nil })))
 	if err == nil || !strings.Contains(err.Error(), "cycle") {
 		t.Fatalf("a job taking the *Worker: %v, want a cycle", err)
 	}

@@ -1,4 +1,4 @@
-package worker_test
+package workerfx_test
 
 import (
 	"context"
@@ -20,9 +20,10 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerfx"
 )
 
-// Issue 23, item 3, for an embedding service (Module and SpreadModule):
+// For an embedding service (Module and SpreadModule):
 // an ACL that lacks a rule solo needs does not crash the host; it is
 // logged once at error level with the fix, counted in
 // solo_election_redis_config_errors_total (at 0 from the start), and
@@ -37,11 +38,11 @@ func TestModule_RedisConfigErrorIsReportedAndFailsReadiness(t *testing.T) {
 			// run but the start ping (the inspect script, PING) does not.
 			client := srv.ACLClient(t, "~*", "&*", "+@all", "-hset")
 			cfg := fxConfig(t)
-			module := func(opts ...worker.Option) fx.Option {
+			module := func(opts ...workerfx.Option) fx.Option {
 				if mode == "spread" {
-					return worker.SpreadModule(cfg, worker.SpreadConfig{}, opts...)
+					return workerfx.SpreadModule(cfg, worker.SpreadConfig{}, opts...)
 				}
-				return worker.Module(cfg, opts...)
+				return workerfx.Module(cfg, opts...)
 			}
 			job := &termJob{started: make(chan uint64, 1)}
 			provide := func(core zapcore.Core, reg *prometheus.Registry) fx.Option {
@@ -50,13 +51,13 @@ func TestModule_RedisConfigErrorIsReportedAndFailsReadiness(t *testing.T) {
 					func() *zap.Logger { return zap.New(core) },
 					func() prometheus.Registerer { return reg },
 					func() prometheus.Gatherer { return reg },
-					worker.AsJob(func() *termJob { return job }),
+					workerfx.AsJob(func() *termJob { return job }),
 				)
 			}
 
 			// FailFast: the start fails, naming the configuration error.
 			core, _ := observer.New(zapcore.InfoLevel)
-			app := fx.New(fx.NopLogger, provide(core, prometheus.NewRegistry()), module(worker.FailFast()))
+			app := fx.New(fx.NopLogger, provide(core, prometheus.NewRegistry()), module(workerfx.FailFast()))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err := app.Start(ctx)
 			cancel()
@@ -69,7 +70,7 @@ func TestModule_RedisConfigErrorIsReportedAndFailsReadiness(t *testing.T) {
 			core, logs := observer.New(zapcore.InfoLevel)
 			reg := prometheus.NewRegistry()
 			addr := freeAddr(t)
-			app = fx.New(fx.NopLogger, provide(core, reg), module(worker.WithHTTP(addr)))
+			app = fx.New(fx.NopLogger, provide(core, reg), module(workerfx.WithHTTP(addr)))
 			metric := `solo_election_redis_config_errors_total{election="` + cfg.Name + `"} `
 			if _, body := scrape(t, reg); !strings.Contains(body, metric+"0\n") {
 				t.Fatalf("before start: /metrics lacks %s0:\n%s", metric, body)

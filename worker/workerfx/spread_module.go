@@ -1,4 +1,4 @@
-package worker
+package workerfx
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/worker"
+	"github.com/solo-run/solo/worker/workerprom"
 )
 
 // SpreadModule is Module's counterpart for spreading jobs: it runs the jobs
@@ -15,39 +17,39 @@ import (
 // the application's live instances — and provides the *Spread (tagged
 // name:"NAME" with Named). It takes the same things from the graph as
 // Module (a redis.UniversalClient; optionally a *zap.Logger, a
-// prometheus.Registerer and Gatherer, a *fence.Guard or a Fence) and the
-// same options
-// (Named, WithHTTP, the Worker options: there /leader serves the group's assignment). A job
+// prometheus.Registerer and Gatherer, a *fence.Guard or a worker.Fence)
+// and the same options (Named, WithHTTP, FailFast, WorkerOptions: there
+// /leader serves the group's assignment). A job
 // constructor may return one Job; shards are registered as a []Job
 // annotated into the group with fx.ResultTags(`group:"solo.jobs,flatten"`)
-// (Sharded returns them). A job constructor may take anything but the
-// *Spread (built from the jobs: fx reports a cycle); each job's context
-// carries its own elector (ElectorFrom) and fence.Token.
+// (worker.Sharded returns them). A job constructor may take anything but the
+// *worker.Spread (built from the jobs: fx reports a cycle); each job's
+// context carries its own elector (worker.ElectorFrom) and fence.Token.
 //
 // OnStart checks that Redis answers; OnStop leaves the group and waits for
 // every job to drain and its lease to be released, bounded by the stop
 // context: set fx.StopTimeout above cfg.ShutdownTimeout plus a second.
-func SpreadModule(cfg leader.Config, sc SpreadConfig, opts ...Option) fx.Option {
+func SpreadModule(cfg leader.Config, sc worker.SpreadConfig, opts ...Option) fx.Option {
 	mo := newModuleOptions(opts)
 	tag := mo.tag()
-	build := func(p moduleParams, jobs jobList) (*Spread, error) {
+	build := func(p moduleParams, jobs jobList) (*worker.Spread, error) {
 		return newModuleSpread(p, jobs, cfg, sc, mo)
 	}
 	return fx.Module(mo.moduleName("solo.spread"),
 		mo.provideJobs(),
 		fx.Provide(fx.Annotate(build, fx.ResultTags(tag))),
-		fx.Invoke(fx.Annotate(func(*Spread) {}, fx.ParamTags(tag))),
+		fx.Invoke(fx.Annotate(func(*worker.Spread) {}, fx.ParamTags(tag))),
 	)
 }
 
 // newModuleSpread builds the Spread, registers the jobs (in name order) and
 // hooks it to the fx lifecycle.
-func newModuleSpread(p moduleParams, jobs jobList, cfg leader.Config, sc SpreadConfig, mo moduleOptions) (*Spread, error) {
+func newModuleSpread(p moduleParams, jobs jobList, cfg leader.Config, sc worker.SpreadConfig, mo moduleOptions) (*worker.Spread, error) {
 	log, _, opts, err := p.workerOptions(mo)
 	if err != nil {
 		return nil, err
 	}
-	s, err := NewSpread(p.Client, cfg, sc, opts...)
+	s, err := worker.NewSpread(p.Client, cfg, sc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,11 +59,11 @@ func newModuleSpread(p moduleParams, jobs jobList, cfg leader.Config, sc SpreadC
 	r := &runner{
 		what: "spread worker",
 		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner, failFast: mo.failFast,
-		ping:    func(ctx context.Context) error { return s.client.Ping(ctx).Err() },
-		handler: func() http.Handler { return s.Handler(p.Gatherer) },
+		ping:    func(ctx context.Context) error { return p.Client.Ping(ctx).Err() },
+		handler: func() http.Handler { return workerprom.Handler(s.Handler(), p.Gatherer) },
 		answered: func() (bool, error) {
 			err := s.RedisConfigErr()
-			return s.heartbeatAnswered() || err != nil, err
+			return s.HeartbeatAnswered() || err != nil, err
 		},
 		run: s.Run,
 	}
