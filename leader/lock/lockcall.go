@@ -1,0 +1,342 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/leader"
+)
+
+func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
+	if h, ok := m.HoldFrom(ctx); ok {
+		held, err := m.reenter(ctx, h)
+		if held != nil || err != nil {
+			return held, err
+		}
+		// The carried hold's term was released: take the lock anew.
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	call := lockCall{seq: m.c.seq.Add(1)}
+	var (
+		w       *waiter
+		queued  bool // fair: this call has a slot in the queue
+		held    bool // the call returns a hold: its waiter passes no wake-up on
+		lastErr error
+		rng     *rand.Rand
+		// heldSent, heldSeen: the send time of the last attempt that
+		// found the lock held, and the last term minted then (fair).
+		heldSent time.Time
+		heldSeen uint64
+	)
+	since := time.Now()
+	defer func() {
+		if w != nil {
+			m.c.unsubscribe(w, !held)
+		}
+	}()
+	var grantOwn string // fair: the owner a release grants this call the lock under
+	if m.grants && wait {
+		grantOwn = grantOwner(m.c.callID(call.seq))
+	}
+	giveUp := func(err error) (*Hold, error) {
+		// An attempt whose outcome is unknown may have queued the call
+		// (and a release granted it the lock since): its grant goes too.
+		m.endCall(ctx, &call, queued || (grantOwn != "" && len(call.unknown) > 0))
+		return nil, err
+	}
+	if wait {
+		// Join the Client's waiters for the lock now when its
+		// subscription is live already (others wait): the first attempt
+		// then needs no second one once subscribed, as no notice can fall
+		// between it and the wait.
+		var starving bool
+		w, starving = m.c.join(m.channel, grantCall(grantOwn), m.fair, since, starveAfter)
+		if starving {
+			// A waiter of this Client has waited longer than starveAfter:
+			// go behind it, as sync.Mutex does in starvation mode, so that
+			// a holder that locks again at once cannot pass it forever.
+			// The release wakes the queue's head; this call waits to be
+			// the head (RetryInterval bounds a wake-up that never comes).
+			if w == nil {
+				var err error
+				if w, err = m.c.subscribe(m.channel, "", false, since); err != nil {
+					return nil, err
+				}
+			}
+			rng = m.rand(ctx)
+			if ok, _ := m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)); !ok {
+				return nil, m.waitErr(ctx)
+			}
+		}
+	}
+	for {
+		// Every attempt has an owner of its own, so that nothing aimed at
+		// one attempt (the release of a late acquire, an undo, an
+		// abandon, the attempt itself landing late) can act on another's
+		// hold, or on the lock after this call's Unlock.
+		owner := m.c.owner(call.seq, &call.n)
+		adopt := call.unknown
+		if grantOwn != "" {
+			// A grant to this call is adopted as the hold of an earlier
+			// attempt would be.
+			adopt = append(slices.Clip(adopt), grantOwn)
+		}
+		// A notice sent after this attempt lands reaches w (when set) if
+		// its subscription is live now.
+		live := w != nil && w.live()
+		// The send time is taken before the request: the server sets the
+		// expiry later still, so a deadline measured from here is safe.
+		sent := time.Now()
+		rep, err := m.acquire(ctx, owner, adopt, wait)
+		err = leader.RedisConfig(err)
+		if err != nil {
+			switch {
+			case errors.Is(err, ErrNotReplicated):
+				// Taken (or adopted), but too few replicas have it: a
+				// failover could lose it. Handed back by its exact
+				// field, never held; its outcome is known.
+				field := rep.fieldOf(owner)
+				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(field) })
+				call.spend(field, grantOwn)
+				m.releaseField(ctx, field)
+			case !errors.Is(err, errNotSent):
+				// A call the batcher never sent took nothing; any other
+				// may still land.
+				call.unknown = append(call.unknown, owner)
+			}
+			if ctx.Err() != nil {
+				return giveUp(errors.Join(ctx.Err(), lastErr))
+			}
+			if !wait || errors.Is(err, leader.ErrRedisConfig) {
+				// A configuration error (an ACL without a command, key
+				// or channel the scripts need): retrying cannot cure it.
+				return giveUp(err)
+			}
+			if lastErr == nil {
+				m.log.Warn("acquire failed; retrying", zap.Error(err))
+			}
+			lastErr = err
+			if rng == nil {
+				rng = m.rand(ctx)
+			}
+			if ok, _ := m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)); !ok {
+				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
+			}
+			continue
+		}
+		if rep.code == codeAdopted && slices.Contains(call.spent, rep.field) {
+			// A grant ("TERM CALL.0", adoptable by every attempt) that
+			// this call handed back already, and whose hand-back may
+			// still land: held now, it would be deleted under the hold.
+			// Handed back again, never held.
+			m.releaseField(ctx, rep.field)
+			continue
+		}
+		if rep.code == codeAcquired || rep.code == codeAdopted {
+			if rep.code == codeAdopted {
+				// An earlier attempt's hold, from now on this call's
+				// hold (or released by held): never abandoned.
+				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(rep.field) })
+			}
+			h, err := m.held(ctx, owner, rep, sent)
+			if err == nil {
+				held = true
+				m.endCall(ctx, &call, false)
+				return h, nil
+			}
+			call.spend(rep.fieldOf(owner), grantOwn) // held handed it back
+			if !wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+				return giveUp(err)
+			}
+			continue // confirmed too late: released; try again
+		}
+		if rep.code != codeHeld {
+			return giveUp(fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.code))
+		}
+		if !wait {
+			if rep.holder == "" {
+				return giveUp(fmt.Errorf("%w: %s: waiters are queued (fair)", ErrNotObtained, m.name))
+			}
+			return giveUp(fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
+		}
+		queued = m.fair
+		heldSent, heldSeen = sent, rep.seen
+		if !live {
+			// First wait: subscribe, and try once more when the
+			// subscription is live, so no release notice can fall between
+			// the attempt and the wait.
+			if w == nil {
+				if w, err = m.c.subscribe(m.channel, grantCall(grantOwn), m.fair, since); err != nil {
+					return giveUp(err)
+				}
+			}
+			if !m.waitReady(ctx, w, rep.pttl) {
+				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
+			}
+			continue
+		}
+		if rng == nil {
+			rng = m.rand(ctx)
+		}
+		ok, grant := m.sleep(ctx, w, m.heldWait(rep.pttl, rng))
+		if !ok {
+			return giveUp(errors.Join(m.waitErr(ctx), lastErr))
+		}
+		if grant == "" || slices.Contains(call.spent, grant) {
+			continue
+		}
+		if h, err, done := m.granted(ctx, grant, heldSent, heldSeen); done {
+			if err != nil {
+				return giveUp(err)
+			}
+			held = true
+			m.endCall(ctx, &call, false)
+			return h, nil
+		}
+		// Not provably after the last attempt, or that attempt is too
+		// old: the next attempt adopts the grant, its deadline counted
+		// from its own send time.
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// starveAfter is how long a waiter may wait before new Lock calls of its
+// Client go behind it instead of trying first (sync.Mutex: 1 ms).
+const starveAfter = time.Millisecond
+
+// grantCall is the call of a grant owner ("CALL.0"), "" for "".
+func grantCall(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return callOf(owner)
+}
+
+// granted turns a fair release's grant to this call (field "TERM CALL.0")
+// into a hold without another round trip, when that is safe: done reports
+// whether it did (or failed with err). The hold's deadline is counted
+// from sent, the send time of the call's last attempt, which found the
+// lock held when the last term minted was seen. A grant with a higher
+// term was minted after that attempt landed, so after sent: its expiry on
+// the server, grant time + TTL, is later than sent + TTL, which is all
+// the timing rule asks (docs/design.md, Timing). A grant whose term is
+// not above seen (a grant that lapsed before that attempt, reported
+// late), or an attempt older than RenewInterval (the hold would have to
+// renew at once), is left to the next attempt, which adopts it. So is
+// every grant under MinReplicas: a release never waits for replicas, and
+// the adopting attempt pipelines its WAIT, as every acquire does. So is a
+// grant while the Client's last read of the server's eviction policy was
+// not safe (grantable): the adopting attempt's acquire checks it.
+func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64) (h *Hold, err error, done bool) {
+	t, _, _ := strings.Cut(field, " ")
+	term, perr := strconv.ParseUint(t, 10, 64)
+	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 ||
+		!m.grantable() {
+		return nil, nil, false
+	}
+	h, err = m.held(ctx, ownerOf(field), acquireReply{code: codeAdopted, term: term, field: field}, sent)
+	return h, err, true
+}
+
+// lockCall is one Lock or TryLock call. Its attempts have owners of their
+// own, "BASE-SEQ.N"; the call is "BASE-SEQ" (a fair lock's queue holds
+// calls).
+type lockCall struct {
+	seq uint64
+	n   uint64 // attempts made
+	// unknown lists the owners of the attempts whose outcome is unknown
+	// (no reply) and that nothing has undone: they may still land. The
+	// next attempt may adopt what one of them took; when the call ends,
+	// they are abandoned.
+	unknown []string
+	// spent lists the grant fields this call handed back (confirmed too
+	// late, or too few replicas): never held by it, as the hand-back may
+	// land after any later attempt. Only a grant can come back: its owner
+	// "CALL.0" is adoptable by every attempt of the call.
+	spent []string
+}
+
+// spend records field, handed back by the call, in spent when its owner is
+// the call's grant owner grantOwn: no other field can be adopted again, so
+// spent does not grow with every failed attempt.
+func (c *lockCall) spend(field, grantOwn string) {
+	if grantOwn != "" && ownerOf(field) == grantOwn {
+		c.spent = append(c.spent, field)
+	}
+}
+
+// ownerOf returns the owner of a field "TERM OWNER".
+func ownerOf(field string) string { return field[strings.IndexByte(field, ' ')+1:] }
+
+// endCall ends call: the attempts that may still land are abandoned (a
+// fair call also leaves the queue: queued), on a goroutine of the
+// Client's, so the caller returns at once. The abandon leaves a tombstone
+// per attempt, so it is right in either order with a request still on
+// its way: one that lands after it takes nothing, one that landed before
+// is undone. It never names the hold the call returns.
+func (m *Mutex) endCall(ctx context.Context, call *lockCall, queued bool) {
+	if len(call.unknown) == 0 && !queued {
+		return
+	}
+	id, owners := m.c.callID(call.seq), call.unknown
+	call.unknown = nil
+	if queued && m.grants {
+		// A release may have granted the lock to the call just now: the
+		// abandon deletes that grant too (and leaves it a tombstone).
+		owners = append(slices.Clip(owners), grantOwner(id))
+	}
+	ctx = context.WithoutCancel(ctx)
+	if !m.c.spawn(func() { m.abandon(ctx, id, owners) }) {
+		m.abandon(ctx, id, owners) // closed: at once, best effort
+	}
+}
+
+// held turns a confirmed acquire into a hold, unless its reply came too
+// late (or ctx ended meanwhile): then the lock is handed back.
+func (m *Mutex) held(ctx context.Context, owner string, rep acquireReply, sent time.Time) (*Hold, error) {
+	term, field := rep.term, rep.fieldOf(owner)
+	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
+		// The lock may already have expired and passed to another owner.
+		// Never hold on it; the release compares the exact field, so it
+		// cannot hit another owner's hold.
+		m.log.Warn("acquire confirmed after its renew deadline; not holding it",
+			zap.Uint64("term", term), zap.Duration("late_by", late))
+		m.releaseField(ctx, field)
+		return nil, errLate
+	}
+	if err := ctx.Err(); err != nil {
+		m.releaseField(ctx, field)
+		return nil, err
+	}
+	l := newLease(m, term, field, sent)
+	if !m.c.track(l) {
+		l.end(ErrClosed)
+		m.releaseField(ctx, field)
+		return nil, ErrClosed
+	}
+	h := l.newHold(ctx, &l.first)
+	l.start(sent)
+	if ce := m.log.Check(zap.DebugLevel, "acquired"); ce != nil {
+		ce.Write(zap.Uint64("term", term))
+	}
+	return h, nil
+}
