@@ -15,6 +15,40 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
+// lockCall is one Lock or TryLock call. Its attempts have owners of their
+// own, "BASE-SEQ.N"; the call is "BASE-SEQ" (a fair lock's queue holds
+// calls).
+type lockCall struct {
+	m    *Mutex
+	seq  uint64
+	n    uint64 // attempts made
+	wait bool   // Lock: wait while held (TryLock: one attempt)
+	// since is when the call began: how long its waiter has waited.
+	since time.Time
+	// grantOwn is, for a fair call that waits, the owner a release grants
+	// it the lock under ("CALL.0"), else "".
+	grantOwn string
+	w        *waiter // the call's waiter, once it joined the Client's
+	queued   bool    // fair: the call has a slot in the queue
+	held     bool    // the call returns a hold: its waiter passes no wake-up on
+	lastErr  error   // the last Redis error, joined to a wait's end
+	rng      *rand.Rand
+	// heldSent, heldSeen: the send time of the last attempt that found
+	// the lock held, and the last term minted then (fair).
+	heldSent time.Time
+	heldSeen uint64
+	// unknown lists the owners of the attempts whose outcome is unknown
+	// (no reply) and that nothing has undone: they may still land. The
+	// next attempt may adopt what one of them took; when the call ends,
+	// they are abandoned.
+	unknown []string
+	// spent lists the grant fields this call handed back (confirmed too
+	// late, or too few replicas): never held by it, as the hand-back may
+	// land after any later attempt. Only a grant can come back: its owner
+	// "CALL.0" is adoptable by every attempt of the call.
+	spent []string
+}
+
 func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	if h, ok := m.HoldFrom(ctx); ok {
 		held, err := m.reenter(ctx, h)
@@ -26,197 +60,230 @@ func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	call := lockCall{seq: m.c.seq.Add(1)}
-	var (
-		w       *waiter
-		queued  bool // fair: this call has a slot in the queue
-		held    bool // the call returns a hold: its waiter passes no wake-up on
-		lastErr error
-		rng     *rand.Rand
-		// heldSent, heldSeen: the send time of the last attempt that
-		// found the lock held, and the last term minted then (fair).
-		heldSent time.Time
-		heldSeen uint64
-	)
-	since := time.Now()
-	defer func() {
-		if w != nil {
-			m.c.unsubscribe(w, !held)
-		}
-	}()
-	var grantOwn string // fair: the owner a release grants this call the lock under
+	c := lockCall{m: m, seq: m.c.seq.Add(1), wait: wait, since: time.Now()}
+	defer c.leave()
 	if m.grants && wait {
-		grantOwn = grantOwner(m.c.callID(call.seq))
-	}
-	giveUp := func(err error) (*Hold, error) {
-		// An attempt whose outcome is unknown may have queued the call
-		// (and a release granted it the lock since): its grant goes too.
-		m.endCall(ctx, &call, queued || (grantOwn != "" && len(call.unknown) > 0))
-		return nil, err
+		c.grantOwn = grantOwner(m.c.callID(c.seq))
 	}
 	if wait {
-		// Join the Client's waiters for the lock now when its
-		// subscription is live already (others wait): the first attempt
-		// then needs no second one once subscribed, as no notice can fall
-		// between it and the wait.
-		var starving bool
-		w, starving = m.c.join(m.channel, grantCall(grantOwn), m.fair, since, starveAfter)
-		if starving {
-			// A waiter of this Client has waited longer than starveAfter:
-			// go behind it, as sync.Mutex does in starvation mode, so that
-			// a holder that locks again at once cannot pass it forever.
-			// The release wakes the queue's head; this call waits to be
-			// the head (RetryInterval bounds a wake-up that never comes).
-			if w == nil {
-				var err error
-				if w, err = m.c.subscribe(m.channel, "", false, since); err != nil {
-					return nil, err
-				}
-			}
-			rng = m.rand(ctx)
-			if ok, _ := m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)); !ok {
-				return nil, m.waitErr(ctx)
-			}
+		if err := c.join(ctx); err != nil {
+			return nil, err
 		}
 	}
 	for {
-		// Every attempt has an owner of its own, so that nothing aimed at
-		// one attempt (the release of a late acquire, an undo, an
-		// abandon, the attempt itself landing late) can act on another's
-		// hold, or on the lock after this call's Unlock.
-		owner := m.c.owner(call.seq, &call.n)
-		adopt := call.unknown
-		if grantOwn != "" {
-			// A grant to this call is adopted as the hold of an earlier
-			// attempt would be.
-			adopt = append(slices.Clip(adopt), grantOwn)
+		if h, err, done := c.attempt(ctx); done {
+			return h, err
 		}
-		// A notice sent after this attempt lands reaches w (when set) if
-		// its subscription is live now.
-		live := w != nil && w.live()
-		// The send time is taken before the request: the server sets the
-		// expiry later still, so a deadline measured from here is safe.
-		sent := time.Now()
-		rep, err := m.acquire(ctx, owner, adopt, wait)
-		err = leader.RedisConfig(err)
-		if err != nil {
-			switch {
-			case errors.Is(err, ErrNotReplicated):
-				// Taken (or adopted), but too few replicas have it: a
-				// failover could lose it. Handed back by its exact
-				// field, never held; its outcome is known.
-				field := rep.fieldOf(owner)
-				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(field) })
-				call.spend(field, grantOwn)
-				m.releaseField(ctx, field)
-			case !errors.Is(err, errNotSent):
-				// A call the batcher never sent took nothing; any other
-				// may still land.
-				call.unknown = append(call.unknown, owner)
-			}
-			if ctx.Err() != nil {
-				return giveUp(errors.Join(ctx.Err(), lastErr))
-			}
-			if !wait || errors.Is(err, leader.ErrRedisConfig) {
-				// A configuration error (an ACL without a command, key
-				// or channel the scripts need): retrying cannot cure it.
-				return giveUp(err)
-			}
-			if lastErr == nil {
-				m.log.Warn("acquire failed; retrying", zap.Error(err))
-			}
-			lastErr = err
-			if rng == nil {
-				rng = m.rand(ctx)
-			}
-			if ok, _ := m.sleep(ctx, w, jitter(rng, m.cfg.RetryInterval)); !ok {
-				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
-			}
-			continue
-		}
-		if rep.code == codeAdopted && slices.Contains(call.spent, rep.field) {
-			// A grant ("TERM CALL.0", adoptable by every attempt) that
-			// this call handed back already, and whose hand-back may
-			// still land: held now, it would be deleted under the hold.
-			// Handed back again, never held.
-			m.releaseField(ctx, rep.field)
-			continue
-		}
-		if rep.code == codeAcquired || rep.code == codeAdopted {
-			if rep.code == codeAdopted {
-				// An earlier attempt's hold, from now on this call's
-				// hold (or released by held): never abandoned.
-				call.unknown = slices.DeleteFunc(call.unknown, func(o string) bool { return o == ownerOf(rep.field) })
-			}
-			h, err := m.held(ctx, owner, rep, sent)
-			if err == nil {
-				held = true
-				m.endCall(ctx, &call, false)
-				return h, nil
-			}
-			call.spend(rep.fieldOf(owner), grantOwn) // held handed it back
-			if !wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
-				return giveUp(err)
-			}
-			continue // confirmed too late: released; try again
-		}
-		if rep.code != codeHeld {
-			return giveUp(fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.code))
-		}
-		if !wait {
-			if rep.holder == "" {
-				return giveUp(fmt.Errorf("%w: %s: waiters are queued (fair)", ErrNotObtained, m.name))
-			}
-			return giveUp(fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
-		}
-		queued = m.fair
-		heldSent, heldSeen = sent, rep.seen
-		if !live {
-			// First wait: subscribe, and try once more when the
-			// subscription is live, so no release notice can fall between
-			// the attempt and the wait.
-			if w == nil {
-				if w, err = m.c.subscribe(m.channel, grantCall(grantOwn), m.fair, since); err != nil {
-					return giveUp(err)
-				}
-			}
-			if !m.waitReady(ctx, w, rep.pttl) {
-				return giveUp(errors.Join(m.waitErr(ctx), lastErr))
-			}
-			continue
-		}
-		if rng == nil {
-			rng = m.rand(ctx)
-		}
-		ok, grant := m.sleep(ctx, w, m.heldWait(rep.pttl, rng))
-		if !ok {
-			return giveUp(errors.Join(m.waitErr(ctx), lastErr))
-		}
-		if grant == "" || slices.Contains(call.spent, grant) {
-			continue
-		}
-		if h, err, done := m.granted(ctx, grant, heldSent, heldSeen); done {
-			if err != nil {
-				return giveUp(err)
-			}
-			held = true
-			m.endCall(ctx, &call, false)
-			return h, nil
-		}
-		// Not provably after the last attempt, or that attempt is too
-		// old: the next attempt adopts the grant, its deadline counted
-		// from its own send time.
 	}
 }
 
-// isClosed reports whether ch is closed.
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
+// join joins the Client's waiters for the lock now when its subscription
+// is live already (others wait): the first attempt then needs no second
+// one once subscribed, as no notice can fall between it and the wait.
+func (c *lockCall) join(ctx context.Context) error {
+	m := c.m
+	var starving bool
+	c.w, starving = m.c.join(m.channel, grantCall(c.grantOwn), m.fair, c.since, starveAfter)
+	if !starving {
+		return nil
 	}
+	// A waiter of this Client has waited longer than starveAfter: go
+	// behind it, as sync.Mutex does in starvation mode, so that a holder
+	// that locks again at once cannot pass it forever. The release wakes
+	// the queue's head; this call waits to be the head (RetryInterval
+	// bounds a wake-up that never comes).
+	if c.w == nil {
+		var err error
+		if c.w, err = m.c.subscribe(m.channel, "", false, c.since); err != nil {
+			return err
+		}
+	}
+	if ok, _ := m.sleep(ctx, c.w, jitter(c.rand(ctx), m.cfg.RetryInterval)); !ok {
+		return m.waitErr(ctx)
+	}
+	return nil
+}
+
+// leave takes the call's waiter out of the Client's waiters.
+func (c *lockCall) leave() {
+	if c.w != nil {
+		c.m.c.unsubscribe(c.w, !c.held)
+	}
+}
+
+// rand returns the source of the call's jitter, made on first use.
+func (c *lockCall) rand(ctx context.Context) *rand.Rand {
+	if c.rng == nil {
+		c.rng = c.m.rand(ctx)
+	}
+	return c.rng
+}
+
+// attempt makes one attempt and acts on its answer: done reports that
+// the call ends with h or err; otherwise the next attempt follows.
+func (c *lockCall) attempt(ctx context.Context) (h *Hold, err error, done bool) {
+	m := c.m
+	// Every attempt has an owner of its own, so that nothing aimed at one
+	// attempt (the release of a late acquire, an undo, an abandon, the
+	// attempt itself landing late) can act on another's hold, or on the
+	// lock after this call's Unlock.
+	owner := m.c.owner(c.seq, &c.n)
+	adopt := c.unknown
+	if c.grantOwn != "" {
+		// A grant to this call is adopted as the hold of an earlier
+		// attempt would be.
+		adopt = append(slices.Clip(adopt), c.grantOwn)
+	}
+	// A notice sent after this attempt lands reaches w (when set) if its
+	// subscription is live now.
+	live := c.w != nil && c.w.live()
+	// The send time is taken before the request: the server sets the
+	// expiry later still, so a deadline measured from here is safe.
+	sent := time.Now()
+	rep, err := m.acquire(ctx, owner, adopt, c.wait)
+	if err = leader.RedisConfig(err); err != nil {
+		return c.failed(ctx, owner, rep, err)
+	}
+	switch {
+	case rep.code == codeAdopted && slices.Contains(c.spent, rep.field):
+		// A grant ("TERM CALL.0", adoptable by every attempt) that this
+		// call handed back already, and whose hand-back may still land:
+		// held now, it would be deleted under the hold. Handed back
+		// again, never held.
+		m.releaseField(ctx, rep.field)
+		return nil, nil, false
+	case rep.code == codeAcquired || rep.code == codeAdopted:
+		return c.took(ctx, owner, rep, sent)
+	case rep.code != codeHeld:
+		return c.giveUp(ctx, fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.code))
+	}
+	return c.heldElsewhere(ctx, rep, sent, live)
+}
+
+// failed handles an attempt that got an error instead of an answer: the
+// call ends (ctx ended, TryLock, a configuration error) or retries after
+// a back-off.
+func (c *lockCall) failed(ctx context.Context, owner string, rep acquireReply, err error) (*Hold, error, bool) {
+	m := c.m
+	switch {
+	case errors.Is(err, ErrNotReplicated):
+		// Taken (or adopted), but too few replicas have it: a failover
+		// could lose it. Handed back by its exact field, never held; its
+		// outcome is known.
+		field := rep.fieldOf(owner)
+		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == ownerOf(field) })
+		c.spend(field)
+		m.releaseField(ctx, field)
+	case !errors.Is(err, errNotSent):
+		// A call the batcher never sent took nothing; any other may
+		// still land.
+		c.unknown = append(c.unknown, owner)
+	}
+	if ctx.Err() != nil {
+		return c.giveUp(ctx, errors.Join(ctx.Err(), c.lastErr))
+	}
+	if !c.wait || errors.Is(err, leader.ErrRedisConfig) {
+		// A configuration error (an ACL without a command, key or
+		// channel the scripts need): retrying cannot cure it.
+		return c.giveUp(ctx, err)
+	}
+	if c.lastErr == nil {
+		m.log.Warn("acquire failed; retrying", zap.Error(err))
+	}
+	c.lastErr = err
+	if ok, _ := m.sleep(ctx, c.w, jitter(c.rand(ctx), m.cfg.RetryInterval)); !ok {
+		return c.giveUp(ctx, errors.Join(m.waitErr(ctx), c.lastErr))
+	}
+	return nil, nil, false
+}
+
+// took handles an attempt that took the lock (or adopted an earlier
+// attempt's hold, or a grant): the call returns the hold, or tries again
+// when it was confirmed too late.
+func (c *lockCall) took(ctx context.Context, owner string, rep acquireReply, sent time.Time) (*Hold, error, bool) {
+	if rep.code == codeAdopted {
+		// An earlier attempt's hold, from now on this call's hold (or
+		// released by held): never abandoned.
+		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == ownerOf(rep.field) })
+	}
+	h, err := c.m.held(ctx, owner, rep, sent)
+	if err == nil {
+		return c.hold(ctx, h)
+	}
+	c.spend(rep.fieldOf(owner)) // held handed it back
+	if !c.wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		return c.giveUp(ctx, err)
+	}
+	return nil, nil, false // confirmed too late: released; try again
+}
+
+// heldElsewhere handles an attempt that found the lock held (fair: or
+// another waiter's turn): TryLock ends; Lock waits for a notice, a grant
+// or the holder's time left, and takes a grant without another round trip
+// when that is safe.
+func (c *lockCall) heldElsewhere(ctx context.Context, rep acquireReply, sent time.Time, live bool) (*Hold, error, bool) {
+	m := c.m
+	if !c.wait {
+		if rep.holder == "" {
+			return c.giveUp(ctx, fmt.Errorf("%w: %s: waiters are queued (fair)", ErrNotObtained, m.name))
+		}
+		return c.giveUp(ctx, fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
+	}
+	c.queued = m.fair
+	c.heldSent, c.heldSeen = sent, rep.seen
+	if !live {
+		return c.firstWait(ctx, rep.pttl)
+	}
+	ok, grant := m.sleep(ctx, c.w, m.heldWait(rep.pttl, c.rand(ctx)))
+	if !ok {
+		return c.giveUp(ctx, errors.Join(m.waitErr(ctx), c.lastErr))
+	}
+	if grant == "" || slices.Contains(c.spent, grant) {
+		return nil, nil, false
+	}
+	h, err, done := m.granted(ctx, grant, c.heldSent, c.heldSeen)
+	if !done {
+		// Not provably after the last attempt, or that attempt is too
+		// old: the next attempt adopts the grant, its deadline counted
+		// from its own send time.
+		return nil, nil, false
+	}
+	if err != nil {
+		return c.giveUp(ctx, err)
+	}
+	return c.hold(ctx, h)
+}
+
+// firstWait subscribes the call, and waits until the subscription is live
+// (at most pttl) before the next attempt, so no release notice can fall
+// between the attempt and the wait.
+func (c *lockCall) firstWait(ctx context.Context, pttl time.Duration) (*Hold, error, bool) {
+	m := c.m
+	if c.w == nil {
+		var err error
+		if c.w, err = m.c.subscribe(m.channel, grantCall(c.grantOwn), m.fair, c.since); err != nil {
+			return c.giveUp(ctx, err)
+		}
+	}
+	if !m.waitReady(ctx, c.w, pttl) {
+		return c.giveUp(ctx, errors.Join(m.waitErr(ctx), c.lastErr))
+	}
+	return nil, nil, false
+}
+
+// hold ends the call with h.
+func (c *lockCall) hold(ctx context.Context, h *Hold) (*Hold, error, bool) {
+	c.held = true
+	c.m.endCall(ctx, c, false)
+	return h, nil, true
+}
+
+// giveUp ends the call with err and nothing held. An attempt whose
+// outcome is unknown may have queued the call (and a release granted it
+// the lock since): its grant goes too.
+func (c *lockCall) giveUp(ctx context.Context, err error) (*Hold, error, bool) {
+	c.m.endCall(ctx, c, c.queued || (c.grantOwn != "" && len(c.unknown) > 0))
+	return nil, err, true
 }
 
 // starveAfter is how long a waiter may wait before new Lock calls of its
@@ -257,29 +324,11 @@ func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen 
 	return h, err, true
 }
 
-// lockCall is one Lock or TryLock call. Its attempts have owners of their
-// own, "BASE-SEQ.N"; the call is "BASE-SEQ" (a fair lock's queue holds
-// calls).
-type lockCall struct {
-	seq uint64
-	n   uint64 // attempts made
-	// unknown lists the owners of the attempts whose outcome is unknown
-	// (no reply) and that nothing has undone: they may still land. The
-	// next attempt may adopt what one of them took; when the call ends,
-	// they are abandoned.
-	unknown []string
-	// spent lists the grant fields this call handed back (confirmed too
-	// late, or too few replicas): never held by it, as the hand-back may
-	// land after any later attempt. Only a grant can come back: its owner
-	// "CALL.0" is adoptable by every attempt of the call.
-	spent []string
-}
-
 // spend records field, handed back by the call, in spent when its owner is
-// the call's grant owner grantOwn: no other field can be adopted again, so
-// spent does not grow with every failed attempt.
-func (c *lockCall) spend(field, grantOwn string) {
-	if grantOwn != "" && ownerOf(field) == grantOwn {
+// the call's grant owner: no other field can be adopted again, so spent
+// does not grow with every failed attempt.
+func (c *lockCall) spend(field string) {
+	if c.grantOwn != "" && ownerOf(field) == c.grantOwn {
 		c.spent = append(c.spent, field)
 	}
 }
