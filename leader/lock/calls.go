@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -19,10 +20,10 @@ import (
 // ctx ends; only the caller cancels it, so a result never races its own
 // cancel.
 //
-// settle is the simulator's (Mutex.settle), nil otherwise: with it, a
-// reply that comes at the instant the bound passes, or ctx ends, is
+// settle is the simulator's (hooks.Hooks.Settle), nil otherwise: with it,
+// a reply that comes at the instant the bound passes, or ctx ends, is
 // taken.
-func call[T any](ctx context.Context, bound time.Duration, settle func(), f func(ctx context.Context) (T, error)) (T, error) {
+func call[T any](ctx context.Context, bound time.Duration, settle func(key string), f func(ctx context.Context) (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -37,12 +38,12 @@ func call[T any](ctx context.Context, bound time.Duration, settle func(), f func
 	select {
 	case r := <-ch:
 		if settle != nil {
-			settle() // on every path: the instant's other goroutines have run
+			settle(settleKeyCall) // on every path: the instant's other goroutines have run
 		}
 		return r.v, r.err
 	case <-cctx.Done():
 		if settle != nil {
-			settle()
+			settle(settleKeyCall)
 			select {
 			case r := <-ch:
 				return r.v, r.err
@@ -76,25 +77,25 @@ func (m *Mutex) inlineCtx(ctx context.Context) (context.Context, context.CancelF
 // The store calls of Lock, TryLock and Unlock: inline (no goroutine, no
 // closure), or on a goroutine of their own bounded by RenewDeadline.
 
-func (m *Mutex) acquire(ctx context.Context, owner string, adopt []string, wait bool) (acquireReply, error) {
+func (m *Mutex) acquire(ctx context.Context, owner string, adopt []string, wait bool) (hooks.AcquireReply, error) {
 	if m.inline {
 		cctx, cancel := m.inlineCtx(ctx)
 		defer cancel()
-		return m.st.acquire(cctx, owner, adopt, "", wait)
+		return m.st.Acquire(cctx, owner, adopt, "", wait)
 	}
-	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, owner, adopt, "", wait)
+	return call(ctx, m.cfg.RenewDeadline, m.hooks.Settle, func(ctx context.Context) (hooks.AcquireReply, error) {
+		return m.st.Acquire(ctx, owner, adopt, "", wait)
 	})
 }
 
-func (m *Mutex) reacquire(ctx context.Context, field string) (acquireReply, error) {
+func (m *Mutex) reacquire(ctx context.Context, field string) (hooks.AcquireReply, error) {
 	if m.inline {
 		cctx, cancel := m.inlineCtx(ctx)
 		defer cancel()
-		return m.st.acquire(cctx, "", nil, field, false)
+		return m.st.Acquire(cctx, "", nil, field, false)
 	}
-	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (acquireReply, error) {
-		return m.st.acquire(ctx, "", nil, field, false)
+	return call(ctx, m.cfg.RenewDeadline, m.hooks.Settle, func(ctx context.Context) (hooks.AcquireReply, error) {
+		return m.st.Acquire(ctx, "", nil, field, false)
 	})
 }
 
@@ -103,7 +104,7 @@ func (m *Mutex) release(ctx context.Context, field string, last bool) (int64, er
 		sent := time.Now()
 		cctx, cancel := m.inlineCtx(ctx)
 		defer cancel()
-		n, err := m.st.release(cctx, field, last)
+		n, err := m.st.Release(cctx, field, last)
 		if err == nil && n < 0 && last && time.Since(sent) > m.cfg.RenewDeadline {
 			// "Not held", answered after the bound a call on a goroutine
 			// has (a client that ignores deadlines): a second run of the
@@ -113,8 +114,8 @@ func (m *Mutex) release(ctx context.Context, field string, last bool) (int64, er
 		}
 		return n, err
 	}
-	return call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (int64, error) {
-		return m.st.release(ctx, field, last)
+	return call(ctx, m.cfg.RenewDeadline, m.hooks.Settle, func(ctx context.Context) (int64, error) {
+		return m.st.Release(ctx, field, last)
 	})
 }
 
@@ -130,8 +131,8 @@ func makeField(term uint64, owner string) string {
 // releaseField hands back a lock this process will not hold, within
 // RenewDeadline.
 func (m *Mutex) releaseField(ctx context.Context, field string) {
-	_, err := call(context.WithoutCancel(ctx), m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (int64, error) {
-		return m.st.release(ctx, field, true)
+	_, err := call(context.WithoutCancel(ctx), m.cfg.RenewDeadline, m.hooks.Settle, func(ctx context.Context) (int64, error) {
+		return m.st.Release(ctx, field, true)
 	})
 	if err != nil {
 		m.log.Debug("release of a lock not held on", zap.Error(err))
@@ -141,8 +142,8 @@ func (m *Mutex) releaseField(ctx context.Context, field string) {
 // abandon ends the attempts owners of call, which may still land (see
 // endCall), within RenewDeadline.
 func (m *Mutex) abandon(ctx context.Context, id string, owners []string) {
-	_, err := call(ctx, m.cfg.RenewDeadline, m.settle, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, m.st.abandon(ctx, id, owners)
+	_, err := call(ctx, m.cfg.RenewDeadline, m.hooks.Settle, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.st.Abandon(ctx, id, owners)
 	})
 	if ce := leader.RedisConfig(err); errors.Is(ce, leader.ErrRedisConfig) {
 		// Not an outage: no retry cures it (the entries lapse on their

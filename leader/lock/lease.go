@@ -163,7 +163,7 @@ func (l *lease) renew() {
 	if left <= 0 {
 		return // the deadline timer is ending the lease
 	}
-	ok, err := call(l.ctx, left, l.m.settle, func(ctx context.Context) (bool, error) { return l.m.st.renew(ctx, l.field) })
+	ok, err := call(l.ctx, left, l.m.hooks.Settle, func(ctx context.Context) (bool, error) { return l.m.st.Renew(ctx, l.field) })
 
 	l.wmu.Lock()
 	if l.stopped || l.ctx.Err() != nil {

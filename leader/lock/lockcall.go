@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -98,7 +99,7 @@ func (c *lockCall) join(ctx context.Context) error {
 			return err
 		}
 	}
-	if ok, _ := m.sleep(ctx, c.w, jitter(c.rand(ctx), m.cfg.RetryInterval)); !ok {
+	if ok, _ := m.sleep(ctx, c.w, jitter(c.rand(), m.cfg.RetryInterval)); !ok {
 		return m.waitErr(ctx)
 	}
 	return nil
@@ -112,9 +113,9 @@ func (c *lockCall) leave() {
 }
 
 // rand returns the source of the call's jitter, made on first use.
-func (c *lockCall) rand(ctx context.Context) *rand.Rand {
+func (c *lockCall) rand() *rand.Rand {
 	if c.rng == nil {
-		c.rng = c.m.rand(ctx)
+		c.rng = c.m.rand(c.seq)
 	}
 	return c.rng
 }
@@ -145,17 +146,17 @@ func (c *lockCall) attempt(ctx context.Context) (h *Hold, err error, done bool) 
 		return c.failed(ctx, owner, rep, err)
 	}
 	switch {
-	case rep.code == codeAdopted && slices.Contains(c.spent, rep.field):
+	case rep.Code == hooks.CodeAdopted && slices.Contains(c.spent, rep.Field):
 		// A grant ("TERM CALL.0", adoptable by every attempt) that this
 		// call handed back already, and whose hand-back may still land:
 		// held now, it would be deleted under the hold. Handed back
 		// again, never held.
-		m.releaseField(ctx, rep.field)
+		m.releaseField(ctx, rep.Field)
 		return nil, nil, false
-	case rep.code == codeAcquired || rep.code == codeAdopted:
+	case rep.Code == hooks.CodeAcquired || rep.Code == hooks.CodeAdopted:
 		return c.took(ctx, owner, rep, sent)
-	case rep.code != codeHeld:
-		return c.giveUp(ctx, fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.code))
+	case rep.Code != hooks.CodeHeld:
+		return c.giveUp(ctx, fmt.Errorf("lock %s: unexpected acquire outcome %d", m.name, rep.Code))
 	}
 	return c.heldElsewhere(ctx, rep, sent, live)
 }
@@ -163,14 +164,14 @@ func (c *lockCall) attempt(ctx context.Context) (h *Hold, err error, done bool) 
 // failed handles an attempt that got an error instead of an answer: the
 // call ends (ctx ended, TryLock, a configuration error) or retries after
 // a back-off.
-func (c *lockCall) failed(ctx context.Context, owner string, rep acquireReply, err error) (*Hold, error, bool) {
+func (c *lockCall) failed(ctx context.Context, owner string, rep hooks.AcquireReply, err error) (*Hold, error, bool) {
 	m := c.m
 	switch {
 	case errors.Is(err, ErrNotReplicated):
 		// Taken (or adopted), but too few replicas have it: a failover
 		// could lose it. Handed back by its exact field, never held; its
 		// outcome is known.
-		field := rep.fieldOf(owner)
+		field := fieldOf(rep, owner)
 		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == ownerOf(field) })
 		c.spend(field)
 		m.releaseField(ctx, field)
@@ -191,7 +192,7 @@ func (c *lockCall) failed(ctx context.Context, owner string, rep acquireReply, e
 		m.log.Warn("acquire failed; retrying", zap.Error(err))
 	}
 	c.lastErr = err
-	if ok, _ := m.sleep(ctx, c.w, jitter(c.rand(ctx), m.cfg.RetryInterval)); !ok {
+	if ok, _ := m.sleep(ctx, c.w, jitter(c.rand(), m.cfg.RetryInterval)); !ok {
 		return c.giveUp(ctx, errors.Join(m.waitErr(ctx), c.lastErr))
 	}
 	return nil, nil, false
@@ -200,17 +201,17 @@ func (c *lockCall) failed(ctx context.Context, owner string, rep acquireReply, e
 // took handles an attempt that took the lock (or adopted an earlier
 // attempt's hold, or a grant): the call returns the hold, or tries again
 // when it was confirmed too late.
-func (c *lockCall) took(ctx context.Context, owner string, rep acquireReply, sent time.Time) (*Hold, error, bool) {
-	if rep.code == codeAdopted {
+func (c *lockCall) took(ctx context.Context, owner string, rep hooks.AcquireReply, sent time.Time) (*Hold, error, bool) {
+	if rep.Code == hooks.CodeAdopted {
 		// An earlier attempt's hold, from now on this call's hold (or
 		// released by held): never abandoned.
-		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == ownerOf(rep.field) })
+		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == ownerOf(rep.Field) })
 	}
 	h, err := c.m.held(ctx, owner, rep, sent)
 	if err == nil {
 		return c.hold(ctx, h)
 	}
-	c.spend(rep.fieldOf(owner)) // held handed it back
+	c.spend(fieldOf(rep, owner)) // held handed it back
 	if !c.wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return c.giveUp(ctx, err)
 	}
@@ -221,20 +222,20 @@ func (c *lockCall) took(ctx context.Context, owner string, rep acquireReply, sen
 // another waiter's turn): TryLock ends; Lock waits for a notice, a grant
 // or the holder's time left, and takes a grant without another round trip
 // when that is safe.
-func (c *lockCall) heldElsewhere(ctx context.Context, rep acquireReply, sent time.Time, live bool) (*Hold, error, bool) {
+func (c *lockCall) heldElsewhere(ctx context.Context, rep hooks.AcquireReply, sent time.Time, live bool) (*Hold, error, bool) {
 	m := c.m
 	if !c.wait {
-		if rep.holder == "" {
+		if rep.Holder == "" {
 			return c.giveUp(ctx, fmt.Errorf("%w: %s: waiters are queued (fair)", ErrNotObtained, m.name))
 		}
-		return c.giveUp(ctx, fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.holder))
+		return c.giveUp(ctx, fmt.Errorf("%w: %s held by %s", ErrNotObtained, m.name, rep.Holder))
 	}
 	c.queued = m.fair
-	c.heldSent, c.heldSeen = sent, rep.seen
+	c.heldSent, c.heldSeen = sent, rep.Seen
 	if !live {
-		return c.firstWait(ctx, rep.pttl)
+		return c.firstWait(ctx, rep.PTTL)
 	}
-	ok, grant := m.sleep(ctx, c.w, m.heldWait(rep.pttl, c.rand(ctx)))
+	ok, grant := m.sleep(ctx, c.w, m.heldWait(rep.PTTL, c.rand()))
 	if !ok {
 		return c.giveUp(ctx, errors.Join(m.waitErr(ctx), c.lastErr))
 	}
@@ -320,7 +321,7 @@ func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen 
 		!m.grantable() {
 		return nil, nil, false
 	}
-	h, err = m.held(ctx, ownerOf(field), acquireReply{code: codeAdopted, term: term, field: field}, sent)
+	h, err = m.held(ctx, ownerOf(field), hooks.AcquireReply{Code: hooks.CodeAdopted, Term: term, Field: field}, sent)
 	return h, err, true
 }
 
@@ -361,8 +362,8 @@ func (m *Mutex) endCall(ctx context.Context, call *lockCall, queued bool) {
 
 // held turns a confirmed acquire into a hold, unless its reply came too
 // late (or ctx ended meanwhile): then the lock is handed back.
-func (m *Mutex) held(ctx context.Context, owner string, rep acquireReply, sent time.Time) (*Hold, error) {
-	term, field := rep.term, rep.fieldOf(owner)
+func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, sent time.Time) (*Hold, error) {
+	term, field := rep.Term, fieldOf(rep, owner)
 	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
 		// The lock may already have expired and passed to another owner.
 		// Never hold on it; the release compares the exact field, so it

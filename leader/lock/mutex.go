@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -25,16 +26,16 @@ type Mutex struct {
 	ctxBound bool
 	fair     bool // WithFair
 	// grants: a fair release may grant the lock to the queue's head
-	// (the Redis store; not the simulator's).
+	// (the Redis store, or a hooks store that is a hooks.Granter).
 	grants  bool
 	key     any // holdKey, boxed once (a context lookup would box it every time)
 	channel string
-	st      store
+	st      hooks.Store
 	log     *zap.Logger
-	// settle is nil but in the module's simulator
-	// (internal/lockseam.WithSettle): a wait that could end in two ways
-	// at one fake instant settles, then decides by a fixed order.
-	settle func()
+	// hooks are the simulator's (WithHooks), zero in production: its
+	// Settle makes a wait that could end in two ways at one instant decide
+	// by a fixed order; its Rand gives a call's jitter.
+	hooks hooks.Hooks
 }
 
 // holdKey is the context key of a hold: one per Client and lock (prefix
@@ -116,7 +117,7 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	l.refs++ // counted before the request, so no Unlock thinks it is the last
 	l.mu.Unlock()
 	rep, err := m.reacquire(ctx, l.field)
-	if err == nil && rep.code == codeReentered {
+	if err == nil && rep.Code == hooks.CodeReentered {
 		l.mu.Lock()
 		cause, ended := l.lostCause, l.ended
 		l.mu.Unlock()
@@ -139,9 +140,9 @@ func (m *Mutex) reenter(ctx context.Context, h *Hold) (*Hold, error) {
 	if err != nil {
 		return nil, leader.RedisConfig(fmt.Errorf("lock %s: re-enter: %w", m.name, err))
 	}
-	if rep.code == codeGone {
+	if rep.Code == hooks.CodeGone {
 		l.expire(ErrLockLost)
 		return nil, fmt.Errorf("lock %s: hold in context: %w", m.name, ErrLockLost)
 	}
-	return nil, fmt.Errorf("lock %s: unexpected re-enter outcome %d", m.name, rep.code)
+	return nil, fmt.Errorf("lock %s: unexpected re-enter outcome %d", m.name, rep.Code)
 }

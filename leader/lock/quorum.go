@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/solo-run/solo/internal/hooks"
 )
 
 // quorumStore is the store of one Redlock lock: one master per server.
@@ -26,10 +27,10 @@ type quorumStore struct {
 	// against the TTL): a frozen master must not stall every contended
 	// attempt until RenewDeadline. RenewDeadline/8.
 	acquireWait time.Duration
-	settle      func() // the simulator's (Mutex.settle); nil otherwise
+	settle      func(key string) // the simulator's (hooks.Hooks.Settle); nil otherwise
 }
 
-var _ store = (*quorumStore)(nil)
+var _ hooks.Store = (*quorumStore)(nil)
 
 func newQuorumStore(m *Mutex, clients []redis.UniversalClient) *quorumStore {
 	masters := make([]master, len(clients))
@@ -43,7 +44,7 @@ func newQuorumStore(m *Mutex, clients []redis.UniversalClient) *quorumStore {
 
 func newQuorumOf(m *Mutex, masters []master) *quorumStore {
 	q := &quorumStore{c: m.c, masters: masters, quorum: len(masters)/2 + 1, bound: m.cfg.RenewDeadline,
-		acquireWait: max(m.cfg.RenewDeadline/8, time.Millisecond), settle: m.settle}
+		acquireWait: max(m.cfg.RenewDeadline/8, time.Millisecond), settle: m.hooks.Settle}
 	for i := range masters {
 		q.all = append(q.all, i)
 	}
@@ -140,7 +141,7 @@ func fanOut[T any](ctx context.Context, q *quorumStore, idx []int, f func(ctx co
 // replies, then ctx's end, then the timer), so that a replay decides the
 // same way whichever channel Go's select took first.
 func settleFanOut[T any](ctx context.Context, q *quorumStore, ch <-chan reply[T], timer *time.Timer, rs *[]reply[T], n int, fired, ended bool) (bool, bool) {
-	q.settle()
+	q.settle(settleKeyFanOut)
 	for len(*rs) < n {
 		select {
 		case r := <-ch:
@@ -171,13 +172,13 @@ func settleFanOut[T any](ctx context.Context, q *quorumStore, ch <-chan reply[T]
 // acts on that attempt's owner only, so it can never count in, or take
 // away from, a later attempt's quorum; and the undo leaves a tombstone,
 // so an acquire of the failed attempt that lands after it takes nothing.
-func (q *quorumStore) acquire(ctx context.Context, owner string, _ []string, reenter string, _ bool) (acquireReply, error) {
+func (q *quorumStore) Acquire(ctx context.Context, owner string, _ []string, reenter string, _ bool) (hooks.AcquireReply, error) {
 	if reenter != "" {
 		return q.reenter(ctx, reenter)
 	}
 	n := len(q.masters)
-	won := func(r reply[acquireReply]) bool {
-		return r.err == nil && (r.v.code == codeAcquired || r.v.code == codeAdopted)
+	won := func(r reply[hooks.AcquireReply]) bool {
+		return r.err == nil && (r.v.Code == hooks.CodeAcquired || r.v.Code == hooks.CodeAdopted)
 	}
 	// Success is decided by the first quorum; failure waits for every
 	// master, or acquireWait after the first reply that was not a win,
@@ -185,21 +186,21 @@ func (q *quorumStore) acquire(ctx context.Context, owner string, _ []string, ree
 	// master all the same: one that answers later, or not at all, may
 	// hold this attempt's key, or get its acquire after the undo (then
 	// the tombstone refuses it).
-	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (acquireReply, error) {
-		return s.acquire(ctx, owner, nil, "", false)
-	}, func(rs []reply[acquireReply]) bool {
+	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (hooks.AcquireReply, error) {
+		return s.Acquire(ctx, owner, nil, "", false)
+	}, func(rs []reply[hooks.AcquireReply]) bool {
 		return countIf(rs, won) >= q.quorum
-	}, func(rs []reply[acquireReply]) bool {
+	}, func(rs []reply[hooks.AcquireReply]) bool {
 		return countIf(rs, won) < len(rs) // held or failed somewhere
 	}, q.acquireWait)
 	if errors.Is(ctxErr, ErrClosed) {
-		return acquireReply{}, ErrClosed
+		return hooks.AcquireReply{}, ErrClosed
 	}
 	terms := make([]uint64, n)
 	var (
 		top     uint64
 		wins    int
-		held    []acquireReply
+		held    []hooks.AcquireReply
 		errs    []error
 		answers []int
 	)
@@ -210,16 +211,16 @@ func (q *quorumStore) acquire(ctx context.Context, owner string, _ []string, ree
 			errs = append(errs, r.err)
 		case won(r):
 			wins++
-			terms[r.i] = r.v.term
-			top = max(top, r.v.term)
-		case r.v.code == codeHeld:
+			terms[r.i] = r.v.Term
+			top = max(top, r.v.Term)
+		case r.v.Code == hooks.CodeHeld:
 			held = append(held, r.v)
 		default:
-			errs = append(errs, fmt.Errorf("master %d: unexpected acquire outcome %d", r.i, r.v.code))
+			errs = append(errs, fmt.Errorf("master %d: unexpected acquire outcome %d", r.i, r.v.Code))
 		}
 	}
 	if wins >= q.quorum {
-		return acquireReply{code: codeAcquired, term: top, field: encodeField(terms, owner)}, nil
+		return hooks.AcquireReply{Code: hooks.CodeAcquired, Term: top, Field: encodeField(terms, owner)}, nil
 	}
 	if wins > 0 || len(errs) > 0 || len(rs) < n {
 		// Redlock's rule: a failed attempt unlocks at once on every
@@ -238,17 +239,17 @@ func (q *quorumStore) acquire(ctx context.Context, owner string, _ []string, ree
 		return heldReply(held, n, q.quorum), nil
 	}
 	err := fmt.Errorf("%w: %d of %d took the lock, %d needed", ErrNoQuorum, wins, n, q.quorum)
-	return acquireReply{}, errors.Join(append([]error{err, ctxErr}, errs...)...)
+	return hooks.AcquireReply{}, errors.Join(append([]error{err, ctxErr}, errs...)...)
 }
 
 // heldReply reports the holder and when enough masters will be free for a
 // quorum: the holds' expiries in order, assuming the masters that did not
 // report a holder are free.
-func heldReply(held []acquireReply, n, quorum int) acquireReply {
-	slices.SortFunc(held, func(a, b acquireReply) int { return int(a.pttl - b.pttl) })
+func heldReply(held []hooks.AcquireReply, n, quorum int) hooks.AcquireReply {
+	slices.SortFunc(held, func(a, b hooks.AcquireReply) int { return int(a.PTTL - b.PTTL) })
 	k := quorum - (n - len(held)) // holds that must end first
 	r := held[max(k-1, 0)]
-	return acquireReply{code: codeHeld, holder: r.holder, pttl: r.pttl}
+	return hooks.AcquireReply{Code: hooks.CodeHeld, Holder: r.Holder, PTTL: r.PTTL}
 }
 
 // undo abandons owner's acquisitions on every master, waiting only for
@@ -263,31 +264,31 @@ func (q *quorumStore) undo(ctx context.Context, owner string, wait []int) {
 
 // reenter adds a hold on the masters of field; a quorum of them must
 // count it.
-func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, error) {
+func (q *quorumStore) reenter(ctx context.Context, field string) (hooks.AcquireReply, error) {
 	terms, owner, idx, err := q.decodeField(field)
 	if err != nil {
-		return acquireReply{}, err
+		return hooks.AcquireReply{}, err
 	}
-	ok := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeReentered }
-	gone := func(r reply[acquireReply]) bool { return r.err == nil && r.v.code == codeGone }
-	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (acquireReply, error) {
-		return s.acquire(ctx, "", nil, strconv.FormatUint(terms[i], 10)+" "+owner, false)
-	}, func(rs []reply[acquireReply]) bool {
+	ok := func(r reply[hooks.AcquireReply]) bool { return r.err == nil && r.v.Code == hooks.CodeReentered }
+	gone := func(r reply[hooks.AcquireReply]) bool { return r.err == nil && r.v.Code == hooks.CodeGone }
+	rs, ctxErr := fanOut(ctx, q, idx, func(ctx context.Context, i int, s master) (hooks.AcquireReply, error) {
+		return s.Acquire(ctx, "", nil, strconv.FormatUint(terms[i], 10)+" "+owner, false)
+	}, func(rs []reply[hooks.AcquireReply]) bool {
 		return countIf(rs, ok) >= q.quorum || countIf(rs, gone) > len(idx)-q.quorum
 	}, nil, 0)
 	var count int64
 	for _, r := range rs {
 		if ok(r) {
-			count = max(count, r.v.count)
+			count = max(count, r.v.Count)
 		}
 	}
 	switch {
 	case countIf(rs, ok) >= q.quorum:
-		return acquireReply{code: codeReentered, count: count}, nil
+		return hooks.AcquireReply{Code: hooks.CodeReentered, Count: count}, nil
 	case countIf(rs, gone) > len(idx)-q.quorum:
-		return acquireReply{code: codeGone}, nil
+		return hooks.AcquireReply{Code: hooks.CodeGone}, nil
 	}
-	return acquireReply{}, noQuorum(q, "re-enter", rs, len(idx), ctxErr)
+	return hooks.AcquireReply{}, noQuorum(q, "re-enter", rs, len(idx), ctxErr)
 }
 
 // renew renews on every master: by the exact hold on the masters that
@@ -297,7 +298,7 @@ func (q *quorumStore) reenter(ctx context.Context, field string) (acquireReply, 
 // deny the hold for a quorum to remain. So a hold that took every master
 // survives the loss of any N − quorum of them, not only of those outside
 // the quorum that answered first.
-func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
+func (q *quorumStore) Renew(ctx context.Context, field string) (bool, error) {
 	terms, owner, _, err := q.decodeField(field)
 	if err != nil {
 		return false, err
@@ -328,7 +329,7 @@ func (q *quorumStore) renew(ctx context.Context, field string) (bool, error) {
 // master (by owner where the acquire was never confirmed) and counts on
 // all of them. It reports the holds left once a quorum agrees that the
 // hold is theirs, -1 once too many deny it for a quorum to remain.
-func (q *quorumStore) release(ctx context.Context, field string, last bool) (int64, error) {
+func (q *quorumStore) Release(ctx context.Context, field string, last bool) (int64, error) {
 	terms, owner, idx, err := q.decodeField(field)
 	if err != nil {
 		return 0, err
@@ -366,9 +367,9 @@ func (q *quorumStore) release(ctx context.Context, field string, last bool) (int
 // abandon ends owners' attempts on every master (tombstones, and the lock
 // deleted where one of them holds it), after acquires whose outcome is
 // unknown; it waits for all of them (within ctx).
-func (q *quorumStore) abandon(ctx context.Context, call string, owners []string) error {
+func (q *quorumStore) Abandon(ctx context.Context, call string, owners []string) error {
 	rs, ctxErr := fanOut(ctx, q, q.all, func(ctx context.Context, i int, s master) (struct{}, error) {
-		return struct{}{}, s.abandon(ctx, call, owners)
+		return struct{}{}, s.Abandon(ctx, call, owners)
 	}, nil, nil, 0)
 	errs := []error{ctxErr}
 	for _, r := range rs {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -119,7 +120,7 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 	all := make([]Option, 0, len(opts)+1)
 	all = append(all, opts...)
 	all = append(all, optionFunc(func(o *options) {
-		o.newStore = func(m *Mutex) store {
+		o.newStore = func(m *Mutex) hooks.Store {
 			if m.fair || m.cfg.MinReplicas > 0 {
 				return nil // Mutex refuses it: no FIFO queue across masters, no WAIT
 			}
@@ -144,7 +145,7 @@ func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client,
 // master is one Redlock master's lock: the store's steps, with renewals
 // and releases that also raise the master's term counter to floor.
 type master interface {
-	acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error)
+	Acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (hooks.AcquireReply, error)
 	renewFloor(ctx context.Context, field, floor string) (bool, error)
 	// renewOwner renews the lock if owner holds it, whatever the term
 	// (a master whose acquire reply came after the quorum's).
@@ -154,7 +155,7 @@ type master interface {
 	// and tombstones owner (its acquire may still land):
 	// 0 deleted, -1 not owner's.
 	releaseOwner(ctx context.Context, owner, floor string) (int64, error)
-	abandon(ctx context.Context, call string, owners []string) error
+	Abandon(ctx context.Context, call string, owners []string) error
 	// undo ends one failed attempt on this master: abandon of owner
 	// without the release notice.
 	undo(ctx context.Context, owner string) error

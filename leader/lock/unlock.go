@@ -37,8 +37,8 @@ func (l *lease) releaseLast(ctx context.Context) (int64, error) {
 	send := func() (int64, error) {
 		// Bounded by RenewDeadline in every mode (as an abandon is), also
 		// with a client that ignores deadlines: Close waits for it.
-		n, err := call(ctx, l.m.cfg.RenewDeadline, l.m.settle, func(ctx context.Context) (int64, error) {
-			return l.m.st.release(ctx, l.field, true)
+		n, err := call(ctx, l.m.cfg.RenewDeadline, l.m.hooks.Settle, func(ctx context.Context) (int64, error) {
+			return l.m.st.Release(ctx, l.field, true)
 		})
 		l.finish(n, err)
 		return n, err

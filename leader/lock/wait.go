@@ -4,20 +4,28 @@ import (
 	"context"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"time"
-
-	"github.com/solo-run/solo/internal/seeded"
 )
 
-// rand returns the source of the call's jitter: the one the module's
-// simulator carries in ctx (internal/seeded), so that its schedules
-// replay exactly, or a new one.
-func (m *Mutex) rand(ctx context.Context) *rand.Rand {
-	if r, ok := seeded.From(ctx); ok {
-		return r
+// rand returns a source of jitter for call seq of this Mutex: the
+// simulator's (hooks.Hooks.Rand, by "NAME SEQ", so that its schedules
+// replay exactly), or a new one.
+func (m *Mutex) rand(seq uint64) *rand.Rand {
+	if m.hooks.Rand != nil {
+		return m.hooks.Rand(m.name + " " + strconv.FormatUint(seq, 10))
 	}
 	return newRand()
 }
+
+// The keys naming the places where a wait settles under the simulator
+// (hooks.Hooks.Settle).
+const (
+	settleKeyCall   = "lock call"    // a store call's reply, its bound, ctx's end
+	settleKeyReady  = "lock ready"   // a first wait's subscription, its bound, the end
+	settleKeySleep  = "lock sleep"   // a sleep's grant, notice, timer, the end
+	settleKeyFanOut = "lock fan-out" // Redlock's masters' replies, the timer, ctx's end
+)
 
 // heldWait is how long a waiter sleeps, unless a notice comes first,
 // after an attempt that found the lock held with pttl left (fair: or free
@@ -89,13 +97,13 @@ func (m *Mutex) waitReady(ctx context.Context, w *waiter, bound time.Duration) b
 }
 
 // settled returns ok, except that under the simulator's settle (see
-// Mutex.settle) a wait that ended ready (ok) at the instant ctx or the
+// Mutex.hooks) a wait that ended ready (ok) at the instant ctx or the
 // Client ended reports the end, as the select might have.
 func (m *Mutex) settled(ctx context.Context, ok bool) bool {
-	if m.settle == nil {
+	if m.hooks.Settle == nil {
 		return ok
 	}
-	m.settle() // on every path: the instant's other goroutines have run
+	m.hooks.Settle(settleKeyReady) // on every path: the instant's other goroutines have run
 	return ok && ctx.Err() == nil && m.c.ctx.Err() == nil
 }
 
@@ -125,14 +133,14 @@ func (m *Mutex) sleep(ctx context.Context, w *waiter, d time.Duration) (bool, st
 	case <-ctx.Done():
 	case <-m.c.ctx.Done():
 	}
-	if m.settle == nil {
+	if m.hooks.Settle == nil {
 		return ok, g
 	}
 	// Under the simulator's settle, whatever else came at this instant
 	// is taken too, in a fixed order: a grant, then the end of ctx or the
 	// Client, then a notice (drained: the next attempt is the retry it
 	// asks for) or the timer.
-	m.settle()
+	m.hooks.Settle(settleKeySleep)
 	if g == "" {
 		select {
 		case g = <-grant:
