@@ -301,6 +301,6 @@ func (lw *lockWorld) checkQuorum(c int, r *leaseRec, where string) {
 		return
 	}
 	lw.w.violate(InvLockExcl, fmt.Sprintf("c%d's Redlock hold of term %d is live (%s) but only %d masters hold it: %s",
-		c, r.term, where, n, strings.Join(got, ", ")), Finding2)
-	lw.finding(Finding2)
+		c, r.term, where, n, strings.Join(got, ", ")), LabelLateUndo)
+	lw.finding(LabelLateUndo)
 }

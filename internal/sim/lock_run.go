@@ -118,8 +118,8 @@ type LockStats struct {
 	// Mode is the schedule's lock mode: "plain", "fair" or "redlock"
 	// (with "+inline" for WithInlineCalls).
 	Mode string
-	// Findings counts the violations that show a finding of the outside
-	// review (Finding1…), by finding.
+	// Findings counts the violations that carry a label (LabelStaleRelease
+	// …), by label.
 	Findings map[string]int
 	// Judged counts, by invariant of the connection model (L1 for Redlock
 	// holds, L6–L8), the checks that could have found a violation.
@@ -515,8 +515,8 @@ func (lw *lockWorld) deleting(field string, last bool) {
 		if lw.connModel && last && r.ctx != nil && r.ctx.Err() == nil {
 			// A release of this very field while its hold is live: the
 			// stale release of an earlier, late-confirmed attempt.
-			lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked (and live)", field, how, r.app), Finding1)
-			lw.finding(Finding1)
+			lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked (and live)", field, how, r.app), LabelStaleRelease)
+			lw.finding(LabelStaleRelease)
 			return
 		}
 		lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked", field, how, r.app))

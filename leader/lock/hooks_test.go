@@ -80,6 +80,47 @@ func (s *hookStore) Release(_ context.Context, field string, last bool) (int64, 
 
 func (s *hookStore) Abandon(context.Context, string, []string) error { return nil }
 
+// hookMutex returns the Mutex "x" of a Client over st (WithHooks), closed
+// when the test ends.
+func hookMutex(t *testing.T, st *hookStore, opts ...lock.Option) *lock.Mutex {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
+	t.Cleanup(func() { _ = rdb.Close() })
+	opts = append(opts, lock.WithHooks(hooks.Hooks{NewLockStore: func(hooks.Lock) hooks.Store { return st }}))
+	c, err := lock.NewClient(rdb, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	m, err := c.Mutex("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// unlockThenTake unlocks a on a goroutine and takes the lock (B) 50ms
+// later, when the release executed and its reply is on its way: a's hold
+// context must have ended by then, and its Unlock must succeed. It
+// returns B's hold.
+func unlockThenTake(t *testing.T, m *lock.Mutex, a *lock.Hold) *lock.Hold {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- a.Unlock(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
+	b, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	if a.Context().Err() == nil {
+		t.Errorf("A's hold context is still live while B holds term %d", b.Term())
+	}
+	if err := <-done; err != nil {
+		t.Errorf("A's Unlock: %v", err)
+	}
+	return b
+}
+
 // TestUnlockCancelsBeforeTheLockPasses: the last Unlock ends the hold's
 // context before its release can let another owner in, not when the
 // release's reply comes back. Found by the simulator (internal/sim,
@@ -89,34 +130,12 @@ func (s *hookStore) Abandon(context.Context, string, []string) error { return ni
 func TestUnlockCancelsBeforeTheLockPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &hookStore{replyDelay: 100 * time.Millisecond}
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
-		defer rdb.Close()
-		c, err := lock.NewClient(rdb, lock.WithHooks(hooks.Hooks{NewLockStore: func(hooks.Lock) hooks.Store { return st }}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		m, err := c.Mutex("x")
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := hookMutex(t, st)
 		a, err := m.TryLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- a.Unlock(context.Background()) }()
-		time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
-		b, err := m.TryLock(context.Background())
-		if err != nil {
-			t.Fatalf("B: %v", err)
-		}
-		if a.Context().Err() == nil {
-			t.Errorf("A's hold context is still live while B holds term %d", b.Term())
-		}
-		if err := <-done; err != nil {
-			t.Errorf("A's Unlock: %v", err)
-		}
+		b := unlockThenTake(t, m, a)
 		if cause := context.Cause(a.Context()); !errors.Is(cause, lock.ErrUnlocked) {
 			t.Errorf("A's cause = %v, want ErrUnlocked", cause)
 		}
@@ -136,17 +155,7 @@ func TestUnlockCancelsBeforeTheLockPasses(t *testing.T) {
 func TestUnlockWithReentryInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &hookStore{replyDelay: 100 * time.Millisecond, reenterDelay: 300 * time.Millisecond}
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
-		defer rdb.Close()
-		c, err := lock.NewClient(rdb, lock.WithHooks(hooks.Hooks{NewLockStore: func(hooks.Lock) hooks.Store { return st }}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		m, err := c.Mutex("x")
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := hookMutex(t, st)
 		a, err := m.TryLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -161,19 +170,7 @@ func TestUnlockWithReentryInFlight(t *testing.T) {
 			reentered <- err
 		}()
 		time.Sleep(10 * time.Millisecond) // the re-entry is in flight
-		done := make(chan error, 1)
-		go func() { done <- a.Unlock(context.Background()) }()
-		time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
-		b, err := m.TryLock(context.Background())
-		if err != nil {
-			t.Fatalf("B: %v", err)
-		}
-		if a.Context().Err() == nil {
-			t.Errorf("A's hold context is still live while B holds term %d", b.Term())
-		}
-		if err := <-done; err != nil {
-			t.Errorf("A's Unlock: %v", err)
-		}
+		b := unlockThenTake(t, m, a)
 		if err := <-reentered; !errors.Is(err, lock.ErrLockLost) {
 			t.Errorf("re-entry: %v, want ErrLockLost", err)
 		}
@@ -194,17 +191,7 @@ func TestUnlockWithReentryInFlight(t *testing.T) {
 func TestReentryRacingTheLastUnlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &hookStore{releaseDelay: 100 * time.Millisecond}
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
-		defer rdb.Close()
-		c, err := lock.NewClient(rdb, lock.WithHooks(hooks.Hooks{NewLockStore: func(hooks.Lock) hooks.Store { return st }}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		m, err := c.Mutex("x")
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := hookMutex(t, st)
 		a, err := m.TryLock(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -50,6 +50,8 @@ type lockCall struct {
 	spent []string
 }
 
+// lock is Lock (wait) and TryLock: a re-entry when ctx carries a hold of
+// the lock, else one call of attempts until one holds or the call ends.
 func (m *Mutex) lock(ctx context.Context, wait bool) (*Hold, error) {
 	if h, ok := m.HoldFrom(ctx); ok {
 		held, err := m.reenter(ctx, h)

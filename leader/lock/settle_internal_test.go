@@ -9,9 +9,9 @@ import (
 	"github.com/solo-run/solo/internal/hooks"
 )
 
-// The simulator's settle (hooks.Hooks.Settle, WithHooks): a wait that could end two
-// ways at one fake instant decides by a fixed order, so a replay decides
-// the same way. Each case makes the two ways coincide and runs 20 times.
+// The simulator's settle (hooks.Hooks.Settle, WithHooks): a wait that
+// could end two ways at one fake instant decides by a fixed order, so a
+// replay decides the same way. Each case makes the two ways coincide and runs 20 times.
 //
 // Mutation checks: without the drain after call's settle, "call returned
 // lock: no reply within the renew deadline, want the reply that came at

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/solo-run/solo/internal/hooks"
 )
 
-// fakeStore is an in-memory hooks.Store for timing tests under synctest: time is
-// the bubble's fake clock, so deadlines are checked to the nanosecond.
+// fakeStore is an in-memory hooks.Store for timing tests under synctest:
+// time is the bubble's fake clock, so deadlines are checked to the
+// nanosecond.
 type fakeStore struct {
 	ttl time.Duration
 	// deadlineClient: the Mutex's Redis client honours context deadlines
