@@ -22,9 +22,10 @@ type Hooks struct {
 	// made by a fixed order replays exactly. It must never be called while
 	// holding a lock another goroutine may need.
 	Settle func(key string)
-	// Rand, when set, returns the source of jitter of one campaign or
-	// lock call, by the election's or lock's name; its receiver is its
-	// only user. Unset: a source seeded by the runtime.
+	// Rand, when set, returns the source of jitter of one campaign, by
+	// the election's name, or of one lock call, by "NAME SEQ" (the lock's
+	// name and the call's number in its Client); its receiver is its only
+	// user. Unset: a source seeded by the runtime.
 	Rand func(name string) *rand.Rand
 	// IDToken, when set, returns the random part of the ID of an elector
 	// of election; it must never repeat for one election. Unset:

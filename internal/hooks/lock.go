@@ -22,16 +22,21 @@ type AcquireReply struct {
 	Count  int64         // re-entered: holds of the term now
 	Holder string        // held: "TERM OWNER" of the holder
 	PTTL   time.Duration // held: the holder's time left
-	Field  string        // adopted: "TERM OWNER" of the adopted hold
+	// Field names the hold to renew and release by (acquired, adopted)
+	// when it is not "TERM OWNER" of the attempt's own owner: an adopted
+	// hold's (an earlier attempt's owner), Redlock's (every master's own
+	// term).
+	Field string
 	// Seen is, on a fair lock's "held" answer, the last term minted (0
 	// when unknown): a grant with a higher term came after the answer.
 	Seen uint64
 }
 
-// Store keeps one lock for a Mutex (Hooks.NewLockStore); every method is one atomic step, with the
-// semantics of leader/lock's scripts (acquire.lua, renew.lua, release.lua,
-// abandon.lua; release and abandon publish "released FIELD" on
-// Lock.Channel when they delete the lock).
+// Store keeps one lock for a Mutex: leader/lock's Redis and Redlock
+// stores, or the one Hooks.NewLockStore makes. Every method is one atomic
+// step, with the semantics of leader/lock's scripts (acquire.lua,
+// renew.lua, release.lua, abandon.lua; release and abandon publish
+// "released FIELD" on Lock.Channel when they delete the lock).
 type Store interface {
 	// Acquire is one attempt of a Lock call: it takes the lock for owner
 	// (unique per attempt, "CALL.N"), adopts it when one of adopt (the

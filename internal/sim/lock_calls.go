@@ -53,23 +53,23 @@ const (
 // Client's queue head has waited longer goes behind it.
 const starveAfter = time.Millisecond
 
-// Findings of the outside review that a violation shows (LockStats.Findings).
+// The labels a violation carries when it shows one of the ways a lock call
+// could act on another attempt's hold, or a waiter could go unserved
+// (LockStats.Findings).
 const (
-	Finding1 = "1 two holders: a stale release deletes an adopted lock"
-	Finding2 = "2 two Redlock quorums: a late undo deletes a counted key"
-	Finding3 = "3 a finished call's earlier attempt takes the lock"
-	Finding4 = "4 the abandon overtakes its acquire"
-	Finding6 = "6 fair mode: waiter not woken, or re-queued at the tail"
-	// FindingWait is issue 25's item 4, not a finding of the review: a
-	// waiter first in line not served within its bound after a release
-	// (L7 without WithFair), or passed by a later call of its Client
-	// (L9).
-	FindingWait = "25 a Client's waiter not served in its bound"
-	// FindingR is not one of the review's: a Redlock master that answers
-	// an attempt after the attempt gave up keeps its acquisition for a
-	// TTL once the call finished (the documented behaviour, which L6
-	// refuses).
-	FindingR = "R a Redlock master keeps a finished call's late acquisition"
+	LabelStaleRelease = "two holders: a stale release deletes an adopted lock"
+	LabelLateUndo     = "two Redlock quorums: a late undo deletes a counted key"
+	LabelLateAttempt  = "a finished call's earlier attempt takes the lock"
+	LabelAbandonFirst = "the abandon overtakes its acquire"
+	LabelFairWake     = "fair mode: waiter not woken, or re-queued at the tail"
+	// LabelWaitBound: a waiter first in line not served within its bound
+	// after a release (L7 without WithFair), or passed by a later call of
+	// its Client (L9).
+	LabelWaitBound = "a Client's waiter not served in its bound"
+	// LabelLateMaster: a Redlock master that answers an attempt after the
+	// attempt gave up keeps its acquisition for a TTL once the call
+	// finished (the documented behaviour, which L6 refuses).
+	LabelLateMaster = "a Redlock master keeps a finished call's late acquisition"
 )
 
 type callKey struct{}
@@ -304,16 +304,16 @@ func (lw *lockWorld) checkFinished(rec *callRec) {
 			continue
 		}
 		rec.reported = true
-		f := Finding4
+		f := LabelAbandonFirst
 		switch {
 		case lw.redlock:
-			f = FindingR
+			f = LabelLateMaster
 		case isGrant(field):
 			f = ShapeGrantLeft
 		case lw.twice[ownerOf(field)]:
 			f = ShapeRetryHeld // its second run answered the call: held
 		case rec.ok:
-			f = Finding3
+			f = LabelLateAttempt
 		}
 		srv := "the server"
 		if lw.redlock {
@@ -325,9 +325,9 @@ func (lw *lockWorld) checkFinished(rec *callRec) {
 		return
 	}
 	if lw.fair != nil {
-		f := Finding4
+		f := LabelAbandonFirst
 		if rec.ok {
-			f = Finding3
+			f = LabelLateAttempt
 		}
 		for _, e := range w.fairQueue(now) {
 			if lw.calls[strings.TrimSuffix(e.entry, "!")] == rec {
@@ -366,7 +366,7 @@ func (lw *lockWorld) judged(inv string) {
 // deletes the lock from under a live hold made from an adoption that
 // executed after the release was sent (the release of an acquire
 // confirmed too late, still on the wire when the same call's next
-// attempt adopted the lock and held it: finding 1), under w.mu.
+// attempt adopted the lock and held it: LabelStaleRelease), under w.mu.
 //
 // Only an adoption whose reply made a hold is judged. An earlier attempt
 // of a call may land late and adopt the call's own hold after that
@@ -382,8 +382,8 @@ func (lw *lockWorld) staleRelease(field string, sent time.Time, res lockRes) {
 	}
 	w := lw.w
 	w.violate(InvLockCount, fmt.Sprintf("%q deleted by a release sent at %s, before the acquire of its owner whose adoption made its live hold executed at %s (a stale release of a late-confirmed attempt)",
-		field, fmtDur(sent.Sub(w.start)), fmtDur(r.heldFrom.Sub(w.start))), Finding1)
-	lw.finding(Finding1)
+		field, fmtDur(sent.Sub(w.start)), fmtDur(r.heldFrom.Sub(w.start))), LabelStaleRelease)
+	lw.finding(LabelStaleRelease)
 }
 
 // finding records that the schedule showed finding f.
@@ -464,8 +464,8 @@ func (lw *lockWorld) checkBehind(rec *callRec, now time.Time) {
 func (lw *lockWorld) passed(rec, o *callRec, now time.Time) {
 	w := lw.w
 	w.violate(InvLockStarve, fmt.Sprintf("c%d: call #%d (%s) began at %s while call #%d (%s) of its Client had waited %s (over the %s starvation bound) and is still waiting, and tried at %s, before RetryInterval (%s) had passed: it passed the Client's waiter",
-		rec.proc, rec.id, rec.kind, fmtDur(rec.start.Sub(w.start)), o.id, o.kind, rec.start.Sub(o.start), starveAfter, fmtDur(now.Sub(w.start)), lw.procs[rec.proc].cfg.RetryInterval), FindingWait)
-	lw.finding(FindingWait)
+		rec.proc, rec.id, rec.kind, fmtDur(rec.start.Sub(w.start)), o.id, o.kind, rec.start.Sub(o.start), starveAfter, fmtDur(now.Sub(w.start)), lw.procs[rec.proc].cfg.RetryInterval), LabelWaitBound)
+	lw.finding(LabelWaitBound)
 }
 
 // attemptSent records an acquire of rec's call (L7, L9), under w.mu.
@@ -585,9 +585,9 @@ func (lw *lockWorld) checkWoken(rec *callRec, now time.Time, where string) {
 		}
 		rec.reported = true
 		w := lw.w
-		fnd := Finding6
+		fnd := LabelFairWake
 		if lw.fair == nil {
-			fnd = FindingWait
+			fnd = LabelWaitBound
 		}
 		lw.finding(fnd)
 		w.violate(InvLockWake, fmt.Sprintf("c%d: call #%d (%s, owners %s; last attempt sent %s, executed %s, answered %s) waits on: the lock was free by %s at %s, it was due to try again by %s (bound %s), still not %s at %s",

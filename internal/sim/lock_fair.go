@@ -86,8 +86,8 @@ func (lw *lockWorld) fairDropped(now time.Time, entry string, queued, fresh time
 	}
 	rec.reported = true
 	w.violate(InvLockFair, fmt.Sprintf("c%d: the slot of call #%d (%s, queued at %s, slot last refreshed at %s, last attempt sent at %s) lapsed while it waited: it goes to the back of the queue",
-		rec.proc, rec.id, rec.kind, fmtDur(queued.Sub(w.start)), fmtDur(fresh.Sub(w.start)), fmtDur(rec.lastSend.Sub(w.start))), Finding6)
-	lw.finding(Finding6)
+		rec.proc, rec.id, rec.kind, fmtDur(queued.Sub(w.start)), fmtDur(fresh.Sub(w.start)), fmtDur(rec.lastSend.Sub(w.start))), LabelFairWake)
+	lw.finding(LabelFairWake)
 }
 
 // fairSlot is a fair waiter's slot lifetime (redisStore's slot).

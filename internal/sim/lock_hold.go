@@ -58,8 +58,8 @@ func (p *lockProc) handed(h *lock.Hold, carried *lock.Hold) {
 				case aff != "" || oa != "":
 					w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d starts while c%d's hold of the newer term %d is live (after %s): the fence would take the older one", p.idx, r.term, o.proc, o.term, aff+oa))
 				case lw.redlock:
-					w.violate(InvLockExcl, fmt.Sprintf("c%d's Redlock hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term), Finding2)
-					lw.finding(Finding2)
+					w.violate(InvLockExcl, fmt.Sprintf("c%d's Redlock hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term), LabelLateUndo)
+					lw.finding(LabelLateUndo)
 				default:
 					w.violate(InvLockExcl, fmt.Sprintf("c%d's hold of term %d starts while c%d's hold of term %d is live", p.idx, r.term, o.proc, o.term), lw.grantShape(o, r)...)
 				}

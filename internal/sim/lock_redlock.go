@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/internal/hooks"
 )
 
 // Redlock schedules (Options.LockConns, a fraction of the lock schedules)
@@ -208,11 +208,11 @@ func (c *rlClient) Process(ctx context.Context, cmder redis.Cmder) error {
 	}
 	w.mu.Lock()
 	if rec != nil {
-		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, time.Time{})
+		lw.attemptReturned(rec, err == nil && res.rep.Code == hooks.CodeHeld, sent, time.Time{})
 	}
 	if err == nil {
 		switch {
-		case kind == "acquire" && (res.rep.Code == lockseam.CodeAcquired || res.rep.Code == lockseam.CodeAdopted):
+		case kind == "acquire" && (res.rep.Code == hooks.CodeAcquired || res.rep.Code == hooks.CodeAdopted):
 			lw.rlSent[owner] = maxTime(lw.rlSent[owner], sent)
 		case o == opLRenew && res.n == 1:
 			lw.rlRenew[owner] = maxTime(lw.rlRenew[owner], sent)
@@ -254,7 +254,7 @@ func (lw *lockWorld) execMaster(m *rlMaster, now time.Time, sc *script, kind str
 		owner = argv[0]
 	}
 	res.rep, res.err = parseAcquireReply(r, owner)
-	if res.rep.Code == lockseam.CodeAcquired {
+	if res.rep.Code == hooks.CodeAcquired {
 		if res.rep.Term <= m.lastMint {
 			w.violate(InvLockTerms, fmt.Sprintf("master %d minted term %d after term %d", m.idx, res.rep.Term, m.lastMint))
 		}
@@ -301,6 +301,6 @@ func (lw *lockWorld) checkQuorum(c int, r *leaseRec, where string) {
 		return
 	}
 	lw.w.violate(InvLockExcl, fmt.Sprintf("c%d's Redlock hold of term %d is live (%s) but only %d masters hold it: %s",
-		c, r.term, where, n, strings.Join(got, ", ")), Finding2)
-	lw.finding(Finding2)
+		c, r.term, where, n, strings.Join(got, ", ")), LabelLateUndo)
+	lw.finding(LabelLateUndo)
 }

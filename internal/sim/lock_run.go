@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader/lock"
 )
 
@@ -118,8 +118,8 @@ type LockStats struct {
 	// Mode is the schedule's lock mode: "plain", "fair" or "redlock"
 	// (with "+inline" for WithInlineCalls).
 	Mode string
-	// Findings counts the violations that show a finding of the outside
-	// review (Finding1…), by finding.
+	// Findings counts the violations that carry a label (LabelStaleRelease
+	// …), by label.
 	Findings map[string]int
 	// Judged counts, by invariant of the connection model (L1 for Redlock
 	// holds, L6–L8), the checks that could have found a violation.
@@ -251,17 +251,17 @@ func (p *lockProc) roundTrip(ctx context.Context, o op, exec func(now time.Time)
 	return res, err
 }
 
-// lockStore is a process's lockseam.Store: the scripts on the simulated
+// lockStore is a process's hooks.Store: the scripts on the simulated
 // server, over the simulated network.
 type lockStore struct {
 	p       *lockProc
 	channel string
 	ttl     time.Duration
 	fair    bool
-	grants  bool // fair: its calls take a release's grant (lockseam.Granter)
+	grants  bool // fair: its calls take a release's grant (hooks.Granter)
 }
 
-// TakesGrants is lockseam.Granter: a fair Mutex over s takes grants when
+// TakesGrants is hooks.Granter: a fair Mutex over s takes grants when
 // its process does.
 func (s *lockStore) TakesGrants() bool { return s.grants }
 
@@ -280,7 +280,7 @@ func (s *lockStore) send(ctx context.Context, o op, owner, what string, cleanup 
 	return s.p.roundTrip(ctx, o, exec)
 }
 
-func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (lockseam.AcquireReply, error) {
+func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (hooks.AcquireReply, error) {
 	sent := time.Now()
 	adopt = slices.Clone(adopt)
 	lw := s.p.lw
@@ -303,15 +303,15 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		} else {
 			res = s.p.w.execLockAcquire(now, owner, adopt, reenter, s.ttl)
 		}
-		if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered {
+		if c := res.rep.Code; c == hooks.CodeAcquired || c == hooks.CodeAdopted || c == hooks.CodeReentered {
 			s.p.lockWait(now, &res)
 		}
 		return res
 	})
 	if rec != nil {
 		s.p.w.mu.Lock()
-		lw.attemptReturned(rec, err == nil && res.rep.Code == lockseam.CodeHeld, sent, execAt)
-		if err == nil && res.rep.Code == lockseam.CodeHeld {
+		lw.attemptReturned(rec, err == nil && res.rep.Code == hooks.CodeHeld, sent, execAt)
+		if err == nil && res.rep.Code == hooks.CodeHeld {
 			// A grant's hold is timed from it (Mutex.granted); an answer
 			// to an attempt the call gave up on comes late, unheard.
 			rec.heldSent = maxTime(rec.heldSent, sent)
@@ -319,9 +319,9 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		s.p.w.mu.Unlock()
 	}
 	if err != nil {
-		return lockseam.AcquireReply{}, fmt.Errorf("acquire: %w", err)
+		return hooks.AcquireReply{}, fmt.Errorf("acquire: %w", err)
 	}
-	if res.rep.Code == lockseam.CodeHeld && ownerOf(res.rep.Holder) == owner {
+	if res.rep.Code == hooks.CodeHeld && ownerOf(res.rep.Holder) == owner {
 		s.p.w.mu.Lock()
 		s.p.ranTwice(fmt.Sprintf("an acquire of %s answered held by its own attempt (%q)", owner, res.rep.Holder), ShapeRetryHeld)
 		if lw.twice == nil {
@@ -330,10 +330,10 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		lw.twice[owner] = true
 		s.p.w.mu.Unlock()
 	}
-	if c, n := res.rep.Code, s.p.cfg.MinReplicas; res.acked < int64(n) && (c == lockseam.CodeAcquired || c == lockseam.CodeAdopted || c == lockseam.CodeReentered) {
+	if c, n := res.rep.Code, s.p.cfg.MinReplicas; res.acked < int64(n) && (c == hooks.CodeAcquired || c == hooks.CodeAdopted || c == hooks.CodeReentered) {
 		return res.rep, fmt.Errorf("acquire: %d of %d replicas acknowledged: %w", res.acked, n, lock.ErrNotReplicated)
 	}
-	if c := res.rep.Code; c == lockseam.CodeAcquired || c == lockseam.CodeAdopted {
+	if c := res.rep.Code; c == hooks.CodeAcquired || c == hooks.CodeAdopted {
 		field := res.rep.Field
 		if field == "" {
 			field = fmt.Sprintf("%d %s", res.rep.Term, owner)
@@ -344,7 +344,7 @@ func (s *lockStore) Acquire(ctx context.Context, owner string, adopt []string, r
 		}
 		r := s.p.lw.rec(field)
 		r.acqSent = maxTime(r.acqSent, sent)
-		if c == lockseam.CodeAdopted {
+		if c == hooks.CodeAdopted {
 			r.adoptHeard = execAt
 		}
 		s.p.w.mu.Unlock()
@@ -515,8 +515,8 @@ func (lw *lockWorld) deleting(field string, last bool) {
 		if lw.connModel && last && r.ctx != nil && r.ctx.Err() == nil {
 			// A release of this very field while its hold is live: the
 			// stale release of an earlier, late-confirmed attempt.
-			lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked (and live)", field, how, r.app), Finding1)
-			lw.finding(Finding1)
+			lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked (and live)", field, how, r.app), LabelStaleRelease)
+			lw.finding(LabelStaleRelease)
 			return
 		}
 		lw.w.violate(InvLockCount, fmt.Sprintf("%q deleted by %s while %d of its holds are not unlocked", field, how, r.app))

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader/lock"
 )
 
@@ -35,8 +35,8 @@ var lockOpNames = map[op]string{
 
 // lockRes is what the server computed for one lock request.
 type lockRes struct {
-	rep     lockseam.AcquireReply // acquire
-	n       int64                 // renew: 1 renewed; release: holds left or -1; abandon: 1 deleted
+	rep     hooks.AcquireReply // acquire
+	n       int64              // renew: 1 renewed; release: holds left or -1; abandon: 1 deleted
 	epoch   uint64
 	deleted string // the field a release or abandon deleted
 	raw     any    // a Redlock master's script reply, as sent back
@@ -53,13 +53,13 @@ func (r lockRes) String(o op) string {
 	switch o {
 	case opLAcquire:
 		switch r.rep.Code {
-		case lockseam.CodeAcquired:
+		case hooks.CodeAcquired:
 			return "acquired term " + strconv.FormatUint(r.rep.Term, 10)
-		case lockseam.CodeAdopted:
+		case hooks.CodeAdopted:
 			return "adopted term " + strconv.FormatUint(r.rep.Term, 10)
-		case lockseam.CodeReentered:
+		case hooks.CodeReentered:
 			return "re-entered, count " + strconv.FormatInt(r.rep.Count, 10)
-		case lockseam.CodeHeld:
+		case hooks.CodeHeld:
 			return "held by " + strconv.Quote(r.rep.Holder) + " pttl " + r.rep.PTTL.String()
 		default:
 			return "gone"
@@ -165,16 +165,16 @@ func (w *world) acquired(now time.Time, r any, res lockRes, owner, reenter strin
 	}
 	res.rep, res.err = parseAcquireReply(r, owner)
 	switch res.rep.Code {
-	case lockseam.CodeAcquired, lockseam.CodeAdopted:
+	case hooks.CodeAcquired, hooks.CodeAdopted:
 		field := res.rep.Field
-		if res.rep.Code == lockseam.CodeAcquired {
+		if res.rep.Code == hooks.CodeAcquired {
 			field = strconv.FormatUint(res.rep.Term, 10) + " " + owner
 			w.lk.mintedTerm(now, res.rep.Term, owner)
 		}
 		if f := w.lockNow(now); f == field {
 			w.renewedTrue(f, now)
 		}
-	case lockseam.CodeReentered:
+	case hooks.CodeReentered:
 		w.lk.serverCount(reenter, res.rep.Count)
 	}
 	return res
@@ -182,8 +182,8 @@ func (w *world) acquired(now time.Time, r any, res lockRes, owner, reenter strin
 
 // parseAcquireReply parses an acquire script's reply to owner's attempt
 // (leader/lock's parseAcquire).
-func parseAcquireReply(r any, owner string) (lockseam.AcquireReply, error) {
-	var rep lockseam.AcquireReply
+func parseAcquireReply(r any, owner string) (hooks.AcquireReply, error) {
+	var rep hooks.AcquireReply
 	arr, _ := r.([]any)
 	if len(arr) == 0 {
 		return rep, fmt.Errorf("acquire: unexpected reply %v", r)
@@ -191,9 +191,9 @@ func parseAcquireReply(r any, owner string) (lockseam.AcquireReply, error) {
 	code, _ := arr[0].(int64)
 	rep.Code = int(code)
 	switch rep.Code {
-	case lockseam.CodeAcquired, lockseam.CodeAdopted:
+	case hooks.CodeAcquired, hooks.CodeAdopted:
 		if len(arr) > 1 {
-			if rep.Code == lockseam.CodeAdopted {
+			if rep.Code == hooks.CodeAdopted {
 				// {2, "TERM OWNER"}: an earlier attempt's hold.
 				rep.Field, _ = arr[1].(string)
 				t, _, _ := strings.Cut(rep.Field, " ")
@@ -203,11 +203,11 @@ func parseAcquireReply(r any, owner string) (lockseam.AcquireReply, error) {
 				rep.Term = uint64(t)
 			}
 		}
-	case lockseam.CodeReentered:
+	case hooks.CodeReentered:
 		if len(arr) > 1 {
 			rep.Count, _ = arr[1].(int64)
 		}
-	case lockseam.CodeHeld:
+	case hooks.CodeHeld:
 		if len(arr) > 2 {
 			rep.Holder, _ = arr[1].(string)
 			p, _ := arr[2].(int64)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net"
 	"regexp"
@@ -17,8 +18,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/zap"
 
-	"github.com/solo-run/solo/internal/lockseam"
-	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader/lock"
 )
 
@@ -113,10 +113,13 @@ func RunLock(seed uint64, o Options) *Result {
 		pcfg := lw.timings(cfg, i)
 		popts := append(append([]lock.Option{lock.WithConfig(pcfg)}, opts...),
 			lock.WithID(fmt.Sprintf("p%d", i)),
-			lock.WithLogger(zap.New(&logCore{w: w, cand: i})),
+			lock.WithLogger(zap.New(&logCore{w: w, cand: i})))
+		hk := hooks.Hooks{
 			// A wait that could end two ways at one instant settles and
 			// decides by a fixed order (replays).
-			lockseam.WithSettle(w.decide).(lock.Option))
+			Settle: func(string) { w.decide() },
+			Rand:   lockRand(seed, i),
+		}
 		if lw.fixed {
 			popts = append(popts, lock.WithFixedLease(pcfg.TTL))
 		}
@@ -126,13 +129,13 @@ func RunLock(seed uint64, o Options) *Result {
 		var c *lock.Client
 		var err error
 		if mode.redlock {
-			c, err = lock.NewRedlockClient(proc.redlockClients(), popts...)
+			c, err = lock.NewRedlockClient(proc.redlockClients(), append(popts, lock.WithHooks(hk))...)
 		} else {
-			popts = append(popts, lockseam.WithStore(func(l lockseam.Lock) lockseam.Store {
+			hk.NewLockStore = func(l hooks.Lock) hooks.Store {
 				lw.channel = l.Channel
 				return &lockStore{p: proc, channel: l.Channel, ttl: l.TTL, fair: l.Fair, grants: grants}
-			}).(lock.Option))
-			c, err = lock.NewClient(proc.rdb, popts...)
+			}
+			c, err = lock.NewClient(proc.rdb, append(popts, lock.WithHooks(hk))...)
 		}
 		if err != nil {
 			panic(fmt.Sprintf("sim: seed %d: lock client: %v", seed, err))
@@ -195,7 +198,7 @@ func RunLock(seed uint64, o Options) *Result {
 	var apps sync.WaitGroup
 	for _, proc := range lw.procs {
 		for g := range goroutines[proc.idx] {
-			apps.Go(func() { proc.run(g, end, lockRand(endCtx, seed, proc.idx, uint64(g))) })
+			apps.Go(func() { proc.run(g, end, endCtx) })
 		}
 		if at := closeAt[proc.idx]; !at.IsZero() {
 			apps.Go(func() {
@@ -556,9 +559,7 @@ func (p *lockProc) hold(h *lock.Hold, r *rng, end <-chan struct{}, endCtx contex
 			}
 		case x < 0.18 && depth < 2:
 			sub := keyed(r.u64(), k)
-			// A goroutine of its own: its own seeded source (a *rand.Rand
-			// has one user).
-			ctx := lockRand(h.Context(), p.w.p.Seed, p.idx, 1<<32|sub.u64())
+			ctx := h.Context()
 			wg.Go(func() {
 				h2, err := p.lockCall(ctx, &sub, "Lock (re-entry, another goroutine)", true, p.m.Lock)
 				if err == nil {
@@ -657,11 +658,14 @@ func sleepOrEnd(d time.Duration, done <-chan struct{}, end <-chan struct{}) bool
 	}
 }
 
-// lockRand returns ctx carrying a *rand.Rand of its own, seeded by (seed,
-// process, goroutine), through internal/seeded: leader/lock draws its
-// jitter from it, so a lock replay repeats every sleep. Each application
-// goroutine gets one; the lock draws from it only on the calling
-// goroutine.
-func lockRand(ctx context.Context, seed uint64, proc int, g uint64) context.Context {
-	return seeded.With(ctx, rand.New(rand.NewPCG(seed^uint64(opLockCtx)<<56, uint64(proc)<<48^g)))
+// lockRand returns process proc's sources of jitter (hooks.Hooks.Rand):
+// one per lock call, named by leader/lock ("NAME SEQ"), seeded by (seed,
+// process, call), so a lock replay repeats every sleep.
+func lockRand(seed uint64, proc int) func(call string) *rand.Rand {
+	return func(call string) *rand.Rand {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(call))
+		r := keyed(seed, uint64(opLockCtx), uint64(proc), h.Sum64())
+		return rand.New(rand.NewPCG(r.u64(), r.u64()))
+	}
 }

@@ -20,8 +20,8 @@ import (
 // SOLO_SIM_LOCK_SCHEDULES=N overrides), seeds from
 // SOLO_SIM_BASE on (random when unset, printed). With SOLO_SIM_SEED it
 // replays that one lock schedule (SOLO_SIM_LOG=all prints every event).
-// The summary lists, per finding of the outside review that a violation
-// showed (and per shape: G1–G4 a fair grant, R1–R2 a request run twice),
+// The summary lists, per label a violation carried (LabelStaleRelease …,
+// and per shape: G1–G4 a fair grant, R1–R2 a request run twice),
 // how many schedules showed it and the first seed; each violation's
 // message ends with its label.
 func TestSim_Lock(t *testing.T) {
@@ -148,7 +148,7 @@ func (a *lockAggregate) summary() string {
 	}
 	sort.Strings(modes)
 	for k, v := range a.findings {
-		finds = append(finds, fmt.Sprintf("\n  finding %s: %d schedules, first at schedule #%d (seed %d)", k, v.count, v.first, v.seed))
+		finds = append(finds, fmt.Sprintf("\n  %s: %d schedules, first at schedule #%d (seed %d)", k, v.count, v.first, v.seed))
 	}
 	sort.Strings(finds)
 	var judged []string

@@ -17,7 +17,7 @@ import (
 
 // The tests of this file reproduce, against a real redis-server, the ways
 // a cleanup or a late attempt acted on another attempt's hold before every
-// attempt had an owner of its own (the third review, findings 1–4): a
+// attempt had an owner of its own: a
 // go-redis hook delays chosen script calls, either their reply (the
 // script runs at once) or the request itself (it reaches the server later,
 // on a connection of its own, after its caller gave up, as bytes already
@@ -157,7 +157,7 @@ func lockStays(t testing.TB, rdb *redis.Client, name string, d time.Duration) (b
 	}
 }
 
-// TestAttempt_StaleReleaseNeverFreesTheRetry (finding 1): an acquire lands
+// TestAttempt_StaleReleaseNeverFreesTheRetry: an acquire lands
 // late and its reply comes after the renew deadline, so the hold is handed
 // back with a release; the release is still on its way when its bound
 // passes and Lock retries. The
@@ -210,7 +210,7 @@ func TestAttempt_StaleReleaseNeverFreesTheRetry(t *testing.T) {
 	}
 }
 
-// TestAttempt_AbandonIsRightInEitherOrder (finding 4): a TryLock gives up
+// TestAttempt_AbandonIsRightInEitherOrder: a TryLock gives up
 // while its request is still on its way on a slow connection; its abandon
 // goes on another connection and lands first. The request must take
 // nothing when it lands. Before the fix: "the lock is held by nobody for
@@ -246,7 +246,7 @@ func TestAttempt_AbandonIsRightInEitherOrder(t *testing.T) {
 	}
 }
 
-// TestAttempt_EarlierAttemptLandingAfterUnlock (finding 3): a Lock call's
+// TestAttempt_EarlierAttemptLandingAfterUnlock: a Lock call's
 // first attempt is stalled on its connection; the retry takes the lock,
 // and the caller unlocks. When the first attempt lands, it must take
 // nothing (before the fix it took the lock for an owner that no longer
@@ -333,7 +333,7 @@ func TestAttempt_EarlierAttemptLandingAfterUnlock(t *testing.T) {
 	}
 }
 
-// TestAttempt_RedlockUndoNeverHitsTheNextAttempt (finding 2): a Redlock
+// TestAttempt_RedlockUndoNeverHitsTheNextAttempt: a Redlock
 // attempt without a quorum undoes its partial acquisitions on every
 // master; the undo to a slow master lands during the next attempt. Before
 // every attempt had an owner of its own the next attempt adopted that
@@ -397,7 +397,7 @@ func TestAttempt_RedlockUndoNeverHitsTheNextAttempt(t *testing.T) {
 	_ = ha.Unlock(ctx)
 }
 
-// TestAttempt_ReentryOnlyThroughItsClient (finding 7): a context carrying
+// TestAttempt_ReentryOnlyThroughItsClient: a context carrying
 // a hold of one Client, used with another Client's Mutex of the same name
 // (another Redis), must not re-enter the first hold there, nor end it.
 // Before the fix: "A's hold ended: … lock lost".
@@ -429,7 +429,7 @@ func TestAttempt_ReentryOnlyThroughItsClient(t *testing.T) {
 	}
 }
 
-// TestAttempt_RenewChecksTheOwner (finding 10): a hold whose lock was
+// TestAttempt_RenewChecksTheOwner: a hold whose lock was
 // deleted behind its back, and then taken by another owner, must be lost
 // at its next renewal, not keep renewing the other owner's lock. Mutation
 // check: renew.lua without its HEXISTS owner check fails with "A's hold is

@@ -17,7 +17,7 @@ import (
 	"github.com/solo-run/solo/leader/lock"
 )
 
-// Issue 23, item 3, for locks. Old code: Lock retried a NOPERM until its
+// A configuration error (NOPERM) for locks. Old code: Lock retried a NOPERM until its
 // context ended (one warn), and a refused renewal was retried until the
 // renew deadline. Now Lock returns the configuration error at once, and a
 // refused renewal ends the hold at once, with the error as the cause.

@@ -171,7 +171,7 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	}
 	bounded := honoursDeadlines(c.rdb)
 	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline || bounded, ctxBound: bounded,
-		settle: o.settle, log: c.log.With(zap.String("lock", name))}
+		hooks: o.hooks, log: c.log.With(zap.String("lock", name))}
 	m.key = holdKey{c: c, lock: cfg.KeyPrefix + ":{" + name + "}"}
 	rs := newRedisStore(c.rdb, cfg, name)
 	rs.batch = c.batch

@@ -125,18 +125,18 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	cfg      Config
-	cfgSet   bool
-	fixed    time.Duration // > 0: WithFixedLease
-	fair     bool
-	log      *zap.Logger
-	id       string
-	inline   bool
-	newStore func(m *Mutex) store // tests: a fake store
-	// settle: the simulator's (internal/lockseam.WithSettle); see
-	// Mutex.settle.
-	settle func()
-	hooks  hooks.Hooks // WithHooks
+	cfg    Config
+	cfgSet bool
+	fixed  time.Duration // > 0: WithFixedLease
+	fair   bool
+	log    *zap.Logger
+	id     string
+	inline bool
+	// newStore, when set, makes a Mutex's store instead of the Redis
+	// store (Redlock, WithHooks' NewLockStore, tests' fakes); nil refuses
+	// the Mutex's options.
+	newStore func(m *Mutex) hooks.Store
+	hooks    hooks.Hooks // WithHooks
 }
 
 // WithInlineCalls makes Lock, TryLock and Unlock send their Redis call on

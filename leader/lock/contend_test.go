@@ -75,8 +75,8 @@ func serverScripts(t *testing.T, rdb *redis.Client) int64 {
 
 // TestMutex_ReleaseWakesOneWaiter: six goroutines of one Client wait for a
 // lock; its release wakes one of them, not all six, so Redis runs one
-// acquire script after the release script, not six (issue 25: "every
-// release wakes every waiter of the process to race for it"). Counted on
+// acquire script after the release script, not six (before, every
+// release woke every waiter of the process to race for it). Counted on
 // the server. On the code before, it failed with "the release was followed
 // by 6 acquire scripts, want 1".
 func TestMutex_ReleaseWakesOneWaiter(t *testing.T) {

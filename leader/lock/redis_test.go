@@ -730,7 +730,7 @@ func TestMutex_RedisRestartEmpty(t *testing.T) {
 // release can run twice. A re-entered hold's release (not the term's last)
 // ran twice took the count from 2 to 0 and deleted the lock while the outer
 // hold's context was live: "second owner holds term …; outer hold's context
-// err = lock: unlocked" (review finding). A non-last release now never
+// err = lock: unlocked". A non-last release now never
 // deletes; only the caller's last hold does.
 func TestMutex_NonLastReleaseRunTwiceKeepsTheLock(t *testing.T) {
 	srv := redistest.Start(t)

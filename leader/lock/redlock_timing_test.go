@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/hooks"
 )
 
 // fakeMaster is a Redlock master over a fakeStore (the floor is not
@@ -16,7 +18,7 @@ import (
 type fakeMaster struct{ *fakeStore }
 
 func (f fakeMaster) renewFloor(ctx context.Context, field, _ string) (bool, error) {
-	return f.renew(ctx, field)
+	return f.Renew(ctx, field)
 }
 
 func (f fakeMaster) renewOwner(ctx context.Context, owner, _ string) (bool, error) {
@@ -26,7 +28,7 @@ func (f fakeMaster) renewOwner(ctx context.Context, owner, _ string) (bool, erro
 	if !strings.HasSuffix(field, " "+owner) {
 		return false, nil
 	}
-	return f.renew(ctx, field)
+	return f.Renew(ctx, field)
 }
 
 func (f fakeMaster) releaseOwner(ctx context.Context, owner, _ string) (int64, error) {
@@ -36,15 +38,15 @@ func (f fakeMaster) releaseOwner(ctx context.Context, owner, _ string) (int64, e
 	if !strings.HasSuffix(field, " "+owner) {
 		return -1, nil
 	}
-	return f.release(ctx, field, true)
+	return f.Release(ctx, field, true)
 }
 
 func (f fakeMaster) undo(ctx context.Context, owner string) error {
-	return f.abandon(ctx, callOf(owner), []string{owner})
+	return f.Abandon(ctx, callOf(owner), []string{owner})
 }
 
 func (f fakeMaster) releaseFloor(ctx context.Context, field string, last bool, _ string) (int64, error) {
-	return f.release(ctx, field, last)
+	return f.Release(ctx, field, last)
 }
 
 // newFakeRedlock returns a Redlock Mutex over fakes, in the calling
@@ -54,7 +56,7 @@ func newFakeRedlock(t *testing.T, fakes []*fakeStore, opts ...Option) (*Mutex, *
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: the masters are fake
 	t.Cleanup(func() { _ = rdb.Close() })
 	opts = append(opts, optionFunc(func(o *options) {
-		o.newStore = func(m *Mutex) store {
+		o.newStore = func(m *Mutex) hooks.Store {
 			ms := make([]master, len(fakes))
 			for i, f := range fakes {
 				ms[i] = fakeMaster{f}

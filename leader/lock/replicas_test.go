@@ -16,7 +16,7 @@ import (
 	"github.com/solo-run/solo/leader/lock"
 )
 
-// TestMinReplicas_Sentinel (finding 9 of the third review): the lock
+// TestMinReplicas_Sentinel: the lock
 // honours MinReplicas as an election does, on a real Sentinel group (a
 // primary, a replica, three sentinels). With the replica frozen, a fresh
 // acquire is handed back and reported (ErrNotReplicated) instead of held

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/hooks"
 )
 
 var (
@@ -93,56 +95,6 @@ func (s *script) eval(ctx context.Context, c redis.UniversalClient, a []any) *re
 	cmd.SetFirstKeyPos(3)
 	_ = c.Process(ctx, cmd)
 	return cmd
-}
-
-// Outcomes of the acquire script.
-const (
-	codeAbandoned = -2 // this attempt was abandoned before it landed: nothing done
-	codeGone      = -1 // the hold to re-enter is gone
-	codeHeld      = 0
-	codeAcquired  = 1
-	codeAdopted   = 2
-	codeReentered = 3
-)
-
-// acquireReply is the acquire script's answer.
-type acquireReply struct {
-	code   int
-	term   uint64        // acquired, adopted
-	count  int64         // re-entered: holds of the term now
-	holder string        // held: "TERM OWNER" of the holder
-	pttl   time.Duration // held: the holder's time left
-	// seen is the last term minted when a fair attempt found the lock
-	// held (or not its turn); 0 when unknown. A grant with a higher term
-	// was made after that attempt landed.
-	seen uint64
-	// field names the hold to renew and release by (acquired, adopted),
-	// when it is not "TERM OWNER" of the attempt's own owner: an adopted
-	// hold's (an earlier attempt's owner), Redlock's (every master's own
-	// term).
-	field string
-}
-
-// store keeps one lock. Every method is one atomic step (one script);
-// redisStore is the production one, tests use fakes for timing.
-type store interface {
-	// acquire is one attempt of a Lock call: it takes the lock for owner
-	// (unique per attempt, "CALL.N"), adopts it when one of adopt (the
-	// call's earlier attempts whose outcome is unknown and that nothing
-	// undid) holds it, or (reenter non-empty) adds one hold to the term
-	// whose field is reenter. An attempt abandoned before it landed does
-	// nothing (codeAbandoned). wait says the caller will wait (a fair
-	// lock queues its call).
-	acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error)
-	// renew extends the lock if field still holds it.
-	renew(ctx context.Context, field string) (bool, error)
-	// release drops one hold (all when last) of field; returns the holds
-	// left, or -1 when field does not hold the lock.
-	release(ctx context.Context, field string, last bool) (int64, error)
-	// abandon ends the attempts owners of call, which may still land:
-	// none of them can take the lock afterwards, and the lock is deleted
-	// if one of them holds it. A fair lock's call also leaves the queue.
-	abandon(ctx context.Context, call string, owners []string) error
 }
 
 // callOf returns the call of an attempt's owner ("CALL.N").
@@ -300,13 +252,13 @@ func (s *redisStore) send(ctx context.Context, sc *script, a []any) (cmd *redis.
 // channelName is the lock's notice channel.
 func (s *redisStore) channelName() string { return s.channel }
 
-func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (acquireReply, error) {
+func (s *redisStore) Acquire(ctx context.Context, owner string, adopt []string, reenter string, wait bool) (hooks.AcquireReply, error) {
 	var (
 		cmd   *redis.Cmd
 		acked int64
 	)
 	if err := s.eviction.check(ctx, s.key); err != nil {
-		return acquireReply{}, err
+		return hooks.AcquireReply{}, err
 	}
 	if s.fair {
 		q := "0"
@@ -327,11 +279,11 @@ func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, 
 	}
 	res, err := cmd.Slice()
 	if err != nil {
-		return acquireReply{}, fmt.Errorf("acquire %s: %w", s.key, err)
+		return hooks.AcquireReply{}, fmt.Errorf("acquire %s: %w", s.key, err)
 	}
 	r, err := parseAcquire(res)
 	if err == nil && s.minReplicas > 0 && acked < int64(s.minReplicas) &&
-		(r.code == codeAcquired || r.code == codeAdopted || r.code == codeReentered) {
+		(r.Code == hooks.CodeAcquired || r.Code == hooks.CodeAdopted || r.Code == hooks.CodeReentered) {
 		// The caller hands an acquire back by its field (never holds it);
 		// a re-entry's extra count goes with the term's last release.
 		return r, fmt.Errorf("acquire %s: %d of %d replicas acknowledged: %w", s.key, acked, s.minReplicas, ErrNotReplicated)
@@ -339,64 +291,64 @@ func (s *redisStore) acquire(ctx context.Context, owner string, adopt []string, 
 	return r, err
 }
 
-// fieldOf returns the field of an acquired or adopted hold: r.field, or
+// fieldOf returns the field of an acquired or adopted hold: r.Field, or
 // "TERM OWNER" of the attempt's own owner.
-func (r acquireReply) fieldOf(owner string) string {
-	if r.field != "" {
-		return r.field
+func fieldOf(r hooks.AcquireReply, owner string) string {
+	if r.Field != "" {
+		return r.Field
 	}
-	return makeField(r.term, owner)
+	return makeField(r.Term, owner)
 }
 
-func parseAcquire(res []any) (acquireReply, error) {
+func parseAcquire(res []any) (hooks.AcquireReply, error) {
 	if len(res) == 0 {
-		return acquireReply{}, fmt.Errorf("acquire: unexpected reply %v", res)
+		return hooks.AcquireReply{}, fmt.Errorf("acquire: unexpected reply %v", res)
 	}
 	code, _ := res[0].(int64)
-	r := acquireReply{code: int(code)}
-	switch r.code {
-	case codeAcquired:
+	r := hooks.AcquireReply{Code: int(code)}
+	switch r.Code {
+	case hooks.CodeAcquired:
 		if len(res) < 2 {
 			return r, fmt.Errorf("acquire: unexpected reply %v", res)
 		}
 		t, _ := res[1].(int64)
-		r.term = uint64(t)
-	case codeAdopted:
+		r.Term = uint64(t)
+	case hooks.CodeAdopted:
 		// The adopted hold is an earlier attempt's: its own field and term.
 		if len(res) < 2 {
 			return r, fmt.Errorf("acquire: unexpected reply %v", res)
 		}
-		r.field, _ = res[1].(string)
-		t, _, _ := strings.Cut(r.field, " ")
+		r.Field, _ = res[1].(string)
+		t, _, _ := strings.Cut(r.Field, " ")
 		term, err := strconv.ParseUint(t, 10, 64)
 		if err != nil {
 			return r, fmt.Errorf("acquire: unexpected reply %v", res)
 		}
-		r.term = term
-	case codeReentered:
+		r.Term = term
+	case hooks.CodeReentered:
 		if len(res) < 2 {
 			return r, fmt.Errorf("acquire: unexpected reply %v", res)
 		}
-		r.count, _ = res[1].(int64)
-	case codeHeld:
+		r.Count, _ = res[1].(int64)
+	case hooks.CodeHeld:
 		if len(res) < 3 {
 			return r, fmt.Errorf("acquire: unexpected reply %v", res)
 		}
-		r.holder, _ = res[1].(string)
+		r.Holder, _ = res[1].(string)
 		p, _ := res[2].(int64)
-		r.pttl = time.Duration(p) * time.Millisecond
+		r.PTTL = time.Duration(p) * time.Millisecond
 		if len(res) > 3 {
 			t, _ := res[3].(int64)
-			r.seen = uint64(max(t, 0))
+			r.Seen = uint64(max(t, 0))
 		}
-	case codeGone, codeAbandoned:
+	case hooks.CodeGone, hooks.CodeAbandoned:
 	default:
 		return r, fmt.Errorf("acquire: unexpected reply %v", res)
 	}
 	return r, nil
 }
 
-func (s *redisStore) renew(ctx context.Context, field string) (bool, error) {
+func (s *redisStore) Renew(ctx context.Context, field string) (bool, error) {
 	a := append(args(s.renewHead, 2), field, s.ttlArg)
 	cmd, acked := s.send(ctx, renewScript, a)
 	n, err := cmd.Int64()
@@ -412,7 +364,7 @@ func (s *redisStore) renew(ctx context.Context, field string) (bool, error) {
 	return false, nil
 }
 
-func (s *redisStore) release(ctx context.Context, field string, last bool) (int64, error) {
+func (s *redisStore) Release(ctx context.Context, field string, last bool) (int64, error) {
 	flag := "0"
 	if last {
 		flag = "1"
@@ -462,7 +414,7 @@ func (s *redisStore) queueEntry(call string) string { return call + "!" + s.ttl 
 // call: no attempt of a call is numbered 0.
 func grantOwner(call string) string { return call + ".0" }
 
-func (s *redisStore) abandon(ctx context.Context, call string, owners []string) error {
+func (s *redisStore) Abandon(ctx context.Context, call string, owners []string) error {
 	var a []any
 	sc := abandonScript
 	if s.fair {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/redistest"
 )
 
@@ -22,11 +23,11 @@ func BenchmarkStore_Cycle(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := s.acquire(ctx, "o", nil, "", false)
-		if err != nil || r.code != codeAcquired {
+		r, err := s.Acquire(ctx, "o", nil, "", false)
+		if err != nil || r.Code != hooks.CodeAcquired {
 			b.Fatal(r, err)
 		}
-		if _, err := s.release(ctx, strconv.FormatUint(r.term, 10)+" o", true); err != nil {
+		if _, err := s.Release(ctx, strconv.FormatUint(r.Term, 10)+" o", true); err != nil {
 			b.Fatal(err)
 		}
 	}

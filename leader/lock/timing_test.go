@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/hooks"
 )
 
-// fakeStore is an in-memory store for timing tests under synctest: time is
-// the bubble's fake clock, so deadlines are checked to the nanosecond.
+// fakeStore is an in-memory hooks.Store for timing tests under synctest:
+// time is the bubble's fake clock, so deadlines are checked to the
+// nanosecond.
 type fakeStore struct {
 	ttl time.Duration
 	// deadlineClient: the Mutex's Redis client honours context deadlines
@@ -44,7 +47,7 @@ func (f *fakeStore) liveLocked() bool {
 	return f.field != "" && time.Now().Before(f.expires)
 }
 
-func (f *fakeStore) acquire(ctx context.Context, owner string, adopt []string, reenter string, _ bool) (acquireReply, error) {
+func (f *fakeStore) Acquire(ctx context.Context, owner string, adopt []string, reenter string, _ bool) (hooks.AcquireReply, error) {
 	f.mu.Lock()
 	bound := time.Duration(-1)
 	if d, ok := ctx.Deadline(); ok {
@@ -65,32 +68,32 @@ func (f *fakeStore) acquire(ctx context.Context, owner string, adopt []string, r
 	return r, err
 }
 
-func (f *fakeStore) acquireLocked(owner string, adopt []string, reenter string) (acquireReply, error) {
+func (f *fakeStore) acquireLocked(owner string, adopt []string, reenter string) (hooks.AcquireReply, error) {
 	if reenter != "" {
 		if f.liveLocked() && f.field == reenter {
 			f.count++
-			return acquireReply{code: codeReentered, count: f.count}, nil
+			return hooks.AcquireReply{Code: hooks.CodeReentered, Count: f.count}, nil
 		}
-		return acquireReply{code: codeGone}, nil
+		return hooks.AcquireReply{Code: hooks.CodeGone}, nil
 	}
 	if f.gone[owner] {
-		return acquireReply{code: codeAbandoned}, nil
+		return hooks.AcquireReply{Code: hooks.CodeAbandoned}, nil
 	}
 	if f.liveLocked() {
 		if slices.Contains(adopt, ownerOf(f.field)) {
 			f.expires = time.Now().Add(f.ttl)
-			return acquireReply{code: codeAdopted, term: f.term, field: f.field}, nil
+			return hooks.AcquireReply{Code: hooks.CodeAdopted, Term: f.term, Field: f.field}, nil
 		}
-		return acquireReply{code: codeHeld, holder: f.field, pttl: time.Until(f.expires)}, nil
+		return hooks.AcquireReply{Code: hooks.CodeHeld, Holder: f.field, PTTL: time.Until(f.expires)}, nil
 	}
 	f.term++
 	f.field = strconv.FormatUint(f.term, 10) + " " + owner
 	f.count = 1
 	f.expires = time.Now().Add(f.ttl)
-	return acquireReply{code: codeAcquired, term: f.term}, nil
+	return hooks.AcquireReply{Code: hooks.CodeAcquired, Term: f.term}, nil
 }
 
-func (f *fakeStore) renew(ctx context.Context, field string) (bool, error) {
+func (f *fakeStore) Renew(ctx context.Context, field string) (bool, error) {
 	f.mu.Lock()
 	f.renewSent = append(f.renewSent, time.Now())
 	hang := f.renewHang
@@ -113,7 +116,7 @@ func (f *fakeStore) renew(ctx context.Context, field string) (bool, error) {
 	return true, nil
 }
 
-func (f *fakeStore) release(ctx context.Context, field string, last bool) (int64, error) {
+func (f *fakeStore) Release(ctx context.Context, field string, last bool) (int64, error) {
 	if f.onRelease != nil {
 		f.onRelease()
 	}
@@ -133,7 +136,7 @@ func (f *fakeStore) release(ctx context.Context, field string, last bool) (int64
 	return 0, nil
 }
 
-func (f *fakeStore) abandon(ctx context.Context, _ string, owners []string) error {
+func (f *fakeStore) Abandon(ctx context.Context, _ string, owners []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone == nil {
@@ -151,9 +154,9 @@ func (f *fakeStore) abandon(ctx context.Context, _ string, owners []string) erro
 // newFakeMutex returns a Mutex on f, in the calling synctest bubble.
 func newFakeMutex(t *testing.T, f *fakeStore, opts ...Option) (*Mutex, *Client) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: f.deadlineClient}) // never used: the store is fake
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: f.deadlineClient}) // never used: the hooks.Store is fake
 	t.Cleanup(func() { _ = rdb.Close() })
-	opts = append(opts, optionFunc(func(o *options) { o.newStore = func(*Mutex) store { return f } }))
+	opts = append(opts, optionFunc(func(o *options) { o.newStore = func(*Mutex) hooks.Store { return f } }))
 	c, err := NewClient(rdb, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +188,7 @@ func forModes(t *testing.T, f func(t *testing.T, deadlineClient bool)) {
 // TestTiming_DeadlineCancelWhileRenewHangs: renewals hang (the client
 // ignores its context); the hold's context is cancelled exactly at the
 // last successful renewal's send time + RenewDeadline, while the lease on
-// the store lasts until that send time + TTL: the stop budget.
+// the hooks.Store lasts until that send time + TTL: the stop budget.
 // Mutation check: arming the deadline from the renewal's reply time, with
 // the fake answering renewals 100ms late, fails with "cancelled at
 // 3.1s, want 3s".
@@ -216,7 +219,7 @@ func TestTiming_DeadlineCancelWhileRenewHangs(t *testing.T) {
 		left := time.Until(f.expires)
 		f.mu.Unlock()
 		if left != time.Second {
-			t.Fatalf("lease left on the store at the cancel: %s, want the stop budget 1s", left)
+			t.Fatalf("lease left on the hooks.Store at the cancel: %s, want the stop budget 1s", left)
 		}
 		if err := h.Unlock(t.Context()); !errors.Is(err, ErrLockLost) {
 			t.Fatalf("Unlock: %v", err)
@@ -229,7 +232,7 @@ func TestTiming_DeadlineCancelWhileRenewHangs(t *testing.T) {
 }
 
 // TestTiming_RenewAnsweredAfterDeadline: a renewal that succeeds on the
-// store but is answered after the deadline does not revive the hold.
+// hooks.Store but is answered after the deadline does not revive the hold.
 func TestTiming_RenewAnsweredAfterDeadline(t *testing.T) {
 	forModes(t, func(t *testing.T, dl bool) {
 		f := &fakeStore{deadlineClient: dl}
@@ -342,7 +345,7 @@ func TestTiming_AcquireReplyLost(t *testing.T) {
 		}
 		retrySent := time.Since(t0)
 		if h.Term() != f.term {
-			t.Fatalf("hold term %d, store term %d", h.Term(), f.term)
+			t.Fatalf("hold term %d, hooks.Store term %d", h.Term(), f.term)
 		}
 		f.mu.Lock()
 		f.renewHang = make(chan struct{})

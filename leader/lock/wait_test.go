@@ -15,7 +15,7 @@ import (
 	"github.com/solo-run/solo/leader/lock"
 )
 
-// Tests of waiting (issue 22, findings 5 and 6): a pub/sub connection that
+// Tests of waiting: a pub/sub connection that
 // goes silent, and fair waiters that were told "not your turn".
 
 // scriptHook watches a client's script calls (EVALSHA/EVAL): it counts
@@ -321,12 +321,12 @@ func TestClient_PubSubStallCountsReset(t *testing.T) {
 	}
 }
 
-// fairHandover sets up finding 6 of issue 22: holder H (a fixed lease of
-// 1s) holds; waiter A queues first (the head), then W; H dies holding the
-// lock (no release: a release would grant the lock to A) and its lease
-// expires while A's calls are held back, so W's attempt finds the lock
-// free but A's turn; then A's attempt goes and takes the lock. It returns A's result and W's pending
-// Lock. aOpts and wOpts configure A's and W's Mutexes (WithFair is
+// fairHandover sets up a fair waiter told "not your turn": holder H (a
+// fixed lease of 1s) holds; waiter A queues first (the head), then W; H
+// dies holding the lock (no release: a release would grant the lock to
+// A) and its lease expires while A's calls are held back, so W's attempt
+// finds the lock free but A's turn; then A's attempt goes and takes the
+// lock. It returns A's result and W's pending Lock. aOpts and wOpts configure A's and W's Mutexes (WithFair is
 // added).
 func fairHandover(t *testing.T, name string, aOpts, wOpts []lock.Option) (lockResult, <-chan lockResult, *redis.Client, *scriptHook) {
 	t.Helper()

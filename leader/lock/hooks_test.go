@@ -15,13 +15,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/solo-run/solo/internal/lockseam"
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader/lock"
 )
 
-// seamStore is an in-memory lockseam.Store whose release replies come
-// replyDelay after the release executed.
-type seamStore struct {
+// hookStore is an in-memory hooks.Store (WithHooks' NewLockStore) whose
+// release replies come replyDelay after the release executed.
+type hookStore struct {
 	mu           sync.Mutex
 	field        string
 	count        int64
@@ -31,7 +31,7 @@ type seamStore struct {
 	releaseDelay time.Duration // a release executes this late
 }
 
-func (s *seamStore) Acquire(_ context.Context, owner string, adopt []string, reenter string, _ bool) (lockseam.AcquireReply, error) {
+func (s *hookStore) Acquire(_ context.Context, owner string, adopt []string, reenter string, _ bool) (hooks.AcquireReply, error) {
 	if reenter != "" {
 		time.Sleep(s.reenterDelay)
 	}
@@ -39,29 +39,29 @@ func (s *seamStore) Acquire(_ context.Context, owner string, adopt []string, ree
 	defer s.mu.Unlock()
 	if reenter != "" {
 		if s.field != reenter {
-			return lockseam.AcquireReply{Code: lockseam.CodeGone}, nil
+			return hooks.AcquireReply{Code: hooks.CodeGone}, nil
 		}
 		s.count++
-		return lockseam.AcquireReply{Code: lockseam.CodeReentered, Count: s.count}, nil
+		return hooks.AcquireReply{Code: hooks.CodeReentered, Count: s.count}, nil
 	}
 	if s.field != "" {
 		if slices.Contains(adopt, s.field[strings.IndexByte(s.field, ' ')+1:]) {
-			return lockseam.AcquireReply{Code: lockseam.CodeAdopted, Term: s.term, Field: s.field}, nil
+			return hooks.AcquireReply{Code: hooks.CodeAdopted, Term: s.term, Field: s.field}, nil
 		}
-		return lockseam.AcquireReply{Code: lockseam.CodeHeld, Holder: s.field, PTTL: time.Second}, nil
+		return hooks.AcquireReply{Code: hooks.CodeHeld, Holder: s.field, PTTL: time.Second}, nil
 	}
 	s.term++
 	s.field, s.count = strconv.FormatUint(s.term, 10)+" "+owner, 1
-	return lockseam.AcquireReply{Code: lockseam.CodeAcquired, Term: s.term}, nil
+	return hooks.AcquireReply{Code: hooks.CodeAcquired, Term: s.term}, nil
 }
 
-func (s *seamStore) Renew(_ context.Context, field string) (bool, error) {
+func (s *hookStore) Renew(_ context.Context, field string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.field == field, nil
 }
 
-func (s *seamStore) Release(_ context.Context, field string, last bool) (int64, error) {
+func (s *hookStore) Release(_ context.Context, field string, last bool) (int64, error) {
 	time.Sleep(s.releaseDelay)
 	s.mu.Lock()
 	n := int64(-1)
@@ -78,7 +78,48 @@ func (s *seamStore) Release(_ context.Context, field string, last bool) (int64, 
 	return n, nil
 }
 
-func (s *seamStore) Abandon(context.Context, string, []string) error { return nil }
+func (s *hookStore) Abandon(context.Context, string, []string) error { return nil }
+
+// hookMutex returns the Mutex "x" of a Client over st (WithHooks), closed
+// when the test ends.
+func hookMutex(t *testing.T, st *hookStore, opts ...lock.Option) *lock.Mutex {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
+	t.Cleanup(func() { _ = rdb.Close() })
+	opts = append(opts, lock.WithHooks(hooks.Hooks{NewLockStore: func(hooks.Lock) hooks.Store { return st }}))
+	c, err := lock.NewClient(rdb, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	m, err := c.Mutex("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// unlockThenTake unlocks a on a goroutine and takes the lock (B) 50ms
+// later, when the release executed and its reply is on its way: a's hold
+// context must have ended by then, and its Unlock must succeed. It
+// returns B's hold.
+func unlockThenTake(t *testing.T, m *lock.Mutex, a *lock.Hold) *lock.Hold {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- a.Unlock(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
+	b, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	if a.Context().Err() == nil {
+		t.Errorf("A's hold context is still live while B holds term %d", b.Term())
+	}
+	if err := <-done; err != nil {
+		t.Errorf("A's Unlock: %v", err)
+	}
+	return b
+}
 
 // TestUnlockCancelsBeforeTheLockPasses: the last Unlock ends the hold's
 // context before its release can let another owner in, not when the
@@ -88,35 +129,13 @@ func (s *seamStore) Abandon(context.Context, string, []string) error { return ni
 // live while B holds term 2".
 func TestUnlockCancelsBeforeTheLockPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &seamStore{replyDelay: 100 * time.Millisecond}
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
-		defer rdb.Close()
-		c, err := lock.NewClient(rdb, lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		m, err := c.Mutex("x")
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := &hookStore{replyDelay: 100 * time.Millisecond}
+		m := hookMutex(t, st)
 		a, err := m.TryLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- a.Unlock(context.Background()) }()
-		time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
-		b, err := m.TryLock(context.Background())
-		if err != nil {
-			t.Fatalf("B: %v", err)
-		}
-		if a.Context().Err() == nil {
-			t.Errorf("A's hold context is still live while B holds term %d", b.Term())
-		}
-		if err := <-done; err != nil {
-			t.Errorf("A's Unlock: %v", err)
-		}
+		b := unlockThenTake(t, m, a)
 		if cause := context.Cause(a.Context()); !errors.Is(cause, lock.ErrUnlocked) {
 			t.Errorf("A's cause = %v, want ErrUnlocked", cause)
 		}
@@ -135,18 +154,8 @@ func TestUnlockCancelsBeforeTheLockPasses(t *testing.T) {
 // live while B holds term 2".
 func TestUnlockWithReentryInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &seamStore{replyDelay: 100 * time.Millisecond, reenterDelay: 300 * time.Millisecond}
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
-		defer rdb.Close()
-		c, err := lock.NewClient(rdb, lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		m, err := c.Mutex("x")
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := &hookStore{replyDelay: 100 * time.Millisecond, reenterDelay: 300 * time.Millisecond}
+		m := hookMutex(t, st)
 		a, err := m.TryLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -161,19 +170,7 @@ func TestUnlockWithReentryInFlight(t *testing.T) {
 			reentered <- err
 		}()
 		time.Sleep(10 * time.Millisecond) // the re-entry is in flight
-		done := make(chan error, 1)
-		go func() { done <- a.Unlock(context.Background()) }()
-		time.Sleep(50 * time.Millisecond) // the release executed; its reply is on its way
-		b, err := m.TryLock(context.Background())
-		if err != nil {
-			t.Fatalf("B: %v", err)
-		}
-		if a.Context().Err() == nil {
-			t.Errorf("A's hold context is still live while B holds term %d", b.Term())
-		}
-		if err := <-done; err != nil {
-			t.Errorf("A's Unlock: %v", err)
-		}
+		b := unlockThenTake(t, m, a)
 		if err := <-reentered; !errors.Is(err, lock.ErrLockLost) {
 			t.Errorf("re-entry: %v, want ErrLockLost", err)
 		}
@@ -183,7 +180,7 @@ func TestUnlockWithReentryInFlight(t *testing.T) {
 	})
 }
 
-// TestReentryRacingTheLastUnlock (finding 8 of the third review): a
+// TestReentryRacingTheLastUnlock: a
 // re-entry that starts while the term's last Unlock is under way (its
 // release sent, not yet run) must not return a hold: the release deletes
 // whatever the count. Before the fix the re-entry was counted in Redis
@@ -193,18 +190,8 @@ func TestUnlockWithReentryInFlight(t *testing.T) {
 // way.
 func TestReentryRacingTheLastUnlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &seamStore{releaseDelay: 100 * time.Millisecond}
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: no waiter
-		defer rdb.Close()
-		c, err := lock.NewClient(rdb, lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		m, err := c.Mutex("x")
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := &hookStore{releaseDelay: 100 * time.Millisecond}
+		m := hookMutex(t, st)
 		a, err := m.TryLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -235,8 +222,8 @@ func TestReentryRacingTheLastUnlock(t *testing.T) {
 	})
 }
 
-// failingRenewStore is seamStore whose renewals fail.
-type failingRenewStore struct{ seamStore }
+// failingRenewStore is hookStore whose renewals fail.
+type failingRenewStore struct{ hookStore }
 
 func (s *failingRenewStore) Renew(context.Context, string) (bool, error) {
 	return false, errors.New("link down")
@@ -280,7 +267,7 @@ func TestUnlockNotDelayedByBlockedLog(t *testing.T) {
 	defer rdb.Close()
 	c, err := lock.NewClient(rdb, lock.WithLogger(zap.New(core)),
 		lock.WithConfig(lock.Config{TTL: 10 * time.Second, RenewInterval: 10 * time.Millisecond, RenewDeadline: 5 * time.Second}),
-		lockseam.WithStore(func(lockseam.Lock) lockseam.Store { return st }).(lock.Option))
+		lock.WithHooks(hooks.Hooks{NewLockStore: func(hooks.Lock) hooks.Store { return st }}))
 	if err != nil {
 		t.Fatal(err)
 	}
