@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/leader/redisurl"
 )
@@ -76,10 +77,10 @@ var flagEnv = map[string]string{
 // loadOne parses args (flags on fs, at most one election name) of the
 // command cmd, which takes one election, and loads the configuration. The
 // election is the name given, else election.name; neither is a usage error.
-func (c *common) loadOne(fs *flag.FlagSet, cmd string, args, env []string) (Config, string, error) {
+func (c *common) loadOne(fs *flag.FlagSet, cmd string, args, env []string) (config.Config, string, error) {
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		return Config{}, "", err
+		return config.Config{}, "", err
 	}
 	var name string
 	switch len(pos) {
@@ -87,17 +88,17 @@ func (c *common) loadOne(fs *flag.FlagSet, cmd string, args, env []string) (Conf
 	case 1:
 		name = pos[0]
 	default:
-		return Config{}, "", usageErr("%s takes one election name, got %q", cmd, pos)
+		return config.Config{}, "", usageErr("%s takes one election name, got %q", cmd, pos)
 	}
 	cfg, err := c.load(fs, env, name)
 	if err != nil {
-		return Config{}, "", err
+		return config.Config{}, "", err
 	}
 	if name == "" {
 		name = cfg.Election.Name
 	}
 	if name == "" {
-		return Config{}, "", usageErr("election.name \"\": must not be empty: %s, or name it: solo %s NAME", nameRemedy, cmd)
+		return config.Config{}, "", usageErr("election.name \"\": must not be empty: %s, or name it: solo %s NAME", config.NameRemedy, cmd)
 	}
 	return cfg, name, nil
 }
@@ -105,7 +106,7 @@ func (c *common) loadOne(fs *flag.FlagSet, cmd string, args, env []string) (Conf
 // load reads the configuration: file, then SOLO_* environment, then flags.
 // name, when not empty, is an election named on the command line: it
 // stands in for election.name so that a configuration without one is valid.
-func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, error) {
+func (c *common) load(fs *flag.FlagSet, env []string, name string) (config.Config, error) {
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	path := c.config
@@ -127,16 +128,16 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (Config, erro
 			env = append(env, flagEnv[flagName]+"="+v)
 		}
 	}
-	cfg, err := Load(path, env)
+	cfg, err := config.Load(path, env)
 	if err != nil {
-		var ce *ConfigError
+		var ce *config.Error
 		if errors.As(err, &ce) {
 			for flagName, v := range flagEnv {
 				if ce.Env == v && c.set[flagName] {
 					ce.Env = "--" + flagName
 				}
 			}
-			if ce.Key == "election.name" && c.positional && strings.HasSuffix(ce.Reason, nameRemedy) {
+			if ce.Key == "election.name" && c.positional && strings.HasSuffix(ce.Reason, config.NameRemedy) {
 				ce.Reason += ", or name it: solo " + c.cmd + " NAME"
 			}
 			return cfg, usageErr("%s", ce.Error())
@@ -179,7 +180,7 @@ func lookupEnv(env []string, key string) string {
 
 // newLogger returns JSON logs in production, console logs with dev. w must
 // be safe for concurrent use (solo run passes a logSink).
-func newLogger(cfg LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
+func newLogger(cfg config.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(cfg.Level)
 	if err != nil {
 		return nil, usageErr("log.level %q: %w", cfg.Level, err)
@@ -245,7 +246,7 @@ func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait
 		}
 		if remedy := redisConfigError(err) + tlsError(err); remedy != "" {
 			_ = client.Close()
-			return nil, usageErr("redis %s: %s: %s", redisurl.Redact(url), oneLine(err.Error()), remedy)
+			return nil, usageErr("redis %s: %s: %s", redisurl.Redact(url), config.OneLine(err.Error()), remedy)
 		}
 		if ctx.Err() != nil {
 			_ = client.Close()
@@ -331,7 +332,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			msg = "unknown flag " + dashed(name)
 			var names []string
 			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-			if near := nearest(name, names); near != "" {
+			if near := config.Nearest(name, names); near != "" {
 				msg += " (did you mean " + dashed(near) + "?)"
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	_ "modernc.org/sqlite"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/leader/redisurl"
@@ -75,7 +76,7 @@ func demoCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	log := zap.NewNop()
 	if *verbose {
-		if log, err = newLogger(LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
+		if log, err = newLogger(config.LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 )
 
 // logSink is a non-blocking zap sink: Write queues the line in a bounded
@@ -106,10 +108,10 @@ func (s *logSink) drain() {
 	}
 }
 
-// Sync waits up to logSyncTimeout for the queue to drain (zap calls it at
+// Sync waits up to config.LogSyncTimeout for the queue to drain (zap calls it at
 // exit).
 func (s *logSink) Sync() error {
-	for deadline := time.Now().Add(logSyncTimeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(config.LogSyncTimeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
 		n := s.queued
 		s.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
@@ -48,7 +48,7 @@ func stopTiming(lc leader.Config, failover time.Duration) (killAfter time.Durati
 	margin := safe - lc.RenewDeadline - failover
 	if margin < minStopMargin && failover > 0 {
 		return 0, usageErr("election.renew_interval %s + election.renew_deadline %s: leave %s before the lease can pass in a Sentinel failover (ttl×(1−drift) = %s − renew_deadline − renew_interval − %s for the sentinels to move the replicas; ttl %s, drift %g); solo run needs at least %s to stop the program: lower renew_interval or renew_deadline, or raise ttl",
-			lc.RenewInterval, lc.RenewDeadline, margin, safe, sentinelReconfiguration, lc.TTL, lc.Drift, minStopMargin)
+			lc.RenewInterval, lc.RenewDeadline, margin, safe, config.SentinelReconfiguration, lc.TTL, lc.Drift, minStopMargin)
 	}
 	if margin < minStopMargin {
 		return 0, usageErr("election.renew_deadline %s: leaves %s before the lease can pass (ttl×(1−drift) = %s, ttl %s, drift %g); solo run needs at least %s to stop the program (SIGTERM, then SIGKILL)",
@@ -60,75 +60,6 @@ func stopTiming(lc leader.Config, failover time.Duration) (killAfter time.Durati
 			lc.ShutdownTimeout, margin, killAfter)
 	}
 	return killAfter, nil
-}
-
-// What solo run does after SIGTERM besides the drain and the Redis round
-// trips is bounded by these; exitBound adds them up.
-const (
-	// httpShutdownTimeout bounds the HTTP server's graceful shutdown.
-	httpShutdownTimeout = 2 * time.Second
-	// logSyncTimeout bounds the flush of the log buffer at exit
-	// (logSink.Sync).
-	logSyncTimeout = time.Second
-)
-
-// exitBound is the longest solo run takes to exit after SIGTERM (or INT,
-// HUP, QUIT) with a Redis that answers, and the sum it is, for messages.
-// This is the one place the formula is written; docs/design.md ("Exit
-// bound and the grace period") and the manifests in deploy/kubernetes
-// quote it. c is a configuration Validate accepted up to the election.
-//
-//	exit bound = election.shutdown_timeout   the drain: the keeper SIGKILLs
-//	                                         the tree ¾ margin after its
-//	                                         SIGTERM, which stopTiming keeps
-//	                                         under shutdown_timeout; past it
-//	                                         the lease is left to expire
-//	           + n × round trip              n = 1, the release (a leader's
-//	                                         only Redis call after its term;
-//	                                         a follower's withdraw is
-//	                                         shorter than a drain); spread:
-//	                                         3, leaving the group, the
-//	                                         releases (in parallel), and
-//	                                         removing its entry
-//	           + httpShutdownTimeout         with http.addr
-//	           + logSyncTimeout
-//
-// A round trip is the client's read timeout (redis.url's read_timeout,
-// default 1s), at most renew_deadline, which bounds every such call
-// whatever the client does. A Redis that does not answer can hold a call
-// up to renew_deadline: a SIGKILL then cuts a release that was failing,
-// and the lease expires after the TTL as it would have. A tree with a
-// process that even SIGKILL cannot end (uninterruptible sleep) holds solo
-// past any bound: solo never exits while a program tree lives.
-func exitBound(c Config) (time.Duration, string) {
-	lc := c.LeaderConfig()
-	if lc.TTL == 0 {
-		lc.TTL = leader.DefaultTTL
-	}
-	drain := lc.ShutdownTimeout
-	if drain == 0 {
-		drain = lc.TTL // leader.Config's default
-	}
-	roundTrip := redisurl.DefaultTimeout
-	if opts, err := redisurl.Parse(c.Redis.URL); err == nil && opts.ReadTimeout > 0 {
-		roundTrip = opts.ReadTimeout
-	}
-	roundTrip = min(roundTrip, lc.TTL-lc.StopBudget()) // renew_deadline, defaults applied
-	var sum string
-	n, calls := 1, "1 Redis round trip of %s (the release)"
-	if c.Election.Mode == worker.ModeSpread {
-		n, calls = 3, "3 Redis round trips of %s (leave, releases, entry removal)"
-	}
-	tail := time.Duration(n)*roundTrip + logSyncTimeout
-	sum = fmt.Sprintf("election.shutdown_timeout %s + "+calls, drain, roundTrip)
-	if c.HTTP.Addr != "" {
-		tail += httpShutdownTimeout
-		sum += fmt.Sprintf(" + %s http shutdown", httpShutdownTimeout)
-	}
-	sum += fmt.Sprintf(" + %s log flush", logSyncTimeout)
-	// A shutdown_timeout near the largest Duration (292 years) must not
-	// wrap the sum around to a negative bound that any grace period passes.
-	return drain + min(tail, math.MaxInt64-drain), sum
 }
 
 // programEnv is env without solo's own SOLO_* variables (its configuration,
@@ -271,7 +202,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		return usageErr("%w", err)
 	}
 	lc = e.Config()
-	killAfter, err := stopTiming(lc, failoverAllowance(cfg.Redis.URL, lc.RenewInterval, lc.MinReplicas))
+	killAfter, err := stopTiming(lc, config.FailoverAllowance(cfg.Redis.URL, lc.RenewInterval, lc.MinReplicas))
 	if err != nil {
 		_ = client.Close()
 		return err
@@ -295,7 +226,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	if unreachable != nil {
 		log.Warn("redis unreachable; solo keeps trying in the background, and the program does not run until Redis answers",
-			zap.String("cause", oneLine(unreachable.Error())))
+			zap.String("cause", config.OneLine(unreachable.Error())))
 	}
 	defer client.Close()
 
@@ -420,7 +351,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		}()
 		log.Info("http listening", zap.String("addr", ln.Addr().String()))
 		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+			sctx, cancel := context.WithTimeout(context.Background(), config.HTTPShutdownTimeout)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 			<-served

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 )
@@ -22,7 +23,7 @@ import (
 // own election, holder ID and term (SOLO_ELECTION, SOLO_ID, SOLO_TERM) and
 // its keeper watches its own lease. It returns when ctx ends, after every
 // program tree is gone.
-func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, client redis.UniversalClient, reg *prometheus.Registry,
+func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.Config, client redis.UniversalClient, reg *prometheus.Registry,
 	log *zap.Logger, wopts []worker.Option, base program, dashes bool) error {
 	if dashes {
 		return usageErr("election.mode spread runs the jobs of the configuration: give no program after --")
@@ -74,7 +75,7 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, 
 			}
 		}()
 		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+			sctx, cancel := context.WithTimeout(context.Background(), config.HTTPShutdownTimeout)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 			<-served

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -118,7 +118,7 @@ func TestParse_Errors(t *testing.T) {
 			want: `unknown environment variable SOLO_COLOUR; SOLO_* variables name configuration keys (config.yaml)`},
 
 		// election.grace_period (issue 23, item 8): parsed as every
-		// duration, then held against solo run's exit bound (exitBound):
+		// duration, then held against solo run's exit bound (ExitBound):
 		// here 10s shutdown_timeout + 1s release + 1s log flush = 12s.
 		{name: "negative grace period", yaml: minimal + "  grace_period: -1s\n", want: `config.yaml:3: election.grace_period -1s: must be positive`},
 		{name: "unparsable grace period", yaml: minimal + "  grace_period: soon\n", want: `config.yaml:3: election.grace_period "soon": want a duration such as "10s"`},
@@ -140,9 +140,9 @@ func TestParse_Errors(t *testing.T) {
 			if !reflect.DeepEqual(cfg, Config{}) {
 				t.Fatalf("Parse() returned %+v with its error, want the zero Config", cfg)
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error %T is not a *ConfigError", err)
+				t.Fatalf("error %T is not a *Error", err)
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error spans lines: %q", err)
@@ -153,20 +153,20 @@ func TestParse_Errors(t *testing.T) {
 
 func TestConfigError_Fields(t *testing.T) {
 	_, err := Parse([]byte(minimal+"  ttl: -1s\n"), nil)
-	ce, ok := errors.AsType[*ConfigError](err)
+	ce, ok := errors.AsType[*Error](err)
 	if !ok {
-		t.Fatalf("error %T is not a *ConfigError", err)
+		t.Fatalf("error %T is not a *Error", err)
 	}
-	want := ConfigError{Key: "election.ttl", Value: "-1s", Reason: "must be positive", File: "config.yaml", Line: 3}
+	want := Error{Key: "election.ttl", Value: "-1s", Reason: "must be positive", File: "config.yaml", Line: 3}
 	if *ce != want {
-		t.Fatalf("ConfigError = %+v, want %+v", *ce, want)
+		t.Fatalf("Error = %+v, want %+v", *ce, want)
 	}
 
 	_, err = Parse([]byte(minimal), []string{"SOLO_ELECTION_MODE=x"})
-	ce, _ = errors.AsType[*ConfigError](err)
-	want = ConfigError{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always, spread", Env: "SOLO_ELECTION_MODE"}
+	ce, _ = errors.AsType[*Error](err)
+	want = Error{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always, spread", Env: "SOLO_ELECTION_MODE"}
 	if ce == nil || *ce != want {
-		t.Fatalf("ConfigError = %+v, want %+v", ce, want)
+		t.Fatalf("Error = %+v, want %+v", ce, want)
 	}
 }
 
