@@ -3,10 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -33,7 +29,7 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.C
 		return usageErr("%w", err)
 	}
 	lc, _ := s.Config()
-	base.poll = min(max(min(lc.RenewInterval, lc.RenewDeadline-lc.RenewInterval)/4, 10*time.Millisecond), 250*time.Millisecond)
+	base.poll = pollInterval(lc)
 	base.renewDeadline = lc.RenewDeadline
 	for _, j := range cfg.Jobs {
 		p := base
@@ -62,24 +58,11 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.C
 		}
 	}
 	if cfg.HTTP.Addr != "" {
-		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		_, stop, err := serveHTTP(cfg.HTTP.Addr, s.Handler(reg), log)
 		if err != nil {
-			return fmt.Errorf("http listen on %s: %w", cfg.HTTP.Addr, err)
+			return err
 		}
-		srv := &http.Server{Handler: s.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server stopped", zap.Error(err))
-			}
-		}()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), config.HTTPShutdownTimeout)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			<-served
-		}()
+		defer stop()
 	}
 	log.Info("solo running", zap.String("group", lc.Name), zap.String("member", s.Member()),
 		zap.String("mode", string(worker.ModeSpread)), zap.Int("jobs", len(cfg.Jobs)), zap.String("version", soloVersion()))
