@@ -48,18 +48,33 @@ func (r RedisConfig) validateTLS() error {
 // their defaults. Commands are not checked: library users register jobs in
 // code, and `solo run` checks the commands it runs.
 func (c Config) Validate() error {
-	if c.Redis.URL != "" {
-		if _, err := redisurl.Parse(c.Redis.URL); err != nil {
-			ce := &Error{Key: "redis.url", Value: strconv.Quote(redisurl.Redact(c.Redis.URL)), Reason: err.Error()}
-			if ue, ok := errors.AsType[*redisurl.Error](err); ok {
-				ce.Value, ce.Reason = strconv.Quote(ue.URL), ue.Reason
-			}
-			return ce
-		}
-		if err := c.Redis.validateTLS(); err != nil {
+	for _, check := range []func() error{c.validateRedis, c.validateElection, c.validateWorker,
+		c.validateHTTP, c.validateFence, c.validateLog, c.validateJobs} {
+		if err := check(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// validateRedis checks redis.url and the redis.tls_* keys.
+func (c Config) validateRedis() error {
+	if c.Redis.URL == "" {
+		return nil
+	}
+	if _, err := redisurl.Parse(c.Redis.URL); err != nil {
+		ce := &Error{Key: "redis.url", Value: strconv.Quote(redisurl.Redact(c.Redis.URL)), Reason: err.Error()}
+		if ue, ok := errors.AsType[*redisurl.Error](err); ok {
+			ce.Value, ce.Reason = strconv.Quote(ue.URL), ue.Reason
+		}
+		return ce
+	}
+	return c.Redis.validateTLS()
+}
+
+// validateElection checks the election's keys: leader.Config's rules,
+// the command's floors, the mode and the grace period.
+func (c Config) validateElection() error {
 	if err := c.Election.Config.Validate(); err != nil {
 		if le, ok := errors.AsType[*leader.ConfigError](err); ok {
 			if le.Field == "name" && c.Election.Name == "" {
@@ -85,6 +100,11 @@ func (c Config) Validate() error {
 				Reason: fmt.Sprintf("shorter than solo run's exit bound %s (%s): the SIGKILL at the end of the grace period could come before solo released the lease; raise the grace period (terminationGracePeriodSeconds) and this value together, or lower election.shutdown_timeout", bound, sum)}
 		}
 	}
+	return nil
+}
+
+// validateWorker checks the spread and worker keys.
+func (c Config) validateWorker() error {
 	if err := c.Spread.Validate(c.LeaderConfig()); err != nil {
 		if le, ok := errors.AsType[*leader.ConfigError](err); ok {
 			return &Error{Key: "spread." + le.Field, Value: formatValue(le.Value), Reason: le.Reason}
@@ -100,21 +120,41 @@ func (c Config) Validate() error {
 		return &Error{Key: "worker.max_failed_terms", Value: strconv.Itoa(c.Worker.MaxFailedTerms),
 			Reason: "not supported with election.mode spread (jobs never give up there): set it to 0"}
 	}
+	return nil
+}
+
+// validateHTTP checks http.addr.
+func (c Config) validateHTTP() error {
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			return &Error{Key: "http.addr", Value: strconv.Quote(c.HTTP.Addr), Reason: `want host:port, such as "127.0.0.1:8080" or ":8080"`}
 		}
 	}
+	return nil
+}
+
+// validateFence checks fence.dsn.
+func (c Config) validateFence() error {
 	if c.Fence.DSN != "" {
 		if _, _, err := FenceDriver(c.Fence.DSN); err != nil {
 			return &Error{Key: "fence.dsn", Value: strconv.Quote(RedactDSN(c.Fence.DSN)), Reason: err.Error()}
 		}
 	}
+	return nil
+}
+
+// validateLog checks log.level.
+func (c Config) validateLog() error {
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
+		return nil
 	default:
 		return &Error{Key: "log.level", Value: strconv.Quote(c.Log.Level), Reason: "must be one of debug, info, warn, error"}
 	}
+}
+
+// validateJobs checks each job, and that their names are unique.
+func (c Config) validateJobs() error {
 	names := make(map[string]int, len(c.Jobs))
 	for i, j := range c.Jobs {
 		if err := j.validate(fmt.Sprintf("jobs[%d]", i)); err != nil {
