@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
 )
@@ -124,3 +125,21 @@ func (s *logSink) Sync() error {
 
 // Close stops the draining goroutine (what is queued is lost).
 func (s *logSink) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
+
+// newLogger returns JSON logs in production, console logs with dev. w must
+// be safe for concurrent use (solo run passes a logSink).
+func newLogger(cfg config.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(cfg.Level)
+	if err != nil {
+		return nil, usageErr("log.level %q: %w", cfg.Level, err)
+	}
+	var enc zapcore.Encoder
+	if cfg.Dev {
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	}
+	return zap.New(zapcore.NewCore(enc, w, level)), nil
+}
