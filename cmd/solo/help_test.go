@@ -25,7 +25,7 @@ func helpOf(t *testing.T, args ...string) string {
 }
 
 // Every flag a command registers is in its --help, in `solo --help` and
-// in README's command reference (issue 14, point 8). Mutation: a flag
+// in README's command reference. Mutation: a flag
 // added to runCommand and not to README fails with `README's command
 // reference lacks run's flag --exit-on-give-up` (checked by removing it).
 func TestHelp_ListsEveryFlag(t *testing.T) {
@@ -63,7 +63,7 @@ func TestHelp_ListsEveryFlag(t *testing.T) {
 			if len(n) == 1 {
 				dashed = "-" + n
 			}
-			// Spelled as README spells it (issue 24, item 7). Old code:
+			// Spelled as README spells it. Old code:
 			// "solo run --help lacks its flag --child-exit-code" (it printed
 			// "  -child-exit-code").
 			if !strings.Contains(help, "  "+dashed+"\n") && !strings.Contains(help, "  "+dashed+" ") {
@@ -145,7 +145,7 @@ func TestHelp_ExitCodesAreTheConstants(t *testing.T) {
 	}
 }
 
-// Issue 24, item 7: "did you mean" for a command, a configuration key and
+// "did you mean" for a command, a configuration key and
 // a flag, as for a SOLO_* variable. Old code: `solo: unknown command
 // "stauts"` and `config.yaml:3: unknown key election.tll`, no suggestion.
 func TestDidYouMean(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 )
 
 // jobs[i].time_zone moves a cron job's ticks into that zone; without it
-// they are UTC (issue 14, point 11). Mutation: Spec returning the bare
+// they are UTC. Mutation: Spec returning the bare
 // schedule fails with "time_zone Asia/Tokyo: next tick 2000-01-01
 // 02:00:00 +0000 UTC, want 2000-01-01 17:00:00 +0000 UTC".
 func TestJobConfig_TimeZone(t *testing.T) {
