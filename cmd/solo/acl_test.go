@@ -362,7 +362,7 @@ func exited(step string, ps []*proc) *stepFailure {
 	return nil
 }
 
-// Issue 23, item 3: the documented minimal ACL (docs/operations.md, ACL),
+// The documented minimal ACL (docs/operations.md, ACL),
 // applied exactly as the doc has it to a real redis-server, lets solo do
 // everything; removing any one of its rules fails with exit 2 (or, for a
 // lock, an error) and a message that names the rule. Old code: NOPERM
@@ -444,7 +444,7 @@ var runtimeRules = []struct {
 	{"&solo:*", "resetchannels", false},
 }
 
-// Issue 23, item 3, at run time: a rule removed while an election runs
+// At run time, a rule removed while an election runs
 // (the documented user; a leader and a follower) stops both instances
 // with exit 2 and the rule named, the leader's program stopped first.
 // Old code: warn lines, the leader stepped down at its renew deadline as
@@ -493,7 +493,7 @@ func TestACL_RuleRemovedWhileRunningExits2(t *testing.T) {
 	}
 }
 
-// Issue 23, item 3: a password refused, or a command the server does not
+// A password refused, or a command the server does not
 // know (rename-command), exits 2 at once with the fix from every command,
 // solo run --once included (which hung on a refused acquire).
 func TestRedisConfigErrorsExit2FromEveryCommand(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	_ "modernc.org/sqlite"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/fence"
 	"github.com/solo-run/solo/leader/redisurl"
@@ -75,7 +76,7 @@ func demoCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	}
 	log := zap.NewNop()
 	if *verbose {
-		if log, err = newLogger(LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
+		if log, err = newLogger(config.LogConfig{Level: "info", Dev: true}, zapcore.Lock(zapcore.AddSync(stderr))); err != nil {
 			return err
 		}
 	}
@@ -160,6 +161,8 @@ func (d *demo) say(who, format string, args ...any) {
 	fmt.Fprintf(d.out, "  %7.3fs  %-2s %s\n", time.Since(d.start).Seconds(), who, fmt.Sprintf(format, args...))
 }
 
+// run plays the demo against the Redis at url: three candidates, a
+// crash of the leader, its stale write refused, a graceful handoff.
 func (d *demo) run(ctx context.Context, url string) error {
 	cands := make(map[string]*candidate)
 	defer func() {
@@ -176,77 +179,25 @@ func (d *demo) run(ctx context.Context, url string) error {
 		}
 		cands[id] = c
 	}
-	wait := func(what string) (elected, error) {
-		select {
-		case ev := <-d.elected:
-			return ev, nil
-		case <-time.After(10 * time.Second):
-			return elected{}, fmt.Errorf("demo: nobody %s within 10s", what)
-		case <-ctx.Done():
-			return elected{}, ctx.Err()
-		}
-	}
-	pause := func(dur time.Duration) error {
-		select {
-		case <-time.After(dur):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-
-	first, err := wait("was elected")
+	first, err := d.waitElected(ctx, "was elected")
 	if err != nil {
 		return err
 	}
-	if err := pause(1500 * time.Millisecond); err != nil {
+	if err := pause(ctx, 1500*time.Millisecond); err != nil {
 		return err
 	}
-
-	// 1. Crash the leader: cut its link to Redis and freeze its job in the
-	// middle of a write. Its lease is neither renewed nor released.
-	x := cands[first.id]
-	crashAt := time.Now()
-	x.frozen.Store(true)
-	_ = x.client.Close()
-	d.say(x.id, "CRASH (simulated: Redis link cut, process frozen mid-write, lease left behind)")
-	next, err := wait("took over after the crash")
+	next, staleErr, err := d.crash(ctx, cands[first.id])
 	if err != nil {
 		return err
 	}
-	d.say("", "→ failover %s after the crash: the lease expired on the server (TTL %s), %s took over",
-		next.at.Sub(crashAt).Round(time.Millisecond), demoConfig.TTL, next.id)
-
-	// 2. The frozen process wakes up believing it still leads; its write
-	// carries its old term and the guard refuses it.
-	close(x.thaw)
-	var staleErr error
-	select {
-	case staleErr = <-x.stale:
-	case <-time.After(5 * time.Second):
-		return errors.New("demo: the thawed leader made no write")
-	}
-	if err := pause(time.Second); err != nil {
+	if err := pause(ctx, time.Second); err != nil {
 		return err
 	}
-
-	// 3. Graceful handoff: resign the new leader.
-	y := cands[next.id]
-	resignAt := time.Now()
-	d.say(y.id, "resigns (drains its job, releases, sits out one election)")
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = y.e.Resign(rctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("demo: resign: %w", err)
-	}
-	third, err := wait("took over after the resign")
+	third, err := d.handoff(ctx, cands[next.id])
 	if err != nil {
 		return err
 	}
-	d.say("", "→ handoff %s after the resign request: release notice, one round trip",
-		third.at.Sub(resignAt).Round(100*time.Microsecond))
-	if err := pause(time.Second); err != nil {
+	if err := pause(ctx, time.Second); err != nil {
 		return err
 	}
 	for _, c := range cands {
@@ -258,6 +209,75 @@ func (d *demo) run(ctx context.Context, url string) error {
 		delete(cands, id)
 	}
 	return d.summary(first, next, third, staleErr)
+}
+
+// waitElected returns the next election, or an error naming what did not
+// happen within 10s.
+func (d *demo) waitElected(ctx context.Context, what string) (elected, error) {
+	select {
+	case ev := <-d.elected:
+		return ev, nil
+	case <-time.After(10 * time.Second):
+		return elected{}, fmt.Errorf("demo: nobody %s within 10s", what)
+	case <-ctx.Done():
+		return elected{}, ctx.Err()
+	}
+}
+
+// pause waits dur, or until ctx ends.
+func pause(ctx context.Context, dur time.Duration) error {
+	select {
+	case <-time.After(dur):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// crash crashes the leader x and returns who took over, and the error the
+// guard gave x's write when x woke up.
+func (d *demo) crash(ctx context.Context, x *candidate) (elected, error, error) {
+	// 1. Crash the leader: cut its link to Redis and freeze its job in the
+	// middle of a write. Its lease is neither renewed nor released.
+	crashAt := time.Now()
+	x.frozen.Store(true)
+	_ = x.client.Close()
+	d.say(x.id, "CRASH (simulated: Redis link cut, process frozen mid-write, lease left behind)")
+	next, err := d.waitElected(ctx, "took over after the crash")
+	if err != nil {
+		return elected{}, nil, err
+	}
+	d.say("", "→ failover %s after the crash: the lease expired on the server (TTL %s), %s took over",
+		next.at.Sub(crashAt).Round(time.Millisecond), demoConfig.TTL, next.id)
+
+	// 2. The frozen process wakes up believing it still leads; its write
+	// carries its old term and the guard refuses it.
+	close(x.thaw)
+	select {
+	case staleErr := <-x.stale:
+		return next, staleErr, nil
+	case <-time.After(5 * time.Second):
+		return elected{}, nil, errors.New("demo: the thawed leader made no write")
+	}
+}
+
+// handoff resigns the leader y and returns who took over.
+func (d *demo) handoff(ctx context.Context, y *candidate) (elected, error) {
+	resignAt := time.Now()
+	d.say(y.id, "resigns (drains its job, releases, sits out one election)")
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := y.e.Resign(rctx)
+	cancel()
+	if err != nil {
+		return elected{}, fmt.Errorf("demo: resign: %w", err)
+	}
+	third, err := d.waitElected(ctx, "took over after the resign")
+	if err != nil {
+		return elected{}, err
+	}
+	d.say("", "→ handoff %s after the resign request: release notice, one round trip",
+		third.at.Sub(resignAt).Round(100*time.Microsecond))
+	return third, nil
 }
 
 func (d *demo) startCandidate(url, id string) (*candidate, error) {

@@ -9,6 +9,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for fence.dsn postgres://
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite", for fence.dsn sqlite:PATH
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader/fence"
 )
 
@@ -16,14 +17,14 @@ import (
 // if it is missing and returns its guard. A database that cannot be reached
 // within 10s fails the start (exit 1); a bad DSN or table name is a usage
 // error (exit 2).
-func openFence(ctx context.Context, cfg FenceConfig) (*fence.Guard, func(), error) {
-	driver, source, err := FenceDriver(cfg.DSN)
+func openFence(ctx context.Context, cfg config.FenceConfig) (*fence.Guard, func(), error) {
+	driver, source, err := config.FenceDriver(cfg.DSN)
 	if err != nil {
-		return nil, nil, usageErr("fence.dsn %q: %w", RedactDSN(cfg.DSN), err)
+		return nil, nil, usageErr("fence.dsn %q: %w", config.RedactDSN(cfg.DSN), err)
 	}
 	db, err := sql.Open(driver, source)
 	if err != nil {
-		return nil, nil, usageErr("fence.dsn %q: %w", RedactDSN(cfg.DSN), err)
+		return nil, nil, usageErr("fence.dsn %q: %w", config.RedactDSN(cfg.DSN), err)
 	}
 	var opts []fence.Option
 	if cfg.Table != "" {
@@ -38,7 +39,7 @@ func openFence(ctx context.Context, cfg FenceConfig) (*fence.Guard, func(), erro
 	defer cancel()
 	if err := guard.EnsureTable(ectx); err != nil {
 		_ = db.Close()
-		return nil, nil, fmt.Errorf("fence database %s: %w", RedactDSN(cfg.DSN), err)
+		return nil, nil, fmt.Errorf("fence database %s: %w", config.RedactDSN(cfg.DSN), err)
 	}
 	return guard, func() { _ = db.Close() }, nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // solo forget deletes an election's term and checkpoints, and refuses, in
-// one line with exit 6, while a lease is held (issue 14, point 12); keys
+// one line with exit 6, while a lease is held; keys
 // of other elections, and of a lock of the same name, stay. Mutation: without the lease check in the
 // script this fails with "forget while leading = 0 ..., want 6".
 func TestForget(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/internal/redistest"
 )
 
@@ -53,11 +54,11 @@ func TestExitBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(tt.yaml), nil)
+			cfg, err := config.Parse([]byte(tt.yaml), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, sum := exitBound(cfg)
+			got, sum := cfg.ExitBound()
 			if got != tt.want || sum != tt.sum {
 				t.Fatalf("exitBound() = %s, %q\nwant %s, %q", got, sum, tt.want, tt.sum)
 			}
@@ -76,11 +77,11 @@ func TestValidate_GracePeriodAgainstTheExitBound(t *testing.T) {
 		minimal + "http:\n  addr: :8080\n",
 		minimal + "  ttl: 3s\n  mode: spread\nredis:\n  url: redis://r:6379/0?read_timeout=250ms\n",
 	} {
-		cfg, err := Parse([]byte(yml), nil) // no grace period: not checked
+		cfg, err := config.Parse([]byte(yml), nil) // no grace period: not checked
 		if err != nil {
 			t.Fatal(err)
 		}
-		bound, _ := exitBound(cfg)
+		bound, _ := cfg.ExitBound()
 		cfg.Election.GracePeriod = bound
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("grace period = exit bound %s: %v", bound, err)
@@ -105,16 +106,16 @@ func TestValidate_GracePeriodAgainstTheExitBound(t *testing.T) {
 // with `SOLO_ELECTION_GRACE_PERIOD="13s": shorter than solo run's exit
 // bound 14s …`.
 func TestKubernetesManifest_GracePeriodPassesSolo(t *testing.T) {
-	config, grace, env := readManifest(t)
+	configYAML, grace, env := readManifest(t)
 	env = append(env, "SOLO_REDIS_URL=rediss://solo:x@redis.redis.svc.cluster.local:6379/0") // from the Secret
 	if got, want := lookupEnv(env, "SOLO_ELECTION_GRACE_PERIOD"), strconv.Itoa(*grace)+"s"; got != want {
 		t.Fatalf("SOLO_ELECTION_GRACE_PERIOD %q, want terminationGracePeriodSeconds %s", got, want)
 	}
-	cfg, err := Parse([]byte(config), env)
+	cfg, err := config.Parse([]byte(configYAML), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound, sum := exitBound(cfg)
+	bound, sum := cfg.ExitBound()
 	t.Logf("terminationGracePeriodSeconds %d; exit bound %s = %s", *grace, bound, sum)
 }
 
@@ -125,7 +126,7 @@ var manifestPath = filepath.Join("..", "..", "deploy", "kubernetes", "solo-run.y
 // Deployment's terminationGracePeriodSeconds and the NAME=VALUE of each
 // environment variable of its container with a literal value (the
 // Secret's are left to the caller).
-func readManifest(t *testing.T) (config string, grace *int, env []string) {
+func readManifest(t *testing.T) (configYAML string, grace *int, env []string) {
 	t.Helper()
 	b, err := os.ReadFile(manifestPath)
 	if err != nil {
@@ -154,7 +155,7 @@ func readManifest(t *testing.T) (config string, grace *int, env []string) {
 		}
 		switch m.Kind {
 		case "ConfigMap":
-			config = m.Data["config.yaml"]
+			configYAML = m.Data["config.yaml"]
 		case "Deployment":
 			spec := m.Spec.Template.Spec
 			grace = spec.Grace
@@ -165,10 +166,10 @@ func readManifest(t *testing.T) (config string, grace *int, env []string) {
 			}
 		}
 	}
-	if config == "" || grace == nil {
+	if configYAML == "" || grace == nil {
 		t.Fatalf("%s: no ConfigMap config.yaml, or no Deployment with terminationGracePeriodSeconds", manifestPath)
 	}
-	return config, grace, env
+	return configYAML, grace, env
 }
 
 // TestRun_ExitsWithinItsExitBound runs solo run, told a grace period equal
@@ -181,11 +182,11 @@ func TestRun_ExitsWithinItsExitBound(t *testing.T) {
 	srv := redistest.Start(t)
 	out := filepath.Join(t.TempDir(), "out.log")
 	env := append(testEnv("redis://"+srv.Addr(), electionName(t), "a"), "OUT="+out, "SOLO_HTTP_ADDR=127.0.0.1:0")
-	cfg, err := Load("", env)
+	cfg, err := config.Load("", env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound, sum := exitBound(cfg)
+	bound, sum := cfg.ExitBound()
 	env = append(env, "SOLO_ELECTION_GRACE_PERIOD="+bound.String())
 	a := startSolo(t, env, append([]string{"run", "--"}, script(t, out, true)...)...)
 	first := waitLine(t, out, 10*time.Second, func(l line) bool { return l.event == "start" })
@@ -203,3 +204,10 @@ func TestRun_ExitsWithinItsExitBound(t *testing.T) {
 	}
 	t.Logf("exit %s after SIGTERM; exit bound %s = %s", took.Round(time.Millisecond), bound, sum)
 }
+
+// minimal is the smallest valid configuration file; cases append to it.
+const minimal = "election:\n  name: orders-sync\n"
+
+// graceRemedy ends the message of a grace period shorter than the exit
+// bound.
+const graceRemedy = "the SIGKILL at the end of the grace period could come before solo released the lease; raise the grace period (terminationGracePeriodSeconds) and this value together, or lower election.shutdown_timeout"

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 )
 
 // cmdDoc is the help of one subcommand. Its flags are not written here:
@@ -153,7 +155,7 @@ func helpEnv() string {
 	var b strings.Builder
 	b.WriteString("environment:\n  SOLO_CONFIG (the configuration file); the configuration keys:\n")
 	line := " "
-	for _, v := range EnvVars() {
+	for _, v := range config.EnvVars() {
 		if len(line)+len(v)+1 > 76 {
 			b.WriteString(line + "\n")
 			line = " "

@@ -145,7 +145,7 @@ func TestHelp_ExitCodesAreTheConstants(t *testing.T) {
 	}
 }
 
-// Issue 24, item 7: "did you mean" for a command, a configuration key and
+// "did you mean" for a command, a configuration key and
 // a flag, as for a SOLO_* variable. Old code: `solo: unknown command
 // "stauts"` and `config.yaml:3: unknown key election.tll`, no suggestion.
 func TestDidYouMean(t *testing.T) {

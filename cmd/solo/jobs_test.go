@@ -12,7 +12,7 @@ import (
 )
 
 // Config jobs get SOLO_JOB, and with more than one job every line of each
-// job's stdout and stderr is prefixed "[NAME] " (issue 14, point 11); one
+// job's stdout and stderr is prefixed "[NAME] "; one
 // job's output passes untouched. Mutation: with the prefix never set this
 // fails with "timed out after 10s waiting for the jobs' output".
 func TestRun_ConfigJobsPrefixTheirOutputAndGetSOLO_JOB(t *testing.T) {
@@ -64,7 +64,7 @@ func TestRun_ConfigJobsPrefixTheirOutputAndGetSOLO_JOB(t *testing.T) {
 
 // A program that always fails stops both instances after
 // worker.max_failed_terms failed terms in a row, and with
-// --exit-on-give-up solo exits 5 (issue 14, point 6). Mutation: with
+// --exit-on-give-up solo exits 5. Mutation: with
 // exitGaveUp's return replaced by the plain error, this fails with "exit
 // 1, want 5".
 func TestRun_ExitOnGiveUpAfterMaxFailedTerms(t *testing.T) {

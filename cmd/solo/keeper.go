@@ -94,18 +94,31 @@ func (k *keeper) report(format string, args ...any) {
 	_, _ = fmt.Fprintf(k.st, format+"\n", args...)
 }
 
+// run starts the program, keeps it until its tree is gone and reports its
+// end; it returns the keeper process's exit code.
 func (k *keeper) run(path string, argv []string, ctl *os.File) int {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
 		syscall.SIGQUIT, syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	if !k.start(path, argv) {
+		return 1
+	}
+	k.watch(ctl, sigs)
+	k.reportExit()
+	return 0
+}
+
+// start makes the keeper the subreaper of the program's tree and starts
+// the program in its own process group; false when it could not (reported).
+func (k *keeper) start(path string, argv []string) bool {
 	if err := proctree.SetChildSubreaper(); err != nil {
 		k.report("error PR_SET_CHILD_SUBREAPER: %v", err)
-		return 1
+		return false
 	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		k.report("error %v", err)
-		return 1
+		return false
 	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
@@ -117,11 +130,16 @@ func (k *keeper) run(path string, argv []string, ctl *os.File) int {
 	null.Close()
 	if err != nil {
 		k.report("error start %s: %v", argv[0], err)
-		return 1
+		return false
 	}
 	k.prog = pid
 	k.report("pid %d %d", pid, time.Now().UnixNano())
+	return true
+}
 
+// watch acts on solo's messages on ctl, the keeper's signals and its
+// timers until the program's tree is gone.
+func (k *keeper) watch(ctl *os.File, sigs <-chan os.Signal) {
 	msgs := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(ctl)
@@ -136,7 +154,7 @@ func (k *keeper) run(path string, argv []string, ctl *os.File) int {
 	defer timer.Stop()
 	for {
 		if k.reap() {
-			break
+			return
 		}
 		var wake <-chan time.Time
 		if at := k.nextEvent(); at != 0 {
@@ -161,6 +179,10 @@ func (k *keeper) run(path string, argv []string, ctl *os.File) int {
 		}
 		k.timers()
 	}
+}
+
+// reportExit reports how the program ended, and why.
+func (k *keeper) reportExit() {
 	code, sig := -1, 0
 	switch {
 	case k.progStatus.Exited():
@@ -173,7 +195,6 @@ func (k *keeper) run(path string, argv []string, ctl *os.File) int {
 		why = "program exited"
 	}
 	k.report("exit %d %d %d %s", code, sig, time.Now().UnixNano(), why)
-	return 0
 }
 
 // nextEvent is when the keeper must act next without being asked (mono ns;

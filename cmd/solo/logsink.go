@@ -8,6 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 )
 
 // logSink is a non-blocking zap sink: Write queues the line in a bounded
@@ -106,10 +109,10 @@ func (s *logSink) drain() {
 	}
 }
 
-// Sync waits up to logSyncTimeout for the queue to drain (zap calls it at
+// Sync waits up to config.LogSyncTimeout for the queue to drain (zap calls it at
 // exit).
 func (s *logSink) Sync() error {
-	for deadline := time.Now().Add(logSyncTimeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(config.LogSyncTimeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
 		n := s.queued
 		s.mu.Unlock()
@@ -122,3 +125,21 @@ func (s *logSink) Sync() error {
 
 // Close stops the draining goroutine (what is queued is lost).
 func (s *logSink) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
+
+// newLogger returns JSON logs in production, console logs with dev. w must
+// be safe for concurrent use (solo run passes a logSink).
+func newLogger(cfg config.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(cfg.Level)
+	if err != nil {
+		return nil, usageErr("log.level %q: %w", cfg.Level, err)
+	}
+	var enc zapcore.Encoder
+	if cfg.Dev {
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	}
+	return zap.New(zapcore.NewCore(enc, w, level)), nil
+}

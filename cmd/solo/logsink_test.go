@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 )
 
 // gate is a writer that blocks while closed, like a stderr pipe nobody reads.
@@ -38,7 +40,7 @@ func TestLogSink(t *testing.T) {
 	g := &gate{open: make(chan struct{})}
 	sink := newLogSink(g, 1000)
 	defer sink.Close()
-	log, err := newLogger(DefaultConfig().Log, sink)
+	log, err := newLogger(config.DefaultConfig().Log, sink)
 	if err != nil {
 		t.Fatal(err)
 	}

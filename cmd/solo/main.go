@@ -33,6 +33,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -156,7 +157,7 @@ func unknownCommand(name string) string {
 	for _, d := range commands {
 		names = append(names, d.name)
 	}
-	if near := nearest(name, names); near != "" {
+	if near := config.Nearest(name, names); near != "" {
 		msg += " (did you mean " + near + "?)"
 	}
 	return msg

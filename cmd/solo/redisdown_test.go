@@ -10,7 +10,7 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 )
 
-// Issue 23, item 2: solo run keeps trying while Redis is down at start,
+// solo run keeps trying while Redis is down at start,
 // says so in one line, and runs the program once Redis answers. Old code:
 // exit 1, "solo: redis redis://127.0.0.1:PORT unreachable after 5s: …".
 func TestRun_KeepsTryingWhileRedisIsDownAtStart(t *testing.T) {

@@ -84,7 +84,7 @@ func (e *sentinelEvents) String() string {
 // lease runs out on the new one, where a follower takes it:
 // "overlap: pod1 (term …) started …s before pod0 (term …) exited".
 func TestSentinelFailover_Manifest(t *testing.T) {
-	config, _, menv := readManifest(t)
+	configYAML, _, menv := readManifest(t)
 	s := redistest.StartSentinelWith(t, "solo-manifest", redistest.SentinelOptions{Replicas: 2})
 	ctx := context.Background()
 	for _, srv := range append(s.Replicas(), s.Primary()) {
@@ -106,7 +106,7 @@ func TestSentinelFailover_Manifest(t *testing.T) {
 	events := watchSentinel(t, lead.Addr(), origin)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(configYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "witness.log")

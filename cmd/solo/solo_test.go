@@ -523,7 +523,7 @@ func TestBadInput(t *testing.T) {
 			want: `%s:8: jobs[0].schedule "61 * * * *": end of range (61) above maximum (59): 61`},
 		{name: "missing command after --", cfg: base, args: []string{"run", "--"}, code: 2, want: "missing command after --"},
 		{name: "ttl flag", cfg: base, args: []string{"run", "--ttl", "-1s", "--", "true"}, code: 2, want: `--ttl="-1s": must be positive`},
-		// Issue 14, point 2. Old code: --ttl 1ms passed the loader (solo
+		// Old code: --ttl 1ms passed the loader (solo
 		// status and resign ran with it; 2,035 elections in 5s).
 		{name: "ttl below the floor", cfg: base, args: []string{"run", "--ttl", "1ms", "--", "true"}, code: 2,
 			want: `--ttl="1ms": must be at least 100ms: each renewal needs a Redis round trip plus scheduling slack within renew_deadline`},
@@ -531,7 +531,7 @@ func TestBadInput(t *testing.T) {
 			want: `%s:5: election.ttl 50ms: must be at least 100ms: each renewal needs a Redis round trip plus scheduling slack within renew_deadline`},
 		{name: "budget below the floor", cfg: base, env: []string{"SOLO_ELECTION_RETRY_INTERVAL=5ms"}, args: []string{"status"}, code: 2,
 			want: `SOLO_ELECTION_RETRY_INTERVAL="5ms": must be at least 10ms (scheduling slack of a busy host)`},
-		// Issue 14, point 5. Old code: status rejected --name ("flag
+		// Old code: status rejected --name ("flag
 		// provided but not defined"), and the message had no remedy.
 		{name: "empty name, run", cfg: "redis:\n  url: redis://127.0.0.1:1\n", args: []string{"run", "--", "true"}, code: 2,
 			want: `election.name "": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
@@ -545,7 +545,7 @@ func TestBadInput(t *testing.T) {
 			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "env override", cfg: base, env: []string{"SOLO_ELECTION_MODE=sometimes"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_MODE="sometimes": must be one of elect, standby, always, spread`},
-		// Issue 16, findings 4 and 10. Old code: "exit 1, stderr: solo: redis
+		// Old code: "exit 1, stderr: solo: redis
 		// redis://127.0.0.1:1 unreachable after 5s: …" — both configurations
 		// were accepted (and, against a real Redis, left the program running
 		// beside the next leader's).
@@ -564,8 +564,8 @@ func TestBadInput(t *testing.T) {
 			want: "%s: not executable"},
 		{name: "bad log format", cfg: base, args: []string{"run", "--log-format", "xml", "--", "true"}, code: 2,
 			want: `--log-format "xml": want auto, console or json`},
-		// A grace period shorter than solo run's exit bound (issue 23, item
-		// 8): as Kubernetes manifests pass it, from the file, and as a flag.
+		// A grace period shorter than solo run's exit bound: as
+		// Kubernetes manifests pass it, from the file, and as a flag.
 		{name: "grace period shorter than the exit bound", cfg: base + "  shutdown_timeout: 20s\nhttp:\n  addr: 127.0.0.1:0\n",
 			env: []string{"SOLO_ELECTION_GRACE_PERIOD=15s"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_GRACE_PERIOD="15s": shorter than solo run's exit bound 24s (election.shutdown_timeout 20s + 1 Redis round trip of 1s (the release) + 2s http shutdown + 1s log flush): ` + graceRemedy},
@@ -577,7 +577,7 @@ func TestBadInput(t *testing.T) {
 			want: `--grace-period="-1s": must be positive`},
 		{name: "grace period in seconds", cfg: base, env: []string{"SOLO_ELECTION_GRACE_PERIOD=15"}, args: []string{"run", "--", "true"}, code: 2,
 			want: `SOLO_ELECTION_GRACE_PERIOD="15": want a duration such as "10s"`},
-		// An unreachable Redis no longer fails solo run (issue 23): see
+		// An unreachable Redis no longer fails solo run: see
 		// TestRun_KeepsTryingWhileRedisIsDownAtStart.
 	}
 	for _, tt := range tests {

@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 	"github.com/solo-run/solo/worker/workerprom"
@@ -23,7 +20,7 @@ import (
 // own election, holder ID and term (SOLO_ELECTION, SOLO_ID, SOLO_TERM) and
 // its keeper watches its own lease. It returns when ctx ends, after every
 // program tree is gone.
-func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, client redis.UniversalClient, reg *prometheus.Registry,
+func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.Config, client redis.UniversalClient, reg *prometheus.Registry,
 	log *zap.Logger, wopts []worker.Option, base program, dashes bool) error {
 	if dashes {
 		return usageErr("election.mode spread runs the jobs of the configuration: give no program after --")
@@ -33,7 +30,7 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, 
 		return usageErr("%w", err)
 	}
 	lc, _ := s.Config()
-	base.poll = min(max(min(lc.RenewInterval, lc.RenewDeadline-lc.RenewInterval)/4, 10*time.Millisecond), 250*time.Millisecond)
+	base.poll = pollInterval(lc)
 	base.renewDeadline = lc.RenewDeadline
 	for _, j := range cfg.Jobs {
 		p := base
@@ -62,24 +59,11 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, 
 		}
 	}
 	if cfg.HTTP.Addr != "" {
-		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		_, stop, err := serveHTTP(cfg.HTTP.Addr, workerprom.Handler(s.Handler(), reg), log)
 		if err != nil {
-			return fmt.Errorf("http listen on %s: %w", cfg.HTTP.Addr, err)
+			return err
 		}
-		srv := &http.Server{Handler: workerprom.Handler(s.Handler(), reg), ReadHeaderTimeout: 5 * time.Second}
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server stopped", zap.Error(err))
-			}
-		}()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			<-served
-		}()
+		defer stop()
 	}
 	log.Info("solo running", zap.String("group", lc.Name), zap.String("member", s.Member()),
 		zap.String("mode", string(worker.ModeSpread)), zap.Int("jobs", len(cfg.Jobs)), zap.String("version", soloVersion()))

@@ -81,7 +81,7 @@ func spreadElections(lines []string) int {
 
 // TestRun_SpreadRefusesExitOnGiveUp: spread mode never gives up, so
 // --exit-on-give-up is a usage error naming the flag, not a flag accepted
-// and ignored (issue 22, finding 14). Old code: it started and ran.
+// and ignored. Old code: it started and ran.
 func TestRun_SpreadRefusesExitOnGiveUp(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")
@@ -98,7 +98,7 @@ func TestRun_SpreadRefusesExitOnGiveUp(t *testing.T) {
 
 // TestStatus_SpreadShowsElectConflict: solo status in spread mode names the
 // elect-mode holder of the group's name, which keeps the group from
-// running anything (issue 22, finding 12).
+// running anything.
 func TestStatus_SpreadShowsElectConflict(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := t.TempDir()

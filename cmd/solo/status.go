@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
 )
@@ -158,11 +159,11 @@ func (t statusTargets) describe() string {
 // NAME that is a configured job, or its election GROUP.JOB, means that
 // job's election; any other NAME is an election of its own, as in the
 // other modes.
-func resolveTargets(cfg Config, names []string) (statusTargets, error) {
+func resolveTargets(cfg config.Config, names []string) (statusTargets, error) {
 	if cfg.Election.Mode != worker.ModeSpread {
 		if len(names) == 0 {
 			if cfg.Election.Name == "" {
-				return statusTargets{}, usageErr("election.name \"\": must not be empty: %s, or name it: solo status NAME", nameRemedy)
+				return statusTargets{}, usageErr("election.name \"\": must not be empty: %s, or name it: solo status NAME", config.NameRemedy)
 			}
 			names = []string{cfg.Election.Name}
 		}
@@ -199,7 +200,7 @@ func resolveTargets(cfg Config, names []string) (statusTargets, error) {
 	return t, nil
 }
 
-func lookupAll(ctx context.Context, client redis.UniversalClient, cfg Config, names []string) ([]statusRow, error) {
+func lookupAll(ctx context.Context, client redis.UniversalClient, cfg config.Config, names []string) ([]statusRow, error) {
 	rows := make([]statusRow, 0, len(names))
 	for _, name := range names {
 		lc := cfg.LeaderConfig()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
 )
@@ -40,7 +41,7 @@ type spreadJobRow struct {
 // election as elect mode shows one (holder, term, TTL left of the holder's
 // TTL, since, last renewal, value, candidates) with the instance running
 // it. The exit code is exitNoLeader when some job runs nowhere.
-func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg Config, t statusTargets, stdout io.Writer, asJSON bool) error {
+func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg config.Config, t statusTargets, stdout io.Writer, asJSON bool) error {
 	lc := cfg.LeaderConfig()
 	lc.Name = t.group
 	members, err := worker.LookupMembers(ctx, client, lc)

@@ -15,7 +15,7 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 )
 
-// Issue 14, points 1, 9, 15 and 17. Old code: with a leader at --ttl 4s,
+// Old code: with a leader at --ttl 4s,
 // status (default 10s) printed the last renewal as "7.16s ago", before the
 // term began: it used its own TTL. It now uses the TTL the holder stored
 // beside the lease, shows the proclaimed value and the waiting candidates,
@@ -93,7 +93,7 @@ func TestStatus_HolderTimingsValueAndCandidates(t *testing.T) {
 	}
 }
 
-// Issue 14.15: a bad value is a configuration error naming the key.
+// A bad value is a configuration error naming the key.
 func TestRun_ValueTooLongIsAConfigError(t *testing.T) {
 	env := append(testEnv("redis://127.0.0.1:1", "x", "a"), "SOLO_ELECTION_VALUE="+strings.Repeat("v", 5000))
 	code, text := soloRun(t, env, "run", "--", "true")
@@ -119,7 +119,7 @@ func spreadEnv(t *testing.T, url, id string) []string {
 // msTimeRE is a JSON time of solo status: milliseconds, always three digits.
 var msTimeRE = regexp.MustCompile(`^"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"$`)
 
-// Issue 24, item 4 (and item 7's JSON times). In election.mode spread,
+// In election.mode spread,
 // status shows each job's election in the words of elect mode, a NAME is a
 // job or its election, and --watch follows the group's jobs. Old code:
 // "spread job a: ttl_ms 1923, ttl_left_ms 0, renew_ms 0, want the holder's
@@ -212,7 +212,7 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 }
 
 // checkMsTimes fails unless every time in a status JSON text has
-// millisecond precision (issue 24, item 7: since had milliseconds,
+// millisecond precision (since had milliseconds,
 // last_renew nanoseconds).
 func checkMsTimes(t *testing.T, text string) {
 	t.Helper()
@@ -251,7 +251,7 @@ func watchLines(t *testing.T, text string) []watchLine {
 	return out
 }
 
-// Issue 24, item 5. status --watch says when Redis stops answering and when
+// status --watch says when Redis stops answering and when
 // it answers again, and stamps each line with when the event happened as
 // far as Redis tells: the term's start, the lease's expiry. Old code:
 // "watch's first line stamped 19:06:39.185, after the term began (its

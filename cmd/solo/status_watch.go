@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
@@ -39,7 +40,7 @@ import (
 // have renewed in between. seen: only when this watch saw it. For a spread
 // group it also prints the group's live members at first, then each member
 // that joins or leaves ("member", "joined", "left"; seen).
-func watchStatus(client redis.UniversalClient, cfg Config, t statusTargets, stdout, stderr io.Writer) error {
+func watchStatus(client redis.UniversalClient, cfg config.Config, t statusTargets, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	lc := cfg.LeaderConfig()
@@ -144,7 +145,7 @@ func (w *watcher) change(name string, c leader.Change) {
 // w.every until ctx ends: it reports when Redis stops answering and when it
 // answers again, and keeps each holder's expiry within w.every of the last
 // moment Redis answered (Observe reads the lease only once per TTL).
-func (w *watcher) probe(ctx context.Context, client redis.UniversalClient, cfg Config, elections []string) {
+func (w *watcher) probe(ctx context.Context, client redis.UniversalClient, cfg config.Config, elections []string) {
 	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	for {
@@ -224,7 +225,7 @@ func (w *watcher) reach(err error, server, at time.Time) {
 	case err != nil && !w.down:
 		w.down, w.downSince = true, at
 		fmt.Fprintf(w.out, "%s  redis %s  unreachable  (seen; last answer %s: %s)\n", at.Format(watchLayout), w.redis,
-			w.lastOK.Format("15:04:05.000"), oneLine(shortErr(err).Error()))
+			w.lastOK.Format("15:04:05.000"), config.OneLine(shortErr(err).Error()))
 	case err == nil && w.down:
 		w.down = false
 		fmt.Fprintf(w.out, "%s  redis %s  reachable    (first answer, on Redis's clock; unreachable since %s, seen)\n", server.Local().Format(watchLayout), w.redis,

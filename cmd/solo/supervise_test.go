@@ -17,7 +17,7 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 )
 
-// The tests of issue 16: solo run as a supervisor. Each runs real solo
+// The tests of solo run as a supervisor. Each runs real solo
 // processes against a real redis-server with a witness file the programs
 // append to ("ID EVENT TERM UNIX_NANOS [PID ELECTION]", see script), and
 // each failed on the code before the keeper; the failure is quoted in its
@@ -227,7 +227,7 @@ func startPair(t *testing.T, urlA, urlB string, o prog, extraA ...string) (a, b 
 	return a, b, out, first
 }
 
-// Finding 1. Old code: "a's program ran beside b's: a's last line (tick) at
+// Old code: "a's program ran beside b's: a's last line (tick) at
 // 20:12:58.607, b started at 20:12:58.450 (156.506855ms later)" (and on, but
 // the witness is read 200ms after b's start): the elector blocked on "renew
 // failed; retrying" with stderr full, so the deadline never cancelled the job.
@@ -266,7 +266,7 @@ func TestSupervise_BlockedStderrDoesNotDelayTheStop(t *testing.T) {
 	_ = a
 }
 
-// Finding 2. Old code: "a's program ran beside b's: a's last line (ctick)
+// Old code: "a's program ran beside b's: a's last line (ctick)
 // at 20:13:01.034, b started at 20:13:00.836 (197.85289ms later)": Ctrl-Z
 // stopped solo, not the program in its own process group.
 func TestSupervise_CtrlZStopsTheProgramFirst(t *testing.T) {
@@ -296,7 +296,7 @@ func TestSupervise_CtrlZStopsTheProgramFirst(t *testing.T) {
 	}
 }
 
-// Issue 24, item 6. After Ctrl-Z the keeper stops the tree at the renew
+// After Ctrl-Z the keeper stops the tree at the renew
 // deadline while solo is stopped; solo, continued later, reads the
 // keeper's report then. Its lines about the stop carry the time the keeper
 // acted and say they were written late. Old code: `a logged "term ended:
@@ -345,7 +345,7 @@ func TestSupervise_LinesAfterAFreezeCarryTheKeepersTime(t *testing.T) {
 	}
 }
 
-// Finding 3. Old code: "a's program ran beside b's: a's last line (ctick)
+// Old code: "a's program ran beside b's: a's last line (ctick)
 // at 20:13:03.349, b started at 20:13:03.210 (138.768906ms later)":
 // PDEATHSIG killed the shell, not its child.
 func TestSupervise_KillNineStopsTheWholeTree(t *testing.T) {
@@ -362,8 +362,7 @@ func TestSupervise_KillNineStopsTheWholeTree(t *testing.T) {
 	t.Logf("kill -9: tree's last line %s after it, b started %s after that", aLast.at.Sub(killed), bStart.at.Sub(aLast.at))
 }
 
-// Finding 4 and 10 are also rows of TestBadInput (refused configurations).
-// Finding 10. Old code: "SIGKILL 1.154s after SIGTERM, want under 750ms
+// Old code: "SIGKILL 1.154s after SIGTERM, want under 750ms
 // (3/4 of ttl×(1−drift) − renew_deadline = 300ms)":
 // the delay was 3/4 × (TTL − renew deadline), ignoring drift; with drift
 // 0.3 only TTL×0.7 − renew deadline = 400ms are safe (new delay 300ms).
@@ -394,7 +393,7 @@ func TestSupervise_SIGKILLDelayAccountsForDrift(t *testing.T) {
 	}
 }
 
-// Finding 5. Old code, both subtests: "no matching line in …/out.log
+// Old code, both subtests: "no matching line in …/out.log
 // within 5s" — the usr1 line: USR1's default action killed solo (as HUP
 // did, exit 129; QUIT dumped goroutines and exited 2), the program never
 // SIGTERMed.
@@ -423,7 +422,7 @@ func TestSupervise_SignalsHaveAMeaning(t *testing.T) {
 				t.Fatalf("b started %s after %s (a's program stopped %s after it): want a release, after the stop",
 					next.at.Sub(sent), sig, stopped.at.Sub(sent))
 			}
-			// Minor finding: solo's own configuration stays out of the
+			// solo's own configuration stays out of the
 			// program's environment.
 			envText := mustRead(out + ".env")
 			if strings.Contains(envText, "SOLO_REDIS_URL=") || !strings.Contains(envText, "SOLO_TERM=") {
@@ -433,7 +432,7 @@ func TestSupervise_SignalsHaveAMeaning(t *testing.T) {
 	}
 }
 
-// Finding 6. Old code: "solo died after its stderr was closed: exit -1
+// Old code: "solo died after its stderr was closed: exit -1
 // (signal: broken pipe)".
 func TestSupervise_ClosedStderrDoesNotKillSolo(t *testing.T) {
 	srv := redistest.Start(t)
@@ -468,7 +467,7 @@ func TestSupervise_ClosedStderrDoesNotKillSolo(t *testing.T) {
 	}
 }
 
-// Finding 7. Old code: "a's program ran beside b's: a's last line (ctick)
+// Old code: "a's program ran beside b's: a's last line (ctick)
 // at 20:13:18.066, b started at 20:13:17.867 (199.473971ms later)" (the
 // setsid child outlived the graceful stop), and "2 escaped copies alive"
 // under restart always.
@@ -517,7 +516,7 @@ func TestSupervise_EscapedProcessesAreStopped(t *testing.T) {
 	})
 }
 
-// Finding 8. Old code: "the worker's SIGTERM handler was cut short (no
+// Old code: "the worker's SIGTERM handler was cut short (no
 // done line)": solo SIGKILLed the group as soon as the shell, its leader,
 // died of the SIGTERM.
 func TestSupervise_GracePeriodCoversTheWholeTree(t *testing.T) {
@@ -540,7 +539,7 @@ func TestSupervise_GracePeriodCoversTheWholeTree(t *testing.T) {
 	t.Logf("worker's handler finished %s after its SIGTERM", done.at.Sub(term.at))
 }
 
-// Finding 9. Old code: "11 zombies under solo as PID 1 after 13 runs":
+// Old code: "11 zombies under solo as PID 1 after 13 runs":
 // orphans of the program were re-parented to solo, which never reaped them.
 func TestSupervise_AsPID1NoZombies(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -632,7 +631,7 @@ func descendantsOf(t *testing.T, root int) []procInfo {
 	return out
 }
 
-// Minor finding. Old code: "exit 1 after SIGTERM while connecting
+// Old code: "exit 1 after SIGTERM while connecting
 // (4.1282ms later), want 0 and no error: solo: redis redis://127.0.0.1:1
 // unreachable after 5s: …".
 func TestSupervise_SIGTERMWhileConnectingStopsQuietly(t *testing.T) {

@@ -5,14 +5,16 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 )
 
 // jobs[i].time_zone moves a cron job's ticks into that zone; without it
-// they are UTC (issue 14, point 11). Mutation: Spec returning the bare
+// they are UTC. Mutation: Spec returning the bare
 // schedule fails with "time_zone Asia/Tokyo: next tick 2000-01-01
 // 02:00:00 +0000 UTC, want 2000-01-01 17:00:00 +0000 UTC".
 func TestJobConfig_TimeZone(t *testing.T) {
-	cfg, err := Parse([]byte("election:\n  name: n\njobs:\n  - name: tokyo\n    schedule: \"0 2 * * *\"\n    time_zone: Asia/Tokyo\n  - name: utc\n    schedule: \"0 2 * * *\"\n"), nil)
+	cfg, err := config.Parse([]byte("election:\n  name: n\njobs:\n  - name: tokyo\n    schedule: \"0 2 * * *\"\n    time_zone: Asia/Tokyo\n  - name: utc\n    schedule: \"0 2 * * *\"\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

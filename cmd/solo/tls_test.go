@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/internal/redistest"
 )
 
@@ -59,7 +60,7 @@ func TestConfig_RedisTLS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			data := "redis:\n  url: " + tt.url + "\n" + tt.yaml + "election:\n  name: e\n"
-			cfg, err := Parse([]byte(data), nil)
+			cfg, err := config.Parse([]byte(data), nil)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)

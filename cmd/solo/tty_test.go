@@ -41,7 +41,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 }
 
 // solo's logs use the console encoder when stderr is a terminal and JSON
-// otherwise; --log-format overrides (issue 13, point 10). Mutation: with
+// otherwise; --log-format overrides. Mutation: with
 // isTerminal always false this fails with "stderr a terminal, --log-format
 // auto: want console lines".
 func TestLogs_ConsoleOnATerminal(t *testing.T) {

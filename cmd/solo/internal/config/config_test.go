@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -74,7 +74,7 @@ func TestParse_Errors(t *testing.T) {
 		{name: "empty mode", yaml: minimal + "  mode: \"\"\n", want: `config.yaml:3: election.mode "": must be one of elect, standby, always, spread`},
 		{name: "zero max failures", yaml: minimal + "worker:\n  max_failures: 0\n", want: `config.yaml:4: worker.max_failures 0: must be at least 1`},
 		{name: "negative max failed terms", yaml: minimal + "worker:\n  max_failed_terms: -1\n", want: `config.yaml:4: worker.max_failed_terms -1: must not be negative (0: never give up)`},
-		// Issue 22, finding 14: accepted and ignored before.
+		// Accepted and ignored before.
 		{name: "max failed terms in spread mode", yaml: minimal + "  mode: spread\nworker:\n  max_failed_terms: 3\n", want: `config.yaml:5: worker.max_failed_terms 3: not supported with election.mode spread (jobs never give up there): set it to 0`},
 		{name: "backoff above max", yaml: minimal + "worker:\n  restart_backoff: 1m\n", want: `config.yaml:4: worker.restart_backoff 1m0s: must not exceed worker.restart_backoff_max (30s)`},
 		{name: "bad log level", yaml: minimal + "log:\n  level: verbose\n", want: `config.yaml:4: log.level "verbose": must be one of debug, info, warn, error`},
@@ -91,7 +91,7 @@ func TestParse_Errors(t *testing.T) {
 		{name: "bad misfire", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    misfire: catch-up\n", want: `config.yaml:6: jobs[0].misfire "catch-up": must be one of skip, run-once`},
 		{name: "restart on cron job", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    restart: always\n", want: `config.yaml:6: jobs[0].restart "always": only for jobs without a schedule (pull jobs)`},
 		{name: "bad restart", yaml: minimal + "jobs:\n  - name: a\n    restart: sometimes\n", want: `config.yaml:5: jobs[0].restart "sometimes": must be one of always, on-failure, never`},
-		// Issue 14, point 11: the time zone of a cron job.
+		// The time zone of a cron job.
 		{name: "unknown time zone", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"0 2 * * *\"\n    time_zone: Mars/Olympus\n", want: `config.yaml:6: jobs[0].time_zone "Mars/Olympus": unknown time zone: want an IANA name such as Europe/Paris, or UTC`},
 		{name: "time zone on a pull job", yaml: minimal + "jobs:\n  - name: a\n    time_zone: UTC\n", want: `config.yaml:5: jobs[0].time_zone "UTC": only for jobs with a schedule`},
 		{name: "time zone and CRON_TZ", yaml: minimal + "jobs:\n  - name: a\n    schedule: \"CRON_TZ=UTC 0 2 * * *\"\n    time_zone: Europe/Paris\n", want: `config.yaml:6: jobs[0].time_zone "Europe/Paris": the schedule has a CRON_TZ= prefix already: keep one of them`},
@@ -111,14 +111,14 @@ func TestParse_Errors(t *testing.T) {
 		{name: "env overrides a good file value", yaml: minimal + "  ttl: 5s\n", env: []string{"SOLO_ELECTION_TTL=0s"}, want: `SOLO_ELECTION_TTL="0s": must be positive`},
 		{name: "env empty means default", yaml: minimal, env: []string{"SOLO_ELECTION_NAME="}, want: `SOLO_ELECTION_NAME="": must not be empty: set election.name in config.yaml, SOLO_ELECTION_NAME or --name`},
 		{name: "env last one wins", yaml: minimal, env: []string{"SOLO_ELECTION_TTL=5s", "SOLO_ELECTION_TTL=-5s"}, want: `SOLO_ELECTION_TTL="-5s": must be positive`},
-		// Issue 14, point 6. Old code: unknown SOLO_* variables were ignored.
+		// Old code: unknown SOLO_* variables were ignored.
 		{name: "env unknown variable", yaml: minimal, env: []string{"SOLO_ELECTION_TLL=1s"},
 			want: `unknown environment variable SOLO_ELECTION_TLL (did you mean SOLO_ELECTION_TTL?); SOLO_* variables name configuration keys (config.yaml)`},
 		{name: "env unknown variable, nothing near", yaml: minimal, env: []string{"SOLO_COLOUR=blue"},
 			want: `unknown environment variable SOLO_COLOUR; SOLO_* variables name configuration keys (config.yaml)`},
 
-		// election.grace_period (issue 23, item 8): parsed as every
-		// duration, then held against solo run's exit bound (exitBound):
+		// election.grace_period: parsed as every
+		// duration, then held against solo run's exit bound (ExitBound):
 		// here 10s shutdown_timeout + 1s release + 1s log flush = 12s.
 		{name: "negative grace period", yaml: minimal + "  grace_period: -1s\n", want: `config.yaml:3: election.grace_period -1s: must be positive`},
 		{name: "unparsable grace period", yaml: minimal + "  grace_period: soon\n", want: `config.yaml:3: election.grace_period "soon": want a duration such as "10s"`},
@@ -140,9 +140,9 @@ func TestParse_Errors(t *testing.T) {
 			if !reflect.DeepEqual(cfg, Config{}) {
 				t.Fatalf("Parse() returned %+v with its error, want the zero Config", cfg)
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error %T is not a *ConfigError", err)
+				t.Fatalf("error %T is not a *Error", err)
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error spans lines: %q", err)
@@ -153,20 +153,20 @@ func TestParse_Errors(t *testing.T) {
 
 func TestConfigError_Fields(t *testing.T) {
 	_, err := Parse([]byte(minimal+"  ttl: -1s\n"), nil)
-	ce, ok := errors.AsType[*ConfigError](err)
+	ce, ok := errors.AsType[*Error](err)
 	if !ok {
-		t.Fatalf("error %T is not a *ConfigError", err)
+		t.Fatalf("error %T is not a *Error", err)
 	}
-	want := ConfigError{Key: "election.ttl", Value: "-1s", Reason: "must be positive", File: "config.yaml", Line: 3}
+	want := Error{Key: "election.ttl", Value: "-1s", Reason: "must be positive", File: "config.yaml", Line: 3}
 	if *ce != want {
-		t.Fatalf("ConfigError = %+v, want %+v", *ce, want)
+		t.Fatalf("Error = %+v, want %+v", *ce, want)
 	}
 
 	_, err = Parse([]byte(minimal), []string{"SOLO_ELECTION_MODE=x"})
-	ce, _ = errors.AsType[*ConfigError](err)
-	want = ConfigError{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always, spread", Env: "SOLO_ELECTION_MODE"}
+	ce, _ = errors.AsType[*Error](err)
+	want = Error{Key: "election.mode", Value: `"x"`, Reason: "must be one of elect, standby, always, spread", Env: "SOLO_ELECTION_MODE"}
 	if ce == nil || *ce != want {
-		t.Fatalf("ConfigError = %+v, want %+v", ce, want)
+		t.Fatalf("Error = %+v, want %+v", ce, want)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
+// The exit codes of solo run, status and resign.
+
 // soloRun runs solo to its end and returns its exit code and output.
 func soloRun(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
@@ -25,7 +27,7 @@ func soloRun(t *testing.T, env []string, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), string(b)
 }
 
-// Issue 14, point 1. Old code: with --restart never (or on-failure after
+// Old code: with --restart never (or on-failure after
 // exit 0) solo kept the lease, renewing it with nothing running, until
 // killed; now it releases the lease and exits with the program's code.
 func TestRun_ProgramEndedForGoodReleasesAndPassesItsExitCode(t *testing.T) {
@@ -56,7 +58,7 @@ func TestRun_ProgramEndedForGoodReleasesAndPassesItsExitCode(t *testing.T) {
 	}
 }
 
-// Issue 14, point 3. Old code: each of these retried for the whole wait,
+// Old code: each of these retried for the whole wait,
 // then said "redis … unreachable after 5s: WRONGPASS …" with exit 1.
 func TestRedisConfigurationErrorsExitAtOnce(t *testing.T) {
 	srv := redistest.Start(t)
@@ -92,7 +94,7 @@ func TestRedisConfigurationErrorsExitAtOnce(t *testing.T) {
 	}
 }
 
-// Issue 14, point 4. Old code: "a-… leads now (term N)", exit 0, when the
+// Old code: "a-… leads now (term N)", exit 0, when the
 // only instance came back after its cooldown.
 func TestResign_OnlyTheResignerComesBack(t *testing.T) {
 	srv := redistest.Start(t)
@@ -108,7 +110,7 @@ func TestResign_OnlyTheResignerComesBack(t *testing.T) {
 	}
 }
 
-// Issue 14, point 5: --name (and every other configuration flag of run)
+// --name (and every other configuration flag of run)
 // works on status and resign too.
 func TestStatusAndResignTakeTheNameFlag(t *testing.T) {
 	srv := redistest.Start(t)
@@ -126,7 +128,7 @@ func TestStatusAndResignTakeTheNameFlag(t *testing.T) {
 	}
 }
 
-// Issue 14, point 7: solo run --once and --try, as consul lock has them.
+// solo run --once and --try, as consul lock has them.
 func TestRun_OnceAndTry(t *testing.T) {
 	srv := redistest.Start(t)
 	url := "redis://" + srv.Addr()

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"github.com/solo-run/solo/leader/redisurl"
 )
 
-// sentinelReconfiguration is how long, after Sentinel promotes a replica,
+// SentinelReconfiguration is how long, after Sentinel promotes a replica,
 // the old master may keep a replica that acknowledges its writes (WAIT):
 // the leading sentinel sees the promotion at its next INFO (every second
 // during a failover) and only then points the other replicas at the new
@@ -15,12 +15,12 @@ import (
 // replicas: 1.0–1.1s. It holds for every replica when parallel-syncs is
 // at least the number of replicas minus one; each further batch adds its
 // replicas' resync (docs/operations.md, "Redis failed over (Sentinel)").
-const sentinelReconfiguration = 2 * time.Second
+const SentinelReconfiguration = 2 * time.Second
 
 // Defaults of the election under a Sentinel URL, for the keys left unset:
 // every renewal acknowledged by a replica, renewals every ttl/10 and a
 // deadline of ttl/2, which leave ttl×(1−drift) − renew_deadline −
-// renew_interval − sentinelReconfiguration (1.9s at ttl 10s) for the
+// renew_interval − SentinelReconfiguration (1.9s at ttl 10s) for the
 // program to stop in a planned failover.
 const (
 	sentinelMinReplicas     = 1
@@ -30,9 +30,9 @@ const (
 	minReplicasEnv          = EnvPrefix + "ELECTION_MIN_REPLICAS"
 )
 
-// isSentinelURL reports whether url is a redis+sentinel:// or
+// IsSentinelURL reports whether url is a redis+sentinel:// or
 // rediss+sentinel:// URL that parses.
-func isSentinelURL(url string) bool {
+func IsSentinelURL(url string) bool {
 	opts, err := redisurl.Parse(url)
 	return err == nil && opts.MasterName != ""
 }
@@ -43,7 +43,7 @@ func isSentinelURL(url string) bool {
 // or the environment. Durations need no such flag: an explicit zero
 // duration is refused, so zero means unset.
 func applySentinelDefaults(c *Config, minGiven bool) {
-	if !isSentinelURL(c.Redis.URL) {
+	if !IsSentinelURL(c.Redis.URL) {
 		return
 	}
 	e := &c.Election.Config
@@ -72,16 +72,16 @@ func envGiven(env []string, name string) (given, present bool) {
 	return given, present
 }
 
-// failoverAllowance is the part of the stop margin a planned Sentinel
+// FailoverAllowance is the part of the stop margin a planned Sentinel
 // failover can take from a leader: its last renewal acknowledged on the
-// old master may come up to sentinelReconfiguration after the promotion,
+// old master may come up to SentinelReconfiguration after the promotion,
 // and the promoted copy of the lease dates from the renewal before it,
 // one renew_interval earlier. Zero when url is not a Sentinel URL, or when
 // min_replicas is 0: then nothing bounds how long the old master takes
 // renewals the new one never sees (leader.SentinelWarning).
-func failoverAllowance(url string, renewInterval time.Duration, minReplicas int) time.Duration {
-	if minReplicas == 0 || !isSentinelURL(url) {
+func FailoverAllowance(url string, renewInterval time.Duration, minReplicas int) time.Duration {
+	if minReplicas == 0 || !IsSentinelURL(url) {
 		return 0
 	}
-	return renewInterval + sentinelReconfiguration
+	return renewInterval + SentinelReconfiguration
 }

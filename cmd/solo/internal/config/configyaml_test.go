@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -11,14 +11,14 @@ import (
 // TestConfigYAML_LoadsAndDocumentsEveryKey keeps the sample configuration
 // executable: it loads, and documents every key the loader knows.
 func TestConfigYAML_LoadsAndDocumentsEveryKey(t *testing.T) {
-	cfg, err := Load(filepath.Join("..", "..", "config.yaml"), nil)
+	cfg, err := Load(filepath.Join("..", "..", "..", "..", "config.yaml"), nil)
 	if err != nil {
 		t.Fatalf("config.yaml does not load: %v", err)
 	}
 	if cfg.Election.Name == "" || cfg.Redis.URL == "" {
 		t.Fatalf("config.yaml: %+v", cfg)
 	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "config.yaml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
