@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/bounded"
-	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/internal/hooks"
 )
 
 // Elector campaigns for one election and runs a leader function during each
@@ -27,6 +27,7 @@ type Elector struct {
 	log     *zap.Logger
 	logSet  bool // a logger was given (WithLogger, UseLogger)
 	metrics Metrics
+	hooks   hooks.Hooks // WithHooks: the simulator's; the zero Hooks in production
 
 	running  atomic.Bool
 	resignCh chan *resignRequest // unbuffered: received only by a term in progress
@@ -145,27 +146,22 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 	// Elector even when many processes share one configuration, so the
 	// acquire script's adopt-by-ID can only ever adopt this Elector's own
 	// attempt (see campaign.acquire).
-	token := randomToken()
-	// The simulator's seeded IDs (internal/seeded), for exact replays: set
-	// for a RedisLock's Redis client, or for the simulator's own Lock.
-	var src any = lock
-	if rl, ok := lock.(*RedisLock); ok {
-		src = rl.client
-	}
-	if t, ok := seeded.IDToken(src, cfg.Name); ok {
-		token = t
-	}
-	cfg.ID = base + "-" + token
 	o := options{log: zap.NewNop(), metrics: nopMetrics{}}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
+	token := randomToken()
+	if o.hooks.IDToken != nil {
+		token = o.hooks.IDToken(cfg.Name) // the simulator's, for exact replays
+	}
+	cfg.ID = base + "-" + token
 	return &Elector{
 		lock:     lock,
 		cfg:      cfg,
 		log:      o.log.Named("leader").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID)),
 		logSet:   o.logSet,
 		metrics:  o.metrics,
+		hooks:    o.hooks,
 		resignCh: make(chan *resignRequest),
 		baseID:   base,
 		status:   Status{ID: cfg.ID},
@@ -285,8 +281,11 @@ func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) e
 		e.straggler = nil
 	}
 
-	rng, ok := seeded.ForElection(ctx, e.cfg.Name)
-	if !ok {
+	var rng *rand.Rand
+	if e.hooks.Rand != nil {
+		rng = e.hooks.Rand(e.cfg.Name)
+	}
+	if rng == nil {
 		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	c := &campaign{e: e, fn: fn, rng: rng, watchReady: make(chan Watch), runDone: make(chan struct{})}
@@ -846,10 +845,6 @@ func (c *campaign) lead(ctx context.Context, lease Lease, sent time.Time, how Ou
 			budgetC = budget.C
 		}
 	}
-	// settle is the module's simulator's (internal/seeded), nil otherwise:
-	// with it the loop settles before each wait and takes whatever came at
-	// this instant in a fixed order instead of Go's random choice.
-	settle := seeded.SettleFrom(ctx)
 	const (
 		gotFn = iota + 1
 		gotPassed
@@ -876,21 +871,19 @@ wait:
 			ev   Event
 			evOK bool
 		)
-		if settle != nil {
-			settle("elector " + cfg.Name)
-			got = pollTerm([]termPoll{
-				{gotPassed, func() bool { return recvNow(t.passed) }},
-				{gotRenew, func() bool { return recvValNow(t.renewCh, &res) }},
-				{gotFn, func() bool { return recvValNow(fnDone, &fnErr) }},
-				{gotResign, func() bool { return recvValNow(e.resignCh, &req) }},
-				{gotCtx, func() bool { return recvNow(ctxDone) }},
-				{gotEvent, func() bool { return recvVal2Now(c.events, &ev, &evOK) }},
-				{gotWatch, func() bool { return recvValNow(c.watchReady, &w) }},
-				{gotRenewAt, func() bool { return recvNow(renewAtC) }},
-				{gotBudget, func() bool { return recvNow(budgetC) }},
-				{gotShutdown, func() bool { return recvNow(shutdownC) }},
-			})
-		}
+		e.hooks.SettleAt("elector " + cfg.Name)
+		got = pollTerm([]termPoll{
+			{gotPassed, func() bool { return recvNow(t.passed) }},
+			{gotRenew, func() bool { return recvValNow(t.renewCh, &res) }},
+			{gotFn, func() bool { return recvValNow(fnDone, &fnErr) }},
+			{gotResign, func() bool { return recvValNow(e.resignCh, &req) }},
+			{gotCtx, func() bool { return recvNow(ctxDone) }},
+			{gotEvent, func() bool { return recvVal2Now(c.events, &ev, &evOK) }},
+			{gotWatch, func() bool { return recvValNow(c.watchReady, &w) }},
+			{gotRenewAt, func() bool { return recvNow(renewAtC) }},
+			{gotBudget, func() bool { return recvNow(budgetC) }},
+			{gotShutdown, func() bool { return recvNow(shutdownC) }},
+		})
 		if got == 0 {
 			select {
 			case fnErr = <-fnDone:

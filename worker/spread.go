@@ -255,7 +255,7 @@ func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig,
 	if client == nil {
 		return nil, errors.New("worker: nil redis client")
 	}
-	probe, err := leader.New(client, cfg)
+	probe, err := leader.New(client, cfg, seededHooks(context.Background(), client))
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +443,7 @@ func (s *Spread) Run(ctx context.Context) error {
 		c := s.cfg
 		c.Name, c.ID = s.Election(j.name), s.member
 		m := s.tmpl.metrics.Elector(c.Name)
-		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base), leader.WithMetrics(m))
+		e, err := leader.New(s.client, c, leader.WithHub(hub), leader.WithLogger(s.base), leader.WithMetrics(m), seededHooks(ctx, s.client))
 		if err != nil {
 			return err
 		}

@@ -8,11 +8,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
@@ -103,7 +105,10 @@ type sproc struct {
 	cl   *client
 	sp   *worker.Spread
 	wk   *worker.Worker
-	undo func()        // internal/seeded.SetIDs's and SetSettle's undo
+	undo func() // internal/seeded.SetIDs's and SetSettle's undo
+	// src gives the campaigns of the current Run their jitter sources (an
+	// elect process's elector takes them through its Rand hook).
+	src  atomic.Pointer[func(election string) *rand.Rand]
 	dead chan struct{} // closed at its death
 
 	// Under w.mu.
@@ -205,7 +210,11 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	log := zap.New(&spreadLog{r: r, proc: i})
 	opts := []worker.Option{worker.WithLogger(log), worker.WithLocation(time.UTC)}
 	if sp.Elect {
-		e, err := leader.New(pr.cl.rdb, cfg, leader.WithLogger(log))
+		e, err := leader.New(pr.cl.rdb, cfg, leader.WithLogger(log), leader.WithHooks(hooks.Hooks{
+			IDToken: func(election string) string { t, _ := seeded.IDToken(pr.cl.rdb, election); return t },
+			Rand:    func(election string) *rand.Rand { return (*pr.src.Load())(election) },
+			Settle:  w.decider(pr.idx),
+		}))
 		if err != nil {
 			return nil, err
 		}
@@ -314,13 +323,15 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		// drawn from in goroutine order.
 		var srcMu sync.Mutex
 		campaigns := map[string]uint64{}
-		ctx, cancel := context.WithCancel(seeded.WithPerElection(withRun(seeded.WithSettle(context.Background(), w.decider(pr.idx)), run), func(election string) *rand.Rand {
+		src := func(election string) *rand.Rand {
 			srcMu.Lock()
 			campaigns[election]++
 			n := campaigns[election]
 			srcMu.Unlock()
 			return rand.New(rand.NewPCG(w.p.Seed^hashKey(election)<<20^n, uint64(opSRand)<<40|uint64(pr.idx)<<20|uint64(run)))
-		}))
+		}
+		pr.src.Store(&src)
+		ctx, cancel := context.WithCancel(seeded.WithPerElection(withRun(seeded.WithSettle(context.Background(), w.decider(pr.idx)), run), src))
 		done := make(chan error, 1)
 		w.mu.Lock()
 		w.event(pr.idx, evRun, 0, 0, int64(run), 0, "")
