@@ -122,11 +122,10 @@
 // replication lags, and the order of the store's actions (one goroutine
 // runs them in (time, sequence) order), hence every fake time in the log.
 // The elector's jitter is deterministic once the elector draws from the
-// *rand.Rand that internal/seeded carries in Run's context (each Run gets
-// one seeded by (seed, candidate, run)); an elector that uses math/rand's
-// global source instead makes replays diverge from its first jittered
-// sleep on. The IDs' random part comes from the seed (seeded.SetIDs on
-// the candidate's Lock).
+// *rand.Rand its Rand hook gives each Run (leader.WithHooks; one seeded by
+// (seed, candidate, run)); an elector that uses math/rand's global source
+// instead makes replays diverge from its first jittered sleep on. The
+// IDs' random part comes from the seed (its IDToken hook).
 //
 // Settling (world.quiesce): where what a goroutine does next depends on
 // what others do at the same fake instant, it waits until every other
@@ -136,9 +135,9 @@
 // instant are released one at a time, each running until it blocks:
 // progress steps first (a call about to be sent, a reply waited for, a
 // log write a stall held up), then the plan's actions (a Resign), then
-// decisions (the settle functions the code under test is given:
-// seeded.SetSettle, seeded.WithSettle, lockseam.WithSettle; a job's
-// end). Within a priority they go in order of a key (quiesceKey), not
+// decisions (the settle functions the code under test is given: the
+// elector's Settle hook, seeded.SetSettle, seeded.WithSettle,
+// lockseam.WithSettle; a job's end). Within a priority they go in order of a key (quiesceKey), not
 // in the order they came: the code under test names each decider
 // ("elector NAME", "cron ELECTION", "hub", "spread"), prefixed with its
 // process (world.decider); a call's send and the wait for its reply are
@@ -156,9 +155,9 @@
 // sent takes no number, a function's end is logged once, the teardown is
 // not logged.
 //
-// Election schedules replay exactly: the elector's term loop takes what
-// came at one instant in a fixed order under the settle in Run's context
-// (seeded.WithSettle), and a second planned Resign due at or before the
+// Election schedules replay exactly: the elector's term loop settles
+// (its Settle hook) and takes what came at one instant in a fixed order,
+// and a second planned Resign due at or before the
 // first is called at once (1,200 of 1,200 from seed 1, 150 of 150 under
 // -race; docs/faults.md).
 //
