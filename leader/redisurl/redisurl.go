@@ -174,74 +174,20 @@ func Parse(s string) (*redis.UniversalOptions, error) {
 		authority, path = rest[:i], rest[i:]
 	}
 
-	// 1. User info. The last '@' ends it: a password may contain '@' only
-	// percent-encoded, but be lenient like net/url.
-	var user *url.Userinfo
-	hosts := authority
-	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		name, pass, hasPass := strings.Cut(authority[:i], ":")
-		name, err := url.PathUnescape(name)
-		if err != nil {
-			return fail("bad user name escape")
-		}
-		user = url.User(name)
-		if hasPass {
-			if pass, err = url.PathUnescape(pass); err != nil {
-				return fail("bad password escape")
-			}
-			user = url.UserPassword(name, pass)
-		}
-		hosts = authority[i+1:]
+	user, hosts, reason := parseUser(authority)
+	if reason != "" {
+		return fail("%s", reason)
+	}
+	addrs, reason := parseAddrs(hosts, sc)
+	if reason != "" {
+		return fail("%s", reason)
+	}
+	master, db, reason := parsePath(path, sc)
+	if reason != "" {
+		return fail("%s", reason)
 	}
 
-	// 2. Addresses: go-redis takes one host in a URL.
-	if hosts == "" {
-		return fail("missing host")
-	}
-	var addrs []string
-	for h := range strings.SplitSeq(hosts, ",") {
-		addr, reason := hostPort(h, sc.defaultPort)
-		if reason != "" {
-			return fail("%s", reason)
-		}
-		addrs = append(addrs, addr)
-	}
-	if !sc.sentinel && !sc.cluster && len(addrs) > 1 {
-		return fail("a single-node url takes one host; use redis+sentinel:// or redis+cluster:// for several")
-	}
-
-	// 3. Path: [/MASTER][/db].
-	segments := strings.Split(strings.Trim(path, "/"), "/")
-	if segments[0] == "" {
-		segments = nil
-	}
-	var master string
-	if sc.sentinel {
-		if len(segments) == 0 {
-			return fail("missing master name")
-		}
-		m, err := url.PathUnescape(segments[0])
-		if err != nil || m == "" {
-			return fail("bad master name %q", segments[0])
-		}
-		master, segments = m, segments[1:]
-	}
-	db := 0
-	switch {
-	case len(segments) == 0:
-	case sc.cluster:
-		return fail("a cluster url takes no database or path (got %q)", path)
-	case len(segments) > 1:
-		return fail("unexpected path %q", path)
-	default:
-		n, err := strconv.Atoi(segments[0])
-		if err != nil || n < 0 {
-			return fail("bad database number %q", segments[0])
-		}
-		db = n
-	}
-
-	// 4. Options: checked here, read by go-redis.
+	// Options: checked here, read by go-redis.
 	q, reason := checkQuery(rawQuery, sc)
 	if reason != "" {
 		return fail("%s", reason)
@@ -259,6 +205,83 @@ func Parse(s string) (*redis.UniversalOptions, error) {
 	}
 	opts.TLSConfig = tlsConfig
 	return opts, nil
+}
+
+// parseUser splits a URL's authority into its user info and its hosts;
+// it returns the reason the user info is bad, or "". The last '@' ends
+// the user info: a password may contain '@' only percent-encoded, but be
+// lenient like net/url.
+func parseUser(authority string) (user *url.Userinfo, hosts, reason string) {
+	i := strings.LastIndexByte(authority, '@')
+	if i < 0 {
+		return nil, authority, ""
+	}
+	name, pass, hasPass := strings.Cut(authority[:i], ":")
+	name, err := url.PathUnescape(name)
+	if err != nil {
+		return nil, "", "bad user name escape"
+	}
+	user = url.User(name)
+	if hasPass {
+		if pass, err = url.PathUnescape(pass); err != nil {
+			return nil, "", "bad password escape"
+		}
+		user = url.UserPassword(name, pass)
+	}
+	return user, authority[i+1:], ""
+}
+
+// parseAddrs returns the addresses of a URL's hosts (go-redis takes one
+// host in a URL), or the reason they are bad.
+func parseAddrs(hosts string, sc scheme) ([]string, string) {
+	if hosts == "" {
+		return nil, "missing host"
+	}
+	var addrs []string
+	for h := range strings.SplitSeq(hosts, ",") {
+		addr, reason := hostPort(h, sc.defaultPort)
+		if reason != "" {
+			return nil, reason
+		}
+		addrs = append(addrs, addr)
+	}
+	if !sc.sentinel && !sc.cluster && len(addrs) > 1 {
+		return nil, "a single-node url takes one host; use redis+sentinel:// or redis+cluster:// for several"
+	}
+	return addrs, ""
+}
+
+// parsePath reads a URL's path, [/MASTER][/db], or returns the reason it
+// is bad.
+func parsePath(path string, sc scheme) (master string, db int, reason string) {
+	segments := strings.Split(strings.Trim(path, "/"), "/")
+	if segments[0] == "" {
+		segments = nil
+	}
+	if sc.sentinel {
+		if len(segments) == 0 {
+			return "", 0, "missing master name"
+		}
+		m, err := url.PathUnescape(segments[0])
+		if err != nil || m == "" {
+			return "", 0, fmt.Sprintf("bad master name %q", segments[0])
+		}
+		master, segments = m, segments[1:]
+	}
+	switch {
+	case len(segments) == 0:
+	case sc.cluster:
+		return "", 0, fmt.Sprintf("a cluster url takes no database or path (got %q)", path)
+	case len(segments) > 1:
+		return "", 0, fmt.Sprintf("unexpected path %q", path)
+	default:
+		n, err := strconv.Atoi(segments[0])
+		if err != nil || n < 0 {
+			return "", 0, fmt.Sprintf("bad database number %q", segments[0])
+		}
+		db = n
+	}
+	return master, db, ""
 }
 
 // newTLSConfig builds the TLS configuration of a rediss URL from its
