@@ -45,7 +45,7 @@ func aclUser(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client
 	return newClient(t, srv.Addr(), func(o *redis.Options) { o.Username, o.Password = redistest.ACLUser, redistest.ACLPassword })
 }
 
-// Issue 23, item 3. Old code: an acquire refused with NOPERM was logged as
+// Old code: an acquire refused with NOPERM was logged as
 // "acquire failed; retrying" at warn level and retried for ever, Status
 // said Redis was unreachable, and nothing counted it.
 func TestRedis_ConfigErrorAtStartIsReportedOnceAndCounted(t *testing.T) {
@@ -87,7 +87,7 @@ func TestRedis_ConfigErrorAtStartIsReportedOnceAndCounted(t *testing.T) {
 	}
 }
 
-// Issue 23, item 3, mid-run: an ACL rule removed while leading. Old code:
+// Mid-run: an ACL rule removed while leading. Old code:
 // every renewal failed with a warn, and the leader stepped down only at the
 // renew deadline, reported as a lost lease. Now the first refused renewal
 // ends the term, with the configuration error as the cause, reported once.

@@ -104,7 +104,7 @@ func TestElector_FunctionReturningErrResignedResigns(t *testing.T) {
 // TestRedis_CheckpointLargeValues: checkpoint.lua compares int64 values
 // exactly, far above 2^53 where Lua's doubles are not exact. The worker's
 // failed-terms count is term×1000 + n with terms of server microseconds
-// (about 1.8e15), so about 1.8e18 (issue 22, finding 13).
+// (about 1.8e15), so about 1.8e18.
 //
 // Mutation: with the old tonumber comparison this fails with
 // "term×1000+1 after term×1000: checkpoint … to 1764000000000000001: leader:

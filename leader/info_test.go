@@ -17,8 +17,7 @@ import (
 	"github.com/solo-run/solo/leader/leadertest"
 )
 
-// The info hash beside the lease (issue 14 points 1 and 15) and the
-// candidates set (point 17), against a real redis-server.
+// The info hash beside the lease and the candidates set, against a real redis-server.
 
 func TestRedis_InfoLivesAndDiesWithTheLease(t *testing.T) {
 	srv := redistest.Start(t)

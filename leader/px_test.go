@@ -6,7 +6,7 @@ import (
 )
 
 // A TTL goes to Redis as PX rounded up: truncating 10.5ms to PX 10 let the
-// key die before a deadline set within a millisecond of the TTL (review).
+// key die before a deadline set within a millisecond of the TTL.
 func TestPxMillisRoundsUp(t *testing.T) {
 	for d, want := range map[time.Duration]int64{
 		time.Millisecond: 1, 1500 * time.Microsecond: 2, 1900 * time.Microsecond: 2,

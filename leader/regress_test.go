@@ -21,7 +21,7 @@ import (
 	"github.com/solo-run/solo/leader/leadertest"
 )
 
-// Regression tests for the holes an outside review found in the elector.
+// Regression tests for holes found in the elector.
 // Each failed on the code before its fix; the failure it gave is quoted.
 
 // overlapWitness records leader functions of several electors and counts
@@ -388,7 +388,7 @@ func TestNew_WarnsWhenClientTimeoutsExceedTheRenewBudget(t *testing.T) {
 	}
 }
 
-// Healthy is a liveness check of this process (issue 23): a renewal that
+// Healthy is a liveness check of this process: a renewal that
 // hangs (Redis frozen) or fails (Redis down) keeps it nil up to the renew
 // deadline, where the elector steps down; only a wedged renewal loop fails
 // it.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +31,7 @@ type candidate struct {
 	cl   *client
 	e    *leader.Elector
 	wk   *worker.Worker
+	rnd  atomic.Pointer[rand.Rand] // the jitter source of the current Run
 
 	// Under w.mu:
 	stuck     bool      // a call of it never returns
@@ -63,14 +65,7 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 	}
 	c.cl.rl = rl
 	log := zap.New(&logCore{w: w, cand: idx})
-	// The random part of the elector's ID from the seed (internal/seeded),
-	// not crypto/rand: a replay prints the same lease values.
-	undo := seeded.SetIDs(c.cl, func(string) string {
-		r := keyed(w.p.Seed, uint64(idx)+1, uint64(opElector), 1<<40)
-		return fmt.Sprintf("%012x", r.u64()>>16)
-	})
-	e, err := leader.NewWithLock(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}))
-	undo()
+	e, err := leader.NewWithLock(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}), leader.WithHooks(c.hooks()))
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +88,21 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 		}
 	}
 	return c, nil
+}
+
+// hooks are the elector's: the random part of its ID from the seed, not
+// crypto/rand, so a replay prints the same lease values; the jitter source
+// of the Run drive started last; and the world's decider as its settle.
+func (c *candidate) hooks() hooks.Hooks {
+	w, idx := c.w, c.idx
+	return hooks.Hooks{
+		IDToken: func(string) string {
+			r := keyed(w.p.Seed, uint64(idx)+1, uint64(opElector), 1<<40)
+			return fmt.Sprintf("%012x", r.u64()>>16)
+		},
+		Rand:   func(string) *rand.Rand { return c.rnd.Load() },
+		Settle: w.decider(idx),
+	}
 }
 
 func (c *candidate) acquireSent(now time.Time) {
@@ -330,8 +340,10 @@ func (c *candidate) drive(end <-chan struct{}) {
 	r := keyed(w.p.Seed, uint64(c.idx)+1, uint64(opPlan))
 	time.Sleep(r.dur(time.Microsecond, 500*time.Microsecond))
 	for run := 0; ; run++ {
-		rnd := rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56))
-		ctx, cancel := context.WithCancel(withRun(seeded.WithSettle(seeded.With(context.Background(), rnd), w.decider(c.idx)), run))
+		// This Run's jitter source (the elector's Rand hook) and the
+		// worker's settle, which its cron loop still takes from ctx.
+		c.rnd.Store(rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56)))
+		ctx, cancel := context.WithCancel(withRun(seeded.WithSettle(context.Background(), w.decider(c.idx)), run))
 		w.mu.Lock()
 		c.runStart, c.runWaitsFn, c.firstAcqPending, c.infoWait = time.Now(), c.activeFn(), true, 0
 		w.event(c.idx, evRun, 0, 0, int64(run), 0, "")

@@ -849,7 +849,7 @@ const (
 func (w *world) decide() { w.quiesce(prioDecide) }
 
 // decider returns the settle function for process idx's code under test
-// (internal/seeded): each decider's key is the process and the name the
+// (an elector's Settle hook, internal/seeded): each decider's key is the process and the name the
 // code gives it, so the deciders of an instant go in one order.
 func (w *world) decider(idx int) func(key string) {
 	return func(key string) { w.quiesceKey(prioDecide, fmt.Sprintf("%03d %s", idx, key)) }

@@ -98,96 +98,104 @@ func advisoryKey(table string) string {
 // newQueries builds the statements for dialect d on table. lockTimeoutMS and
 // idleTimeoutMS are the Guard's timeouts in milliseconds, "" for none.
 func newQueries(d Dialect, table, lockTimeoutMS, idleTimeoutMS string) queries {
-	// The upsert's WHERE is what refuses a lower term: it updates only to a
-	// higher term. Both dialects report one row affected when the row is
-	// inserted or updated and zero when the WHERE is false; Claim then
-	// reads the row (in the same transaction) to tell a re-claim by the same
-	// holder (accepted, nothing changed) from a stale term or another
-	// holder of the same term (refused).
-	//
-	// On PostgreSQL it runs at READ COMMITTED, whatever the server's
-	// default, after Claim took the election's advisory lock exclusively:
-	// claims of one election run one at a time and each sees the latest
-	// committed row; two inserts of a fresh row cannot race. On SQLite the
-	// statement runs under the database write lock.
-	const claim = `INSERT INTO %[1]s AS f (election, term, holder, updated_at) VALUES (%[2]s, %[3]s, %[4]s, CURRENT_TIMESTAMP)
+	if d == Postgres {
+		return postgresQueries(table, lockTimeoutMS, idleTimeoutMS)
+	}
+	return sqliteQueries(table)
+}
+
+// createSQL creates the table; the second verb is the type of updated_at.
+const createSQL = `CREATE TABLE IF NOT EXISTS %s (
+	election TEXT PRIMARY KEY,
+	term BIGINT NOT NULL,
+	holder TEXT,
+	updated_at %s NOT NULL DEFAULT CURRENT_TIMESTAMP
+)`
+
+// The upsert's WHERE is what refuses a lower term: it updates only to a
+// higher term. Both dialects report one row affected when the row is
+// inserted or updated and zero when the WHERE is false; Claim then reads
+// the row (in the same transaction) to tell a re-claim by the same holder
+// (accepted, nothing changed) from a stale term or another holder of the
+// same term (refused).
+//
+// On PostgreSQL it runs at READ COMMITTED, whatever the server's default,
+// after Claim took the election's advisory lock exclusively: claims of one
+// election run one at a time and each sees the latest committed row; two
+// inserts of a fresh row cannot race. On SQLite the statement runs under
+// the database write lock.
+const claimSQL = `INSERT INTO %[1]s AS f (election, term, holder, updated_at) VALUES (%[2]s, %[3]s, %[4]s, CURRENT_TIMESTAMP)
 ON CONFLICT (election) DO UPDATE SET term = excluded.term, holder = excluded.holder, updated_at = excluded.updated_at
 WHERE f.term < excluded.term`
-	switch d {
-	case Postgres:
-		// The settings come first in the target list, which PostgreSQL
-		// evaluates in order: the lock waits under the new lock_timeout.
-		var set []string
-		if lockTimeoutMS != "" {
-			set = append(set, `current_setting('lock_timeout')`,
-				fmt.Sprintf(`set_config('lock_timeout', '%s', true)`, lockTimeoutMS))
-		} else {
-			set = append(set, `''`)
-		}
-		if idleTimeoutMS != "" {
-			set = append(set, fmt.Sprintf(`set_config('idle_in_transaction_session_timeout', '%s', true)`, idleTimeoutMS))
-		}
-		lock := func(fn string) string {
-			return fmt.Sprintf(`SELECT %s, %s(%s)::text`, strings.Join(set, ", "), fn, advisoryKey(table))
-		}
-		return queries{
-			create: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
-	election TEXT PRIMARY KEY,
-	term BIGINT NOT NULL,
-	holder TEXT,
-	updated_at TIMESTAMPTZ NOT NULL DEFAULT CURRENT_TIMESTAMP
-)`, table),
-			hasHolder: fmt.Sprintf(`SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'holder' AND NOT attisdropped`, table),
-			addHolder: fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS holder TEXT`, table),
-			claim:     fmt.Sprintf(claim, table, "$1", "$2", "$3"),
-			load:      fmt.Sprintf(`SELECT term, holder FROM %s WHERE election = $1`, table),
-			// Advisory locks queue in arrival order: a Check that comes
-			// after a waiting Claim waits behind it, so a Claim waits only
-			// for the transactions that had passed Check when it arrived.
-			// (Row locks do not queue so: a FOR SHARE request skips a
-			// waiting exclusive one while only share locks hold the row,
-			// and a leader overlapping its transactions held a Claim off
-			// for as long as it liked.) Shared advisory locks do not
-			// conflict with each other: the leader's own transactions run
-			// in parallel.
-			lockShared:    lock("pg_advisory_xact_lock_shared"),
-			lockExclusive: lock("pg_advisory_xact_lock"),
-			lockCols:      len(set) + 1,
-			// Read after the advisory lock: at READ COMMITTED the statement
-			// sees every Claim committed before the lock was granted. At
-			// REPEATABLE READ or SERIALIZABLE the transaction's snapshot may
-			// predate such a Claim (it was taken by the transaction's first
-			// statement); FOR SHARE then fails with a serialization failure
-			// (the row changed since the snapshot), which Check reports as
-			// a stale term.
-			check: fmt.Sprintf(`SELECT term, holder FROM %s WHERE election = $1 FOR SHARE`, table),
-		}
-	default:
-		schema, name := "main", table
-		if i := strings.IndexByte(table, '.'); i >= 0 {
-			schema, name = table[:i], table[i+1:]
-		}
-		return queries{
-			create: fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
-	election TEXT PRIMARY KEY,
-	term BIGINT NOT NULL,
-	holder TEXT,
-	updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
-)`, table),
-			hasHolder: fmt.Sprintf(`SELECT count(*) FROM pragma_table_info('%s', '%s') WHERE name = 'holder'`, name, schema),
-			addHolder: fmt.Sprintf(`ALTER TABLE %s ADD COLUMN holder TEXT`, table),
-			claim:     fmt.Sprintf(claim, table, "?", "?", "?"),
-			load:      fmt.Sprintf(`SELECT term, holder FROM %s WHERE election = ?`, table),
-			// SQLite has one writer at a time. Making the check a write
-			// takes the database write lock at the check and keeps it until
-			// the transaction ends, so no Claim can commit in between. (A
-			// plain SELECT would only take a read snapshot: a Claim could
-			// commit right after it.) The no-op UPDATE counts as one row
-			// changed when the stored term and holder equal ours. SQLite's
-			// lock queue is the busy handler's retry loop, not a queue: a
-			// Claim competes with the leader's next transactions for the
-			// write lock, and wins it as soon as none is open.
-			check: fmt.Sprintf(`UPDATE %s SET term = term WHERE election = ? AND term = ? AND holder = ?`, table),
-		}
+
+// postgresQueries are the statements on PostgreSQL; the timeouts are in
+// milliseconds, "" for none.
+func postgresQueries(table, lockTimeoutMS, idleTimeoutMS string) queries {
+	// The settings come first in the target list, which PostgreSQL
+	// evaluates in order: the lock waits under the new lock_timeout.
+	var set []string
+	if lockTimeoutMS != "" {
+		set = append(set, `current_setting('lock_timeout')`,
+			fmt.Sprintf(`set_config('lock_timeout', '%s', true)`, lockTimeoutMS))
+	} else {
+		set = append(set, `''`)
+	}
+	if idleTimeoutMS != "" {
+		set = append(set, fmt.Sprintf(`set_config('idle_in_transaction_session_timeout', '%s', true)`, idleTimeoutMS))
+	}
+	lock := func(fn string) string {
+		return fmt.Sprintf(`SELECT %s, %s(%s)::text`, strings.Join(set, ", "), fn, advisoryKey(table))
+	}
+	return queries{
+		create:    fmt.Sprintf(createSQL, table, "TIMESTAMPTZ"),
+		hasHolder: fmt.Sprintf(`SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'holder' AND NOT attisdropped`, table),
+		addHolder: fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS holder TEXT`, table),
+		claim:     fmt.Sprintf(claimSQL, table, "$1", "$2", "$3"),
+		load:      fmt.Sprintf(`SELECT term, holder FROM %s WHERE election = $1`, table),
+		// Advisory locks queue in arrival order: a Check that comes
+		// after a waiting Claim waits behind it, so a Claim waits only
+		// for the transactions that had passed Check when it arrived.
+		// (Row locks do not queue so: a FOR SHARE request skips a
+		// waiting exclusive one while only share locks hold the row,
+		// and a leader overlapping its transactions held a Claim off
+		// for as long as it liked.) Shared advisory locks do not
+		// conflict with each other: the leader's own transactions run
+		// in parallel.
+		lockShared:    lock("pg_advisory_xact_lock_shared"),
+		lockExclusive: lock("pg_advisory_xact_lock"),
+		lockCols:      len(set) + 1,
+		// Read after the advisory lock: at READ COMMITTED the statement
+		// sees every Claim committed before the lock was granted. At
+		// REPEATABLE READ or SERIALIZABLE the transaction's snapshot may
+		// predate such a Claim (it was taken by the transaction's first
+		// statement); FOR SHARE then fails with a serialization failure
+		// (the row changed since the snapshot), which Check reports as
+		// a stale term.
+		check: fmt.Sprintf(`SELECT term, holder FROM %s WHERE election = $1 FOR SHARE`, table),
+	}
+}
+
+// sqliteQueries are the statements on SQLite.
+func sqliteQueries(table string) queries {
+	schema, name := "main", table
+	if i := strings.IndexByte(table, '.'); i >= 0 {
+		schema, name = table[:i], table[i+1:]
+	}
+	return queries{
+		create:    fmt.Sprintf(createSQL, table, "TEXT"),
+		hasHolder: fmt.Sprintf(`SELECT count(*) FROM pragma_table_info('%s', '%s') WHERE name = 'holder'`, name, schema),
+		addHolder: fmt.Sprintf(`ALTER TABLE %s ADD COLUMN holder TEXT`, table),
+		claim:     fmt.Sprintf(claimSQL, table, "?", "?", "?"),
+		load:      fmt.Sprintf(`SELECT term, holder FROM %s WHERE election = ?`, table),
+		// SQLite has one writer at a time. Making the check a write
+		// takes the database write lock at the check and keeps it until
+		// the transaction ends, so no Claim can commit in between. (A
+		// plain SELECT would only take a read snapshot: a Claim could
+		// commit right after it.) The no-op UPDATE counts as one row
+		// changed when the stored term and holder equal ours. SQLite's
+		// lock queue is the busy handler's retry loop, not a queue: a
+		// Claim competes with the leader's next transactions for the
+		// write lock, and wins it as soon as none is open.
+		check: fmt.Sprintf(`UPDATE %s SET term = term WHERE election = ? AND term = ? AND holder = ?`, table),
 	}
 }

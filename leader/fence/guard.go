@@ -5,33 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
-	"regexp"
-	"strconv"
 	"time"
 )
-
-// DefaultTable is the name of the fence table unless WithTable says
-// otherwise.
-const DefaultTable = "solo_fence"
-
-// DefaultLockTimeout is how long, on PostgreSQL, Claim and Check wait for
-// the election's lock unless WithLockTimeout says otherwise. It is above
-// DefaultIdleTimeout, so that one Claim outlasts a leader frozen inside a
-// checked transaction: the server ends that transaction first, and the
-// Claim goes through with no retry.
-const DefaultLockTimeout = 5 * time.Second
-
-// DefaultIdleTimeout is, on PostgreSQL, the idle_in_transaction_session_timeout
-// that Check and Claim set for their transactions unless WithIdleTimeout
-// says otherwise: the longest a leader frozen inside a checked transaction
-// (between two statements) holds off the next leader's Claim. At 4s it is
-// below the time the lease takes to fail over from a frozen leader with
-// solo's default timings (TTL − renew interval = 6.7s at least), so the
-// fence adds nothing to that failover; the price is that a fenced
-// transaction idle 4s between two statements (a slow call to another
-// service inside it) is ended by the server. (It was 30s.)
-const DefaultIdleTimeout = 4 * time.Second
 
 // Guard fences the transactions of one database. It is safe for concurrent
 // use; it holds no state besides its configuration, so many Guards can share
@@ -46,62 +21,6 @@ type Guard struct {
 	// they set; zero leaves the server's.
 	lockTimeout time.Duration
 	idleTimeout time.Duration
-}
-
-// Option configures a Guard.
-type Option interface {
-	apply(*options)
-}
-
-type options struct {
-	table       string
-	dialect     Dialect
-	lockTimeout time.Duration
-	idleTimeout time.Duration
-}
-
-type optionFunc func(*options)
-
-func (f optionFunc) apply(o *options) { f(o) }
-
-// WithTable sets the fence table's name: an SQL identifier ([A-Za-z_] then
-// [A-Za-z0-9_]), optionally qualified by a schema as schema.table, used
-// unquoted (PostgreSQL folds it to lower case). Default: DefaultTable.
-func WithTable(name string) Option {
-	return optionFunc(func(o *options) { o.table = name })
-}
-
-// WithDialect sets the dialect instead of detecting it from the driver.
-// Default: Detect.
-func WithDialect(d Dialect) Option {
-	return optionFunc(func(o *options) { o.dialect = d })
-}
-
-// WithLockTimeout bounds, on PostgreSQL, how long Claim waits for
-// transactions that passed Check to end, and how long Check waits for a
-// Claim queued or in progress: each sets lock_timeout for its own
-// statements inside its transaction, and returns an error wrapping
-// ErrClaimTimeout when it passes. It is rounded up to whole milliseconds;
-// zero turns the bound off (only ctx bounds the wait); negative is an error
-// in New. SQLite ignores it: there the driver's busy timeout bounds the
-// wait. Default: DefaultLockTimeout.
-func WithLockTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.lockTimeout = d })
-}
-
-// WithIdleTimeout sets, on PostgreSQL, the idle_in_transaction_session_timeout
-// of every transaction Check (and Claim) runs in (SET LOCAL): the server ends
-// the session of a transaction left idle that long — a leader frozen
-// (SIGSTOP, a paused VM, a long GC) between two statements of a checked
-// transaction — and with it the locks that hold off the next leader's
-// Claim. It bounds how long such a leader blocks failover to the database;
-// a fenced transaction that itself idles longer between statements (a slow
-// call to another service inside it) is ended too, so keep fenced
-// transactions short or raise it. Rounded up to whole milliseconds; zero
-// leaves the server's setting alone; negative is an error in New. SQLite
-// ignores it. Default: DefaultIdleTimeout.
-func WithIdleTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.idleTimeout = d })
 }
 
 // New returns a Guard for db. It does not touch the database; call
@@ -143,15 +62,6 @@ func New(db *sql.DB, opts ...Option) (*Guard, error) {
 	}
 	g.q = newQueries(d, o.table, lockMS, idleMS)
 	return g, nil
-}
-
-// millis rounds d up to whole milliseconds; "" for zero.
-func millis(d time.Duration) (time.Duration, string) {
-	if d <= 0 {
-		return 0, ""
-	}
-	ms := (d + time.Millisecond - 1) / time.Millisecond
-	return ms * time.Millisecond, strconv.FormatInt(int64(ms), 10)
 }
 
 // Dialect returns the dialect the Guard uses.
@@ -506,104 +416,4 @@ func (g *Guard) Stored(ctx context.Context, name string) (term uint64, holder st
 		return 0, "", fmt.Errorf("%w: election %q: no row in %s", ErrNotClaimed, name, g.table)
 	}
 	return uint64(r.term), r.holder.String, nil
-}
-
-// identRE matches a table name that is safe to use unquoted.
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$`)
-
-// querier is what load needs from a *sql.DB or *sql.Tx.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// validate rejects input no election hands out. Term 0 is refused because it
-// is what a missing term reads as, and terms above math.MaxInt64 because the
-// column is a signed BIGINT.
-func validate(name string, term uint64, holder string) error {
-	if name == "" {
-		return errors.New("fence: empty election name")
-	}
-	if term == 0 {
-		return fmt.Errorf("fence: election %q: term 0 is not a term (missing term?)", name)
-	}
-	if term > math.MaxInt64 {
-		return fmt.Errorf("fence: election %q: term %d exceeds the largest storable term %d", name, term, int64(math.MaxInt64))
-	}
-	if holder == "" {
-		return fmt.Errorf("fence: election %q: empty holder (want the elector's ID)", name)
-	}
-	return nil
-}
-
-// row is the stored state of one election.
-type row struct {
-	term   int64
-	holder sql.NullString // NULL in rows claimed before holders were recorded
-}
-
-// load reads the stored row; ok is false when it is missing.
-func load(ctx context.Context, q querier, query, name string) (r row, ok bool, err error) {
-	err = q.QueryRowContext(ctx, query, name).Scan(&r.term, &r.holder)
-	if errors.Is(err, sql.ErrNoRows) {
-		return row{}, false, nil
-	}
-	if err != nil {
-		return row{}, false, err
-	}
-	if r.term < 0 {
-		return row{}, false, fmt.Errorf("negative stored term %d", r.term)
-	}
-	return r, true, nil
-}
-
-// refuses returns the sentinel error r gives to term and holder, or nil if
-// it accepts them. For a Claim (claim true) a lower stored term is not a
-// refusal (the upsert raises it); for a Check it is ErrNotClaimed.
-func (r row) refuses(term uint64, holder string, claim bool) error {
-	switch s := uint64(r.term); {
-	case s > term:
-		return ErrStaleTerm
-	case s < term && claim:
-		return nil
-	case s < term:
-		return ErrNotClaimed
-	case !r.holder.Valid || r.holder.String != holder:
-		return ErrHolderMismatch
-	}
-	return nil
-}
-
-// verdict turns r into op's error for term and holder, nil if it accepts.
-func (r row) verdict(op, name string, term uint64, holder string, claim bool) error {
-	switch err := r.refuses(term, holder, claim); err {
-	case nil:
-		if claim && uint64(r.term) < term {
-			// Only a concurrent DELETE or a lowered row gets here.
-			return fmt.Errorf("fence: %s: refused, yet stored term %d is lower", op, r.term)
-		}
-		return nil
-	case ErrStaleTerm:
-		return staleErr(name, term, r)
-	case ErrNotClaimed:
-		return fmt.Errorf("%w: election %q: term %d, stored term %d is lower", ErrNotClaimed, name, term, r.term)
-	default:
-		by := fmt.Sprintf("holder %q", r.holder.String)
-		if !r.holder.Valid {
-			by = "no recorded holder (claimed before holders were recorded)"
-		}
-		return fmt.Errorf("%w: election %q: term %d is claimed by %s, not %q", ErrHolderMismatch, name, term, by, holder)
-	}
-}
-
-func staleErr(name string, term uint64, r row) error {
-	return fmt.Errorf("%w: election %q: offered term %d, stored term %d", ErrStaleTerm, name, term, r.term)
-}
-
-// rollback rolls tx back after err and returns err, joined with the
-// rollback's own error unless the transaction was already over.
-func rollback(tx *sql.Tx, err error) error {
-	if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-		return errors.Join(err, fmt.Errorf("fence: rollback: %w", rbErr))
-	}
-	return err
 }
