@@ -16,12 +16,12 @@ import (
 
 const (
 	// contendPollRetry is the pollers' retry delay in figure 7: short, so
-	// that they are at their fastest (issue 25 measured them so).
+	// that they are at their fastest.
 	contendPollRetry = 10 * time.Millisecond
-	// contendShareMin, contendMaxWait: issue 25's starvation targets.
+	// contendShareMin, contendMaxWait: the starvation targets.
 	contendShareMin = 6.0 // per cent
 	contendMaxWait  = 100 * time.Millisecond
-	// contendScriptsMax: acquire requests per acquisition, issue 25.
+	// contendScriptsMax: the target for acquire requests per acquisition.
 	contendScriptsMax = 1.5
 )
 

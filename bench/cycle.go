@@ -510,7 +510,7 @@ func cycleReport(ps []peer, placed []placedRuns, rts []trips, costs map[string]o
 	return figure{title: "1. Lock cycle", body: b.String(), targets: tg}
 }
 
-// lockTarget is issue 11's target for one solo-lock peer's cycle in one
+// lockTarget is the target for one solo-lock peer's cycle in one
 // placement: cycles/s ≥ redislock's and ≥ 0.8× setnx's, at every
 // concurrency.
 func lockTarget(name, where string, cells map[string]map[int]cycleCell, concs []int) target {

@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	// handoverLimit is issue 11's target for solo-lock's waiter wake-up p99.
+	// handoverLimit is the target for solo-lock's waiter wake-up p99.
 	handoverLimit = 2 * time.Millisecond
 	// handoverWaiters is how many goroutines contend for one key.
 	handoverWaiters = 8

@@ -99,7 +99,7 @@ type figure struct {
 
 // target is one row of the report's summary.
 type target struct {
-	what string // the target as the issue states it
+	what string // the target, as stated
 	solo string // solo's figure
 	peer string // the best peer's, or "—"
 	ok   bool

@@ -204,7 +204,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// dashed is a flag as README spells it: --name, and -c for one letter.
+// dashed is a flag as docs/cli.md spells it: --name, and -c for one letter.
 func dashed(name string) string {
 	if len(name) == 1 {
 		return "-" + name

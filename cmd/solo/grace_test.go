@@ -18,11 +18,11 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 )
 
-// TestExitBound pins the formula of solo run's exit bound (exitBound):
+// TestExitBound pins the formula of solo run's exit bound (config.Config.ExitBound):
 // election.shutdown_timeout + n Redis round trips (1, spread 3) of the
 // client's read timeout capped at renew_deadline + 2s with http.addr + 1s.
 // Mutation: dropping the round trips from the sum fails every row with
-// e.g. `exitBound() = 11s, want 12s`.
+// e.g. `ExitBound() = 11s, want 12s`.
 func TestExitBound(t *testing.T) {
 	tests := []struct {
 		name string
@@ -48,7 +48,7 @@ func TestExitBound(t *testing.T) {
 			want: 10*time.Second + 5*time.Second + time.Second,
 			sum:  "election.shutdown_timeout 10s + 1 Redis round trip of 5s (the release) + 1s log flush"},
 		// The sum saturates instead of wrapping to a negative bound.
-		// Old code: exitBound() = -2562047h47m14.854775809s.
+		// Old code: ExitBound() = -2562047h47m14.854775809s.
 		{name: "largest shutdown_timeout", yaml: minimal + "  shutdown_timeout: 2562047h47m16.854775807s\n", want: math.MaxInt64,
 			sum: "election.shutdown_timeout 2562047h47m16.854775807s + 1 Redis round trip of 1s (the release) + 1s log flush"},
 	}
@@ -60,7 +60,7 @@ func TestExitBound(t *testing.T) {
 			}
 			got, sum := cfg.ExitBound()
 			if got != tt.want || sum != tt.sum {
-				t.Fatalf("exitBound() = %s, %q\nwant %s, %q", got, sum, tt.want, tt.sum)
+				t.Fatalf("ExitBound() = %s, %q\nwant %s, %q", got, sum, tt.want, tt.sum)
 			}
 		})
 	}

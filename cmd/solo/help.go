@@ -184,8 +184,8 @@ func flagDefaults(name string, env []string) string {
 }
 
 // doubleDash rewrites the flag package's "  -name" lines as "  --name",
-// the spelling README and the examples use (the flag package takes both);
-// one-letter flags keep one dash (-c).
+// the spelling docs/cli.md and the examples use (the flag package takes
+// both); one-letter flags keep one dash (-c).
 func doubleDash(defaults string) string {
 	lines := strings.Split(defaults, "\n")
 	for i, l := range lines {

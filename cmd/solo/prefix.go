@@ -22,7 +22,7 @@ type prefixed struct {
 
 // prefixDrain bounds how long wait lets the copies run after the keeper
 // is gone: the pipes end when the last process holding them exits, and a
-// process that escaped the tree (see README, "What it cannot do") could
+// process that escaped the tree (see docs/cli.md, "What it cannot do") could
 // hold them for ever.
 const prefixDrain = time.Second
 

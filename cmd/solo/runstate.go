@@ -76,7 +76,7 @@ func (r *runState) supervise() error {
 	r.sink.log.Store(log.Named("log"))
 	r.onClose(func() { _ = log.Sync() })
 
-	// Signals (see README, "Supervision"): INT, TERM, HUP and QUIT stop
+	// Signals (see docs/cli.md, "Signals"): INT, TERM, HUP and QUIT stop
 	// gracefully; USR1, USR2 and WINCH go to the program's process group;
 	// TSTP, TTIN and TTOU stop the program trees, then solo; CONT continues
 	// them. PIPE is caught by main for the life of the process: a closed

@@ -431,7 +431,7 @@ func TestStatusAndResign(t *testing.T) {
 		return err == nil && m[channel] >= 3
 	})
 
-	// Flags before and after the name, as README shows.
+	// Flags before and after the name, as docs/cli.md shows.
 	code, text = run("resign", "--redis", url, name, "--wait", "10s")
 	if code != 0 || !regexp.MustCompile(`\bb-\w+ leads now`).MatchString(text) {
 		t.Fatalf("resign = %d:\n%s", code, text)

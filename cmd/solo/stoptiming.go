@@ -16,7 +16,7 @@ const minStopMargin = 200 * time.Millisecond
 // stopTiming derives, from the timing rule, when SIGKILL follows SIGTERM,
 // and refuses configurations under which solo run cannot stop a program
 // tree before the lease can pass. lc has its defaults applied; failover is
-// failoverAllowance's share of the margin (0 without Sentinel).
+// config.FailoverAllowance's share of the margin (0 without Sentinel).
 //
 // The lease outlives the renew deadline by at least
 // margin = TTL × (1 − drift) − renew_deadline − failover on this host's

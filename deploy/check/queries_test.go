@@ -59,7 +59,7 @@ func TestQueries_NameExportedSeries(t *testing.T) {
 		}
 	}
 
-	// Every series exists from start-up (issue 23), so no rare series
+	// Every series exists from start-up, so no rare series
 	// needs an exemption: a live scrape shows them all.
 	exported := scrapeSolo(t)
 	var names []string
@@ -241,7 +241,7 @@ worker:
 }
 
 // checkMetrics runs `promtool check metrics` on a live scrape of solo run
-// (issue 23: clean), and checks that the series an operator alerts on
+// (it must pass clean), and checks that the series an operator alerts on
 // exist from start-up at zero: no counter needs its first event.
 func checkMetrics(t *testing.T, name, body string) {
 	t.Helper()

@@ -11,7 +11,7 @@ import (
 	"github.com/solo-run/solo/leader/lock"
 )
 
-// Rows about package leader/lock (issue 11): candidates in LOCK mode loop
+// Rows about package leader/lock: candidates in LOCK mode loop
 // Lock, a fenced hold of 400ms–1.5s, Unlock, on one lock whose name is also
 // the fence's election; the fence's holder is Hold.Holder. Level 1: no two
 // holds at once where the lease model covers the fault; level 2: no stale

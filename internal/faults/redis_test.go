@@ -328,7 +328,7 @@ func TestLeaseChaos(t *testing.T) {
 // TestSentinelPlannedFailover runs planned failovers (SENTINEL FAILOVER,
 // redistest's Failover) one after another under a leader, on a real
 // Sentinel group of a primary, three replicas and three sentinels, with the
-// fence store as the outside witness (issue 23, item 12).
+// fence store as the outside witness.
 //
 // SENTINEL FAILOVER does not stop the old master: the leading sentinel
 // sends the chosen replica REPLICAOF NO ONE, points the two other replicas

@@ -73,9 +73,10 @@ func TestFence_LockTimeoutCoversTheIdleTimeout(t *testing.T) {
 
 // TestFence_FailoverBound measures (SOLO_FENCE_BOUND=1; about a minute)
 // how long a leader frozen inside a fenced transaction holds off the next
-// leader's Claim, for the guard's defaults before and after issue 24 on
-// PostgreSQL, and on SQLite for a leader that stays frozen 8s. The figures
-// are in README ("What solo promises") and docs/design.md ("The fence").
+// leader's Claim, for the guard's defaults and its earlier ones (idle 30s,
+// lock 5s) on PostgreSQL, and on SQLite for a leader that stays frozen 8s.
+// The figures are in README ("What solo promises") and docs/design.md
+// ("Failover with the fence").
 func TestFence_FailoverBound(t *testing.T) {
 	if os.Getenv("SOLO_FENCE_BOUND") == "" {
 		t.Skip("a measurement: SOLO_FENCE_BOUND=1 runs it")

@@ -80,8 +80,8 @@ func TestDo_Token(t *testing.T) {
 // a hold claims its term (election lock:NAME), and once a newer hold
 // wrote, the older one's writes are refused.
 //
-// Before, README's lock snippet called Guard.Do with h.Term() and
-// h.Holder() and no Claim, and every write was refused:
+// Before, the lock snippet (now in docs/library.md) called Guard.Do with
+// h.Term() and h.Holder() and no Claim, and every write was refused:
 //
 //	fence: term not claimed: election "lock-account-42": term …: no row in solo_fence
 func TestLockFence_OneCall(t *testing.T) {

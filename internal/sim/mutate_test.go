@@ -14,7 +14,8 @@ import (
 // seed 1 on catch each within a bound. A script whose text no longer
 // matches a mutation fails the test: update the mutation with the script.
 // (A checkpoint without its WAIT is a bug of leader/checkpoint.go, not of
-// a script: see docs/faults.md for how the CI profile catches it.)
+// a script: internal/faults/notes.md, "The shipped scripts, and a broken
+// one", says how the CI profile catches it.)
 func TestSim_CatchesBrokenScripts(t *testing.T) {
 	cases := []struct {
 		name, script, old, new string

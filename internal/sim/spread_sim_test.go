@@ -137,13 +137,12 @@ func TestSim_Spread(t *testing.T) {
 }
 
 // spreadFindings names what a failed spread schedule found, by its
-// violations' invariants and tags: the third review's findings 11 (a shed
-// job that drains slowly runs twice), 12 (elect and spread on one name run
-// every job twice) and 15 (a member that registers none of the jobs
-// counts toward the share), the fourth review's: an elect-mode instance
-// runs a job a stopped spread member still drains, one process runs a
-// job twice (a Run after ErrStopTimeout), a lease evicted; or another
-// violation.
+// violations' invariants and tags: a shed job that drains slowly runs
+// twice; elect and spread on one name run every job twice; a member that
+// registers none of the jobs counts toward the share; an elect-mode
+// instance runs a job a stopped spread member still drains; one process
+// runs a job twice (a Run after ErrStopTimeout); a lease evicted; or
+// another violation.
 func spreadFindings(res *sim.Result) []string {
 	var out []string
 	for inv, tags := range res.Spread.Tags {
@@ -166,11 +165,11 @@ func spreadFindings(res *sim.Result) []string {
 				if tags[sim.TagToElect] {
 					continue
 				}
-				f = "finding 12 (mode switch: job twice)"
+				f = "mode switch: elect and spread on one name run a job twice"
 			case inv == sim.InvSpreadOne && tag == sim.TagShedDrain:
-				f = "finding 11 (shed slow drain: job twice)"
+				f = "shed drain: a shed job that drains slowly runs twice"
 			case inv == sim.InvSpreadCover && tag == sim.TagEmpty:
-				f = "finding 15 (member with no jobs counts: job runs nowhere)"
+				f = "empty member: a member with no jobs counts (job runs nowhere)"
 			case inv == sim.InvSpreadCover && tag == sim.TagMixedJobs:
 				continue // with TagEmpty or alone: counted below
 			}

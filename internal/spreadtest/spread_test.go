@@ -26,7 +26,7 @@ func checkNoOverlap(t *testing.T, r *spreadtest.Rig) {
 	}
 }
 
-// TestSpread_ThreeInstances is points 1–3 of issue 12, with real processes:
+// TestSpread_ThreeInstances checks spread mode's shares with real processes:
 // 3 instances, 30 jobs reach 10/10/10 within 5 s of the first start; one is
 // killed (SIGKILL): 15/15 within TTL + 2 s; it comes back: 10/10/10 within a
 // few seconds with at most 10 moves; and no job ever runs on two instances
@@ -89,7 +89,7 @@ func TestSpread_ThreeInstances(t *testing.T) {
 	checkNoOverlap(t, r)
 }
 
-// TestSpread_Churn is point 4 of issue 12: 100 jobs, 5 instances, 20
+// TestSpread_Churn checks spread mode under churn: 100 jobs, 5 instances, 20
 // seeded random joins, graceful leaves and kills (SOLO_SPREADTEST_SEED replays
 // a run; the seed is printed). No job ever runs twice at once; no job runs
 // nowhere for longer than the TTL outside the failover windows (a kill:

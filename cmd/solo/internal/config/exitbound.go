@@ -22,8 +22,8 @@ const (
 
 // ExitBound is the longest solo run takes to exit after SIGTERM (or INT,
 // HUP, QUIT) with a Redis that answers, and the sum it is, for messages.
-// This is the one place the formula is written; docs/design.md ("Exit
-// bound and the grace period") and the manifests in deploy/kubernetes
+// This is the one place the formula is written; docs/cli.md ("Exit bound
+// and the grace period") and the manifests in deploy/kubernetes
 // quote it. c is a configuration Validate accepted up to the election.
 //
 //	exit bound = election.shutdown_timeout   the drain: the keeper SIGKILLs
