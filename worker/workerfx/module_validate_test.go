@@ -22,7 +22,7 @@ type nopFence struct{}
 func (nopFence) Claim(context.Context, string, uint64, string) error { return nil }
 
 // TestModule_Validate checks, without running anything, every combination
-// of worker.Module that the docs show: the graph builds, nothing the module
+// of workerfx.Module that the docs show: the graph builds, nothing the module
 // uses internally leaks into the application's, and the application may
 // provide what it owns (its own leader.Config, logger, registry, fence).
 func TestModule_Validate(t *testing.T) {
