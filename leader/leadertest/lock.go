@@ -9,8 +9,10 @@
 package leadertest
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,7 +217,10 @@ func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
 				rec.Candidates = append(rec.Candidates, id)
 			}
 		}
-		slices.Sort(rec.Candidates)
+		// Soonest gone first, as RedisLock lists them (ties by ID).
+		slices.SortFunc(rec.Candidates, func(a, b string) int {
+			return cmp.Or(l.cands[a].Compare(l.cands[b]), strings.Compare(a, b))
+		})
 		if !l.held {
 			none = true
 			return
