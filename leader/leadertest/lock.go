@@ -3,6 +3,8 @@
 // and of users' own jobs. It keeps the Redis lock's semantics (exact-value
 // renew and release, terms that only grow, adopt on a retried acquire) and
 // lets a test inject errors, lost replies, hangs and chaos (steal, expire).
+// TestStore checks any store, this one and RedisLock among them, against
+// the contract package leader states for it.
 //
 // Expiry is computed from time.Now, so inside a testing/synctest bubble the
 // lease expires on the bubble's fake clock.
