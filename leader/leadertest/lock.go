@@ -3,14 +3,18 @@
 // and of users' own jobs. It keeps the Redis lock's semantics (exact-value
 // renew and release, terms that only grow, adopt on a retried acquire) and
 // lets a test inject errors, lost replies, hangs and chaos (steal, expire).
+// TestStore checks any store, this one and RedisLock among them, against
+// the contract package leader states for it.
 //
 // Expiry is computed from time.Now, so inside a testing/synctest bubble the
 // lease expires on the bubble's fake clock.
 package leadertest
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,7 +219,10 @@ func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
 				rec.Candidates = append(rec.Candidates, id)
 			}
 		}
-		slices.Sort(rec.Candidates)
+		// Soonest gone first, as RedisLock lists them (ties by ID).
+		slices.SortFunc(rec.Candidates, func(a, b string) int {
+			return cmp.Or(l.cands[a].Compare(l.cands[b]), strings.Compare(a, b))
+		})
 		if !l.held {
 			none = true
 			return
