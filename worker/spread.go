@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/bounded"
+	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/rediserr"
 	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
@@ -436,7 +437,7 @@ func (s *Spread) Run(ctx context.Context) error {
 	}()
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
 
-	hub := leader.NewHub(s.client)
+	hub := leader.NewHub(s.client, leader.WithHooks(hooks.Hooks{Settle: s.settle}))
 	defer hub.Close()
 	units := make([]*unit, 0, len(jobs))
 	for _, j := range jobs {

@@ -26,6 +26,9 @@ var ErrClosed = errors.New("pubsub: closed")
 // goroutine, one at a time and without the Mux's lock held; they may call
 // the Mux, and must not block for long (the health check waits for them).
 type Config struct {
+	// Values is the context whose values (not its end) the connection's
+	// commands carry; nil: none.
+	Values context.Context
 	// Every is the health interval: an idle connection is PINGed after
 	// Every of silence and replaced after another Every without an answer.
 	// Lower shortens it.
@@ -99,7 +102,11 @@ type channel struct {
 // New returns a Mux over client. It connects lazily: nothing is dialled
 // before the first Add.
 func New(client redis.UniversalClient, cfg Config) *Mux {
-	ctx, cancel := context.WithCancel(context.Background())
+	base := context.Background()
+	if cfg.Values != nil {
+		base = context.WithoutCancel(cfg.Values)
+	}
+	ctx, cancel := context.WithCancel(base)
 	return &Mux{
 		client: client,
 		cfg:    cfg,
