@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	shared "github.com/solo-run/solo/internal/batch"
 	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/pubsub"
 )
@@ -245,6 +246,8 @@ type hubRenew struct {
 	done chan struct{}
 }
 
+func (r *hubRenew) Context() context.Context { return r.ctx }
+
 // hubQueue is the renewal queue of one node, served by its own batcher.
 type hubQueue struct {
 	addr  string        // its key in Hub.queues
@@ -368,35 +371,19 @@ func (h *Hub) batcher(q *hubQueue) {
 // sent. The pipeline's context ends at the latest deadline of the batch (or
 // at Close).
 func (h *Hub) sendRenewals(batch []*hubRenew) {
-	live := batch[:0:0]
-	var latest time.Time
-	bounded := true
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			close(r.done)
-			continue
-		}
-		live = append(live, r)
-		if d, ok := r.ctx.Deadline(); !ok {
-			bounded = false
-		} else if d.After(latest) {
-			latest = d
-		}
-	}
+	live := shared.Live(batch, func(r *hubRenew, err error) {
+		r.err = err
+		close(r.done)
+	})
 	if len(live) == 0 {
 		return
 	}
-	ctx := h.ctx
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
+	ctx, cancel := shared.Bound(h.ctx, live)
+	defer cancel()
 	cmds := h.runRenewals(ctx, live, true)
 	var retry []int
 	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+		if shared.NoScript(c.Err()) {
 			retry = append(retry, i)
 		}
 	}
@@ -416,18 +403,19 @@ func (h *Hub) sendRenewals(batch []*hubRenew) {
 	}
 }
 
+// runRenewals sends the renew script of each of rs in one pipeline, as
+// EVALSHA or (sha false) EVAL.
 func (h *Hub) runRenewals(ctx context.Context, rs []*hubRenew, sha bool) []*redis.Cmd {
-	p := h.client.Pipeline()
+	head := []any{"evalsha", renewScript.Hash()}
+	if !sha {
+		head = []any{"eval", renewLua}
+	}
 	cmds := make([]*redis.Cmd, len(rs))
 	for i, r := range rs {
-		keys := []string{r.key, infoKeyOf(r.key)}
-		if sha {
-			cmds[i] = renewScript.EvalSha(ctx, p, keys, r.val, r.ttl)
-		} else {
-			cmds[i] = renewScript.Eval(ctx, p, keys, r.val, r.ttl)
-		}
+		cmds[i] = redis.NewCmd(ctx, head[0], head[1], 2, r.key, infoKeyOf(r.key), r.val, r.ttl)
+		cmds[i].SetFirstKeyPos(3)
 	}
-	_, _ = p.Exec(ctx) // errors are read per command
+	shared.Exec(ctx, h.client, cmds)
 	return cmds
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	shared "github.com/solo-run/solo/internal/batch"
 )
 
 // batcher sends the scripts of concurrent calls over one Redis client in
@@ -24,7 +26,8 @@ import (
 // Every call keeps its own context: a queued call whose context ends
 // leaves the queue (never sent); one already taken into a send returns at
 // once too, its outcome unknown (an acquire's abandon leaves a tombstone,
-// so it is right whether it lands before or after that send). A batch is sent with the latest deadline of its calls
+// so it is right whether it lands before or after that send). A batch is
+// sent (internal/batch) with the latest deadline of its calls
 // (none if one has none), so no call is cut short by another's, and values
 // of the callers' contexts do not reach the Redis client's hooks for a
 // batched call.
@@ -60,6 +63,8 @@ type batchCall struct {
 	cmd  *redis.Cmd
 	done chan struct{} // closed when cmd is set
 }
+
+func (c *batchCall) Context() context.Context { return c.ctx }
 
 // newBatcher returns a batcher for client, or nil when its calls should
 // not share round trips: a Cluster or Ring client spreads its calls over
@@ -185,21 +190,7 @@ func (b *batcher) send(batch []*batchCall) {
 			close(c.done)
 		}
 	}()
-	live := make([]*batchCall, 0, len(batch))
-	var deadline time.Time
-	unbounded := false
-	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
-			c.cmd = failedCmd(c.ctx, c.a, notSent(err))
-			continue
-		}
-		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(deadline) {
-			deadline = d
-		}
-	}
+	live := shared.Live(batch, func(c *batchCall, err error) { c.cmd = failedCmd(c.ctx, c.a, notSent(err)) })
 	switch len(live) {
 	case 0:
 		return
@@ -210,27 +201,15 @@ func (b *batcher) send(batch []*batchCall) {
 	}
 	// Not the Client's context: a cleanup call (an abandon, the release
 	// of a lock not held on) must go out even during Close.
-	ctx := context.Background()
-	if !unbounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	pipe := b.client.Pipeline()
-	for _, c := range live {
+	ctx, cancel := shared.Bound(context.Background(), live)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(live))
+	for i, c := range live {
 		c.cmd = redis.NewCmd(ctx, c.a...)
 		c.cmd.SetFirstKeyPos(3)
-		_ = pipe.Process(ctx, c.cmd)
+		cmds[i] = c.cmd
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		// A hook that fails the pipeline without sending it leaves its
-		// commands with neither a reply nor an error: give them its.
-		for _, c := range live {
-			if c.cmd.Err() == nil && c.cmd.Val() == nil {
-				c.cmd.SetErr(err)
-			}
-		}
-	}
+	shared.Exec(ctx, b.client, cmds)
 	for _, c := range live {
 		if isNoScript(c.cmd.Err()) {
 			// Not run: the server lost its scripts (a restart). EVAL
@@ -262,6 +241,4 @@ var errNotSent = errors.New("lock: call not sent")
 
 func notSent(err error) error { return fmt.Errorf("%w (%w)", err, errNotSent) }
 
-func isNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
-}
+func isNoScript(err error) bool { return shared.NoScript(err) }
