@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,12 +36,7 @@ import (
 // returning send sends the queue itself instead of starting one.
 type batcher struct {
 	client redis.UniversalClient
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	inflight int  // sends in flight, at most maxInflight
-	closed   bool // wait was called: no more drain goroutines
-	queue    []*batchCall
+	q      *shared.Batcher[*batchCall] // maxInflight lanes, the first calls inline
 }
 
 // maxInflight is how many sends may be in flight at once. Two, not one:
@@ -74,22 +67,19 @@ func newBatcher(client redis.UniversalClient) *batcher {
 	if _, ok := client.(*redis.Client); !ok {
 		return nil
 	}
-	return &batcher{client: client}
+	b := &batcher{client: client}
+	b.q = shared.New(shared.Options[*batchCall]{Send: b.send, Lanes: maxInflight, Inline: true})
+	return b
 }
 
 // run sends the command line a of script s (see script.run) and returns
 // its command, answered.
 func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
-	b.mu.Lock()
-	if b.inflight < maxInflight {
-		b.inflight++
-		b.mu.Unlock()
-		defer b.next()
+	c, inline := b.q.Join(func() *batchCall { return &batchCall{ctx: ctx, s: s, a: a, done: make(chan struct{})} })
+	if inline {
+		defer b.q.Done()
 		return s.run(ctx, b.client, a)
 	}
-	c := &batchCall{ctx: ctx, s: s, a: a, done: make(chan struct{})}
-	b.queue = append(b.queue, c)
-	b.mu.Unlock()
 	// A send in flight that does not return (a connection black-holed
 	// by the network while Redis is fine) must not take every queued
 	// call down with it: a call waits in the queue at most a quarter of
@@ -105,7 +95,7 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	case <-c.done:
 		return c.cmd
 	case <-escape:
-		if b.unqueue(c) {
+		if b.q.Unqueue(c) {
 			return s.run(ctx, b.client, a)
 		}
 		select {
@@ -114,7 +104,7 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 		case <-ctx.Done():
 		}
 	case <-ctx.Done():
-		if b.unqueue(c) {
+		if b.q.Unqueue(c) {
 			return failedCmd(ctx, a, notSent(ctx.Err()))
 		}
 	}
@@ -125,61 +115,6 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	}
 	// Taken into a send that has not answered: its outcome is unknown.
 	return failedCmd(ctx, a, ctx.Err())
-}
-
-// unqueue takes c out of the queue; false if it was already taken into a
-// send.
-func (b *batcher) unqueue(c *batchCall) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	i := slices.Index(b.queue, c)
-	if i < 0 {
-		return false
-	}
-	b.queue = slices.Delete(b.queue, i, i+1)
-	return true
-}
-
-// next ends a send: the batcher is idle again, or the calls queued
-// meanwhile leave as the next send, on a drain goroutine (on this one once
-// the batcher is closed).
-func (b *batcher) next() {
-	b.mu.Lock()
-	if len(b.queue) == 0 {
-		b.inflight--
-		b.mu.Unlock()
-		return
-	}
-	// The send's slot passes to the drain.
-	batch := b.queue
-	b.queue = nil
-	if b.closed {
-		b.mu.Unlock()
-		b.drain(batch)
-		return
-	}
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		b.drain(batch)
-	}()
-}
-
-// drain sends batches until nothing is queued, then frees the slot.
-func (b *batcher) drain(batch []*batchCall) {
-	for {
-		b.send(batch)
-		b.mu.Lock()
-		if len(b.queue) == 0 {
-			b.inflight--
-			b.mu.Unlock()
-			return
-		}
-		batch = b.queue
-		b.queue = nil
-		b.mu.Unlock()
-	}
 }
 
 // send runs the calls of batch whose contexts are live as one pipeline,
@@ -221,12 +156,7 @@ func (b *batcher) send(batch []*batchCall) {
 
 // wait waits for the drain goroutine, if any; after it, a send that
 // returns with calls queued sends them itself.
-func (b *batcher) wait() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.wg.Wait()
-}
+func (b *batcher) wait() { b.q.Close(nil) }
 
 // failedCmd is a command for a that was not answered: err.
 func failedCmd(ctx context.Context, a []any, err error) *redis.Cmd {
