@@ -3,14 +3,14 @@ package leader
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	shared "github.com/solo-run/solo/internal/batch"
+	"github.com/solo-run/solo/internal/batch"
 	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/internal/pubsub"
 )
@@ -87,12 +87,10 @@ type Hub struct {
 
 	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives
 	cancel context.CancelFunc
-	stop   chan struct{}
-	wg     sync.WaitGroup
 
 	// Renewals.
-	qmu    sync.Mutex           // guards queues, their items, and qclosed
-	queues map[string]*hubQueue // by node address; "" on a non-cluster client
+	qmu    sync.Mutex                           // guards queues and qclosed
+	queues map[string]*batch.Batcher[*hubRenew] // by node address; "" on a non-cluster client
 	// qclosed is set by Close; later renewals fail and no batcher starts.
 	qclosed bool
 
@@ -137,8 +135,7 @@ func NewHub(client redis.UniversalClient, opts ...HubOption) *Hub {
 		idle:   hubQueueIdle,
 		ctx:    ctx,
 		cancel: cancel,
-		stop:   make(chan struct{}),
-		queues: make(map[string]*hubQueue),
+		queues: make(map[string]*batch.Batcher[*hubRenew]),
 		chans:  make(map[string][]*hubWatch),
 		guard:  newSharedGuard(client),
 	}
@@ -169,12 +166,17 @@ func (h *Hub) Close() error {
 	h.mu.Unlock()
 	h.qmu.Lock()
 	h.qclosed = true
+	queues := slices.Collect(maps.Values(h.queues))
 	h.qmu.Unlock()
 
-	close(h.stop)
 	h.cancel()
 	h.mux.Close()
-	h.wg.Wait()
+	for _, q := range queues {
+		q.Close(func(r *hubRenew) {
+			r.err = errHubClosed
+			close(r.done)
+		})
+	}
 	return nil
 }
 
@@ -231,202 +233,4 @@ func (l *RedisLock) renewEval(ctx context.Context, lease Lease, ttl time.Duratio
 	}
 	res, err := l.hub.renew(ctx, l.leaseKey, lease.String(), pxMillis(ttl))
 	return res, 0, err
-}
-
-// ---- renewals -------------------------------------------------------------
-
-// hubRenew is one queued renewal and, once done is closed, its answer.
-type hubRenew struct {
-	ctx  context.Context
-	key  string
-	val  string
-	ttl  int64
-	res  any
-	err  error
-	done chan struct{}
-}
-
-func (r *hubRenew) Context() context.Context { return r.ctx }
-
-// hubQueue is the renewal queue of one node, served by its own batcher.
-type hubQueue struct {
-	addr  string        // its key in Hub.queues
-	items []*hubRenew   // guarded by Hub.qmu
-	kick  chan struct{} // size one: wakes the batcher
-}
-
-// renew queues one renew script on the queue of the node serving key and
-// waits for its answer or ctx. The script's reply is the same as an
-// unbatched EVALSHA's (NOSCRIPT falls back to EVAL).
-func (h *Hub) renew(ctx context.Context, key, val string, ttl int64) (any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r := &hubRenew{ctx: ctx, key: key, val: val, ttl: ttl, done: make(chan struct{})}
-	addr := h.nodeOf(ctx, key)
-	h.qmu.Lock()
-	if h.qclosed {
-		h.qmu.Unlock()
-		return nil, errHubClosed
-	}
-	q := h.queues[addr]
-	if q == nil {
-		// Started under qmu while not closed: Close sets qclosed under qmu
-		// before it waits for the group.
-		q = &hubQueue{addr: addr, kick: make(chan struct{}, 1)}
-		h.queues[addr] = q
-		h.wg.Go(func() { h.batcher(q) })
-	}
-	q.items = append(q.items, r)
-	h.qmu.Unlock()
-	select {
-	case q.kick <- struct{}{}:
-	default: // the batcher is already woken
-	}
-	select {
-	case <-r.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		// The batcher still answers r; nobody reads it.
-		return nil, ctx.Err()
-	}
-}
-
-// nodeOf returns the queue key of a renewal of key: on a Cluster client the
-// address of the master serving its slot, else "". The lookup runs in the
-// caller's goroutine, so it can only ever hold up this renewal: it reads
-// the client's slot map without waiting (a stale map is refreshed in the
-// background), except before the client's first command, when it loads
-// the map within ctx and the client's timeouts. Without an answer the
-// renewal goes to the "" queue, whose pipeline finds the node itself.
-func (h *Hub) nodeOf(ctx context.Context, key string) string {
-	if h.cluster == nil {
-		return ""
-	}
-	node, err := h.cluster.MasterForKey(ctx, key)
-	if err != nil {
-		return ""
-	}
-	return node.Options().Addr
-}
-
-// batcher sends q's renewals, up to h.batch per pipeline. It adds no delay:
-// renewals queued while a pipeline is in flight share the next one. After
-// h.idle without work it removes q and exits.
-func (h *Hub) batcher(q *hubQueue) {
-	var batch []*hubRenew
-	idle := time.NewTimer(h.idle)
-	defer idle.Stop()
-	for {
-		select {
-		case <-q.kick:
-		case <-idle.C:
-			h.qmu.Lock()
-			if len(q.items) == 0 {
-				delete(h.queues, q.addr)
-				h.qmu.Unlock()
-				return
-			}
-			h.qmu.Unlock()
-		case <-h.stop:
-			h.qmu.Lock()
-			rs := q.items
-			q.items = nil
-			h.qmu.Unlock()
-			for _, r := range rs {
-				r.err = errHubClosed
-				close(r.done)
-			}
-			return
-		}
-		for {
-			h.hooks.SettleAt("hub")
-			h.qmu.Lock()
-			if h.hooks.Settle != nil {
-				// The whole queue: in the simulator it never holds more
-				// than a batch, so no renewal waits behind later ones.
-				slices.SortStableFunc(q.items, func(a, b *hubRenew) int { return strings.Compare(a.key, b.key) })
-			}
-			n := min(len(q.items), h.batch)
-			batch = append(batch[:0], q.items[:n]...)
-			if n == len(q.items) {
-				clear(q.items)
-				q.items = q.items[:0]
-			} else {
-				q.items = append(q.items[:0], q.items[n:]...)
-			}
-			h.qmu.Unlock()
-			if n == 0 {
-				break
-			}
-			h.sendRenewals(batch)
-			clear(batch)
-		}
-		idle.Reset(h.idle)
-	}
-}
-
-// sendRenewals runs batch in one pipeline and answers each request. A
-// request whose context is already done is answered with its error and not
-// sent. The pipeline's context ends at the latest deadline of the batch (or
-// at Close).
-func (h *Hub) sendRenewals(batch []*hubRenew) {
-	live := shared.Live(batch, func(r *hubRenew, err error) {
-		r.err = err
-		close(r.done)
-	})
-	if len(live) == 0 {
-		return
-	}
-	ctx, cancel := shared.Bound(h.ctx, live)
-	defer cancel()
-	cmds := h.runRenewals(ctx, live, true)
-	var retry []int
-	for i, c := range cmds {
-		if shared.NoScript(c.Err()) {
-			retry = append(retry, i)
-		}
-	}
-	if len(retry) > 0 {
-		// The server lost its script cache: EVAL loads the script again.
-		again := make([]*hubRenew, len(retry))
-		for j, i := range retry {
-			again[j] = live[i]
-		}
-		for j, c := range h.runRenewals(ctx, again, false) {
-			cmds[retry[j]] = c
-		}
-	}
-	for i, r := range live {
-		r.res, r.err = cmds[i].Result()
-		close(r.done)
-	}
-}
-
-// runRenewals sends the renew script of each of rs in one pipeline, as
-// EVALSHA or (sha false) EVAL.
-func (h *Hub) runRenewals(ctx context.Context, rs []*hubRenew, sha bool) []*redis.Cmd {
-	head := []any{"evalsha", renewScript.Hash()}
-	if !sha {
-		head = []any{"eval", renewLua}
-	}
-	cmds := make([]*redis.Cmd, len(rs))
-	for i, r := range rs {
-		cmds[i] = redis.NewCmd(ctx, head[0], head[1], 2, r.key, infoKeyOf(r.key), r.val, r.ttl)
-		cmds[i].SetFirstKeyPos(3)
-	}
-	shared.Exec(ctx, h.client, cmds)
-	return cmds
-}
-
-// queued returns how many renewals wait for a pipeline, in all queues
-// (tests).
-func (h *Hub) queued() int {
-	h.qmu.Lock()
-	defer h.qmu.Unlock()
-	n := 0
-	for _, q := range h.queues {
-		n += len(q.items)
-	}
-	return n
 }
