@@ -168,7 +168,7 @@ func (m *Mux) down() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, ch := range m.chans {
-		if isClosed(ch.ready) {
+		if Closed(ch.ready) {
 			ch.ready = make(chan struct{}) // not live until confirmed again
 		}
 	}
@@ -191,7 +191,7 @@ func (m *Mux) confirmed(name string) {
 	}
 	redialed := false
 	if ch.subscribed && ch.acked >= ch.sent {
-		if !isClosed(ch.ready) {
+		if !Closed(ch.ready) {
 			close(ch.ready)
 		}
 		redialed, ch.redialed = ch.redialed, false

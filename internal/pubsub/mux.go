@@ -148,7 +148,7 @@ func (m *Mux) AddIfLive(name string) (ready <-chan struct{}, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch := m.chans[name]
-	if m.closed || ch == nil || !ch.subscribed || !isClosed(ch.ready) {
+	if m.closed || ch == nil || !ch.subscribed || !Closed(ch.ready) {
 		return nil, false
 	}
 	ch.refs++
@@ -175,7 +175,7 @@ func (m *Mux) Confirmed(name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch := m.chans[name]
-	return ch != nil && ch.subscribed && isClosed(ch.ready)
+	return ch != nil && ch.subscribed && Closed(ch.ready)
 }
 
 // Live reports whether the connection answers and name's subscription is
@@ -252,7 +252,9 @@ func (m *Mux) pause(d time.Duration) bool {
 	}
 }
 
-func isClosed(c <-chan struct{}) bool {
+// Closed reports whether c is closed: a ready channel, whether the
+// subscription it stands for is live.
+func Closed(c <-chan struct{}) bool {
 	select {
 	case <-c:
 		return true

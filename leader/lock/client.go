@@ -93,24 +93,15 @@ type waiter struct {
 // live reports whether a notice now reaches w: its subscription is live
 // (Redlock: on any master, as waitReady).
 func (w *waiter) live() bool {
-	if ready(w.ready) {
+	if pubsub.Closed(w.ready) {
 		return true
 	}
 	for _, x := range w.also {
-		if ready(x.ready) {
+		if pubsub.Closed(x.ready) {
 			return true
 		}
 	}
 	return false
-}
-
-func ready(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // NewClient returns a Client over rdb (single node, Sentinel failover or
