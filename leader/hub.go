@@ -72,9 +72,8 @@ var errHubClosed = errors.New("leader: hub closed")
 // A Hub owns a pub/sub multiplexer (internal/pubsub: two goroutines,
 // started by the first Watch) and one renewal batcher per queue, started
 // by the queue's first renewal and ended after a minute without work;
-// Close stops them all. Close it after
-// the Electors and RedisLocks using it stopped: afterwards their Watch and
-// Renew fail.
+// Close stops them all. Close it after the Electors and RedisLocks using
+// it stopped: afterwards their Watch and Renew fail.
 type Hub struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // client, when it is a Cluster client: queues per master

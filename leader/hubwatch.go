@@ -66,7 +66,7 @@ func refusal(err error) error {
 }
 
 // hubWatch is one Watch on a hub channel. Notices reach Events in order;
-// the hub's receiver never blocks on a slow reader: what the reader is not
+// the hub's multiplexer never blocks on a slow reader: what the reader is not
 // ready for is queued (at most hubWatchQueue notices, the oldest dropped
 // beyond) and handed over by a forwarding goroutine of the watch, which
 // runs only while the queue is not empty, stops on Close and is awaited by
