@@ -3,17 +3,16 @@ package leader
 import (
 	"context"
 	"errors"
-	"net"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/solo-run/solo/internal/batch"
 	"github.com/solo-run/solo/internal/hooks"
-	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/internal/pubsub"
 )
 
 // Defaults of a Hub.
@@ -70,46 +69,37 @@ var errHubClosed = errors.New("leader: hub closed")
 // leaders — until it answers again or the hub replaces the connection.
 // Renewals never depend on notices.
 //
-// A Hub owns two goroutines (subscription changes, notice receiving) and
-// one renewal batcher per queue, started by the queue's first renewal and
-// ended after a minute without work; Close stops them all. Close it after
-// the Electors and RedisLocks using it stopped: afterwards their Watch and
-// Renew fail.
+// A Hub owns a pub/sub multiplexer (internal/pubsub: two goroutines,
+// started by the first Watch) and one renewal batcher per queue, started
+// by the queue's first renewal and ended after a minute without work;
+// Close stops them all. Close it after the Electors and RedisLocks using
+// it stopped: afterwards their Watch and Renew fail.
 type Hub struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // client, when it is a Cluster client: queues per master
 	batch   int
 	idle    time.Duration // a batcher without work this long exits (hubQueueIdle)
-	// settle, set only by the module's simulator (internal/seeded), runs
-	// before each take from a queue, which is then ordered by key: see
-	// seeded.SetSettle.
-	settle func(key string)
-	hooks  hooks.Hooks    // WithHooks
-	guard  *EvictionGuard // the eviction policy's check, shared by the hub's locks
+	// hooks are the simulator's (WithHooks): its Settle runs before each
+	// take from a renewal queue, which is then ordered by key.
+	hooks hooks.Hooks
+	guard *EvictionGuard // the eviction policy's check, shared by the hub's locks
 
 	ctx    context.Context // cancelled by Close: bounds pipelines, dials and receives
 	cancel context.CancelFunc
-	stop   chan struct{}
-	wg     sync.WaitGroup
 
 	// Renewals.
-	qmu    sync.Mutex           // guards queues, their items, and qclosed
-	queues map[string]*hubQueue // by node address; "" on a non-cluster client
+	qmu    sync.Mutex                           // guards queues and qclosed
+	queues map[string]*batch.Batcher[*hubRenew] // by node address; "" on a non-cluster client
 	// qclosed is set by Close; later renewals fail and no batcher starts.
 	qclosed bool
 
-	// Notices.
-	live      atomic.Bool           // the pub/sub connection answers
-	refused   atomic.Pointer[error] // the last SUBSCRIBE refused as a configuration error, nil once one is confirmed
-	subKick   chan struct{}         // size one: wakes the subscriber
-	recvStart chan struct{}         // closed once the first SUBSCRIBE was sent
-	recvOnce  sync.Once
+	// Notices: one subscription per channel watched; the health check
+	// interval is the shortest TTL watched.
+	mux *pubsub.Mux
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
-	ps     *redis.PubSub
-	chans  map[string]*hubChannel
-	every  time.Duration // health check interval: the shortest TTL watched
+	chans  map[string][]*hubWatch // the open watches, by channel
 }
 
 // HubOption configures a Hub.
@@ -139,27 +129,25 @@ func WithHubBatch(n int) HubOption {
 func NewHub(client redis.UniversalClient, opts ...HubOption) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
-		client:    client,
-		batch:     DefaultHubBatch,
-		idle:      hubQueueIdle,
-		ctx:       ctx,
-		cancel:    cancel,
-		stop:      make(chan struct{}),
-		queues:    make(map[string]*hubQueue),
-		subKick:   make(chan struct{}, 1),
-		recvStart: make(chan struct{}),
-		chans:     make(map[string]*hubChannel),
-		guard:     newSharedGuard(client),
+		client: client,
+		batch:  DefaultHubBatch,
+		idle:   hubQueueIdle,
+		ctx:    ctx,
+		cancel: cancel,
+		queues: make(map[string]*batch.Batcher[*hubRenew]),
+		chans:  make(map[string][]*hubWatch),
+		guard:  newSharedGuard(client),
 	}
 	h.cluster, _ = client.(*redis.ClusterClient)
-	h.settle = seeded.Settle(client)
 	for _, o := range opts {
 		o.applyHub(h)
 	}
-	// No channels yet: go-redis dials on the first SUBSCRIBE or receive.
-	h.ps = client.Subscribe(ctx)
-	h.wg.Go(h.subscriber)
-	h.wg.Go(h.receiver)
+	h.mux = pubsub.New(client, pubsub.Config{
+		Pause:   time.Second,
+		Chunk:   hubSubscribeChunk,
+		Refusal: refusal,
+		Message: h.message,
+	})
 	return h
 }
 
@@ -174,17 +162,20 @@ func (h *Hub) Close() error {
 		return nil
 	}
 	h.closed = true
-	ps := h.ps
 	h.mu.Unlock()
 	h.qmu.Lock()
 	h.qclosed = true
+	queues := slices.Collect(maps.Values(h.queues))
 	h.qmu.Unlock()
 
-	close(h.stop)
 	h.cancel()
-	_ = ps.Close() // unblocks a pending receive
-	h.wg.Wait()
-	h.live.Store(false) // after the receiver's last word
+	h.mux.Close()
+	for _, q := range queues {
+		q.Close(func(r *hubRenew) {
+			r.err = errHubClosed
+			close(r.done)
+		})
+	}
 	return nil
 }
 
@@ -241,538 +232,4 @@ func (l *RedisLock) renewEval(ctx context.Context, lease Lease, ttl time.Duratio
 	}
 	res, err := l.hub.renew(ctx, l.leaseKey, lease.String(), pxMillis(ttl))
 	return res, 0, err
-}
-
-// ---- renewals -------------------------------------------------------------
-
-// hubRenew is one queued renewal and, once done is closed, its answer.
-type hubRenew struct {
-	ctx  context.Context
-	key  string
-	val  string
-	ttl  int64
-	res  any
-	err  error
-	done chan struct{}
-}
-
-// hubQueue is the renewal queue of one node, served by its own batcher.
-type hubQueue struct {
-	addr  string        // its key in Hub.queues
-	items []*hubRenew   // guarded by Hub.qmu
-	kick  chan struct{} // size one: wakes the batcher
-}
-
-// renew queues one renew script on the queue of the node serving key and
-// waits for its answer or ctx. The script's reply is the same as an
-// unbatched EVALSHA's (NOSCRIPT falls back to EVAL).
-func (h *Hub) renew(ctx context.Context, key, val string, ttl int64) (any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r := &hubRenew{ctx: ctx, key: key, val: val, ttl: ttl, done: make(chan struct{})}
-	addr := h.nodeOf(ctx, key)
-	h.qmu.Lock()
-	if h.qclosed {
-		h.qmu.Unlock()
-		return nil, errHubClosed
-	}
-	q := h.queues[addr]
-	if q == nil {
-		// Started under qmu while not closed: Close sets qclosed under qmu
-		// before it waits for the group.
-		q = &hubQueue{addr: addr, kick: make(chan struct{}, 1)}
-		h.queues[addr] = q
-		h.wg.Go(func() { h.batcher(q) })
-	}
-	q.items = append(q.items, r)
-	h.qmu.Unlock()
-	select {
-	case q.kick <- struct{}{}:
-	default: // the batcher is already woken
-	}
-	select {
-	case <-r.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		// The batcher still answers r; nobody reads it.
-		return nil, ctx.Err()
-	}
-}
-
-// nodeOf returns the queue key of a renewal of key: on a Cluster client the
-// address of the master serving its slot, else "". The lookup runs in the
-// caller's goroutine, so it can only ever hold up this renewal: it reads
-// the client's slot map without waiting (a stale map is refreshed in the
-// background), except before the client's first command, when it loads
-// the map within ctx and the client's timeouts. Without an answer the
-// renewal goes to the "" queue, whose pipeline finds the node itself.
-func (h *Hub) nodeOf(ctx context.Context, key string) string {
-	if h.cluster == nil {
-		return ""
-	}
-	node, err := h.cluster.MasterForKey(ctx, key)
-	if err != nil {
-		return ""
-	}
-	return node.Options().Addr
-}
-
-// batcher sends q's renewals, up to h.batch per pipeline. It adds no delay:
-// renewals queued while a pipeline is in flight share the next one. After
-// h.idle without work it removes q and exits.
-func (h *Hub) batcher(q *hubQueue) {
-	var batch []*hubRenew
-	idle := time.NewTimer(h.idle)
-	defer idle.Stop()
-	for {
-		select {
-		case <-q.kick:
-		case <-idle.C:
-			h.qmu.Lock()
-			if len(q.items) == 0 {
-				delete(h.queues, q.addr)
-				h.qmu.Unlock()
-				return
-			}
-			h.qmu.Unlock()
-		case <-h.stop:
-			h.qmu.Lock()
-			rs := q.items
-			q.items = nil
-			h.qmu.Unlock()
-			for _, r := range rs {
-				r.err = errHubClosed
-				close(r.done)
-			}
-			return
-		}
-		for {
-			if h.settle != nil {
-				h.settle("hub")
-			}
-			h.qmu.Lock()
-			if h.settle != nil {
-				// The whole queue: in the simulator it never holds more
-				// than a batch, so no renewal waits behind later ones.
-				slices.SortStableFunc(q.items, func(a, b *hubRenew) int { return strings.Compare(a.key, b.key) })
-			}
-			n := min(len(q.items), h.batch)
-			batch = append(batch[:0], q.items[:n]...)
-			if n == len(q.items) {
-				clear(q.items)
-				q.items = q.items[:0]
-			} else {
-				q.items = append(q.items[:0], q.items[n:]...)
-			}
-			h.qmu.Unlock()
-			if n == 0 {
-				break
-			}
-			h.sendRenewals(batch)
-			clear(batch)
-		}
-		idle.Reset(h.idle)
-	}
-}
-
-// sendRenewals runs batch in one pipeline and answers each request. A
-// request whose context is already done is answered with its error and not
-// sent. The pipeline's context ends at the latest deadline of the batch (or
-// at Close).
-func (h *Hub) sendRenewals(batch []*hubRenew) {
-	live := batch[:0:0]
-	var latest time.Time
-	bounded := true
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			close(r.done)
-			continue
-		}
-		live = append(live, r)
-		if d, ok := r.ctx.Deadline(); !ok {
-			bounded = false
-		} else if d.After(latest) {
-			latest = d
-		}
-	}
-	if len(live) == 0 {
-		return
-	}
-	ctx := h.ctx
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
-	cmds := h.runRenewals(ctx, live, true)
-	var retry []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			retry = append(retry, i)
-		}
-	}
-	if len(retry) > 0 {
-		// The server lost its script cache: EVAL loads the script again.
-		again := make([]*hubRenew, len(retry))
-		for j, i := range retry {
-			again[j] = live[i]
-		}
-		for j, c := range h.runRenewals(ctx, again, false) {
-			cmds[retry[j]] = c
-		}
-	}
-	for i, r := range live {
-		r.res, r.err = cmds[i].Result()
-		close(r.done)
-	}
-}
-
-func (h *Hub) runRenewals(ctx context.Context, rs []*hubRenew, sha bool) []*redis.Cmd {
-	p := h.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(rs))
-	for i, r := range rs {
-		keys := []string{r.key, infoKeyOf(r.key)}
-		if sha {
-			cmds[i] = renewScript.EvalSha(ctx, p, keys, r.val, r.ttl)
-		} else {
-			cmds[i] = renewScript.Eval(ctx, p, keys, r.val, r.ttl)
-		}
-	}
-	_, _ = p.Exec(ctx) // errors are read per command
-	return cmds
-}
-
-// queued returns how many renewals wait for a pipeline, in all queues
-// (tests).
-func (h *Hub) queued() int {
-	h.qmu.Lock()
-	defer h.qmu.Unlock()
-	n := 0
-	for _, q := range h.queues {
-		n += len(q.items)
-	}
-	return n
-}
-
-// ---- notices --------------------------------------------------------------
-
-// hubChannel is one election channel of the hub. It stays in Hub.chans from
-// the first watch until the subscriber unsubscribed it after the last one
-// closed.
-type hubChannel struct {
-	name       string
-	watches    []*hubWatch // guarded by Hub.mu; the reference count
-	subscribed bool        // guarded by Hub.mu: SUBSCRIBE sent on the current PubSub
-	confirmed  atomic.Bool // the server confirmed the subscription
-}
-
-// watch registers a watch of l's channel. The subscription itself is sent
-// by the subscriber goroutine, so Watch never waits for Redis.
-func (h *Hub) watch(l *RedisLock) (Watch, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, errHubClosed
-	}
-	if h.every == 0 || l.healthEvery < h.every {
-		h.every = l.healthEvery
-	}
-	c := h.chans[l.channel]
-	if c == nil {
-		c = &hubChannel{name: l.channel}
-		h.chans[l.channel] = c
-	}
-	w := &hubWatch{h: h, c: c, events: make(chan Event), stop: make(chan struct{})}
-	c.watches = append(c.watches, w)
-	if !c.subscribed {
-		h.kickSubscriber()
-	}
-	return w, nil
-}
-
-// unwatch removes w; the last watch of a channel has it unsubscribed.
-func (h *Hub) unwatch(w *hubWatch) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ws := w.c.watches
-	for i, x := range ws {
-		if x == w {
-			ws[i] = ws[len(ws)-1]
-			ws[len(ws)-1] = nil
-			w.c.watches = ws[:len(ws)-1]
-			break
-		}
-	}
-	if len(w.c.watches) == 0 {
-		h.kickSubscriber()
-	}
-}
-
-func (h *Hub) kickSubscriber() {
-	select {
-	case h.subKick <- struct{}{}:
-	default:
-	}
-}
-
-// subscriber is the only goroutine that sends SUBSCRIBE and UNSUBSCRIBE: it
-// brings the PubSub's subscriptions in line with the channels watched, in
-// order, so a channel closed and watched again ends up subscribed.
-func (h *Hub) subscriber() {
-	for {
-		select {
-		case <-h.subKick:
-		case <-h.stop:
-			return
-		}
-		h.mu.Lock()
-		ps := h.ps
-		var sub, unsub []string
-		for name, c := range h.chans {
-			switch {
-			case len(c.watches) > 0 && !c.subscribed:
-				c.subscribed = true
-				sub = append(sub, name)
-			case len(c.watches) == 0:
-				if c.subscribed {
-					unsub = append(unsub, name)
-				}
-				delete(h.chans, name)
-			}
-		}
-		h.mu.Unlock()
-		// Errors need no retry: go-redis records the channels before
-		// sending and subscribes them all again whenever it reconnects.
-		for len(unsub) > 0 {
-			n := min(len(unsub), hubSubscribeChunk)
-			_ = ps.Unsubscribe(h.ctx, unsub[:n]...)
-			unsub = unsub[n:]
-		}
-		for len(sub) > 0 {
-			n := min(len(sub), hubSubscribeChunk)
-			_ = ps.Subscribe(h.ctx, sub[:n]...)
-			sub = sub[n:]
-			h.recvOnce.Do(func() { close(h.recvStart) })
-		}
-	}
-}
-
-// receiver reads the shared PubSub and hands each notice to the watches of
-// its channel. An idle connection is checked with a PING every health
-// interval (the shortest TTL watched): one PING for the whole hub. A PING
-// left unanswered for another interval marks the connection not live and
-// replaces it; any other receive error marks it not live until go-redis
-// has reconnected, which re-sends SUBSCRIBE for every channel itself.
-func (h *Hub) receiver() {
-	select {
-	case <-h.recvStart:
-	case <-h.stop:
-		return
-	}
-	pinged := false
-	for {
-		h.mu.Lock()
-		ps, every := h.ps, h.every
-		h.mu.Unlock()
-		msg, err := ps.ReceiveTimeout(h.ctx, every)
-		if h.stopped() {
-			return
-		}
-		if err != nil {
-			if ce := RedisConfig(err); errors.Is(ce, ErrRedisConfig) {
-				h.refused.Store(&ce) // SUBSCRIBE refused: watchers report it
-			}
-			var ne net.Error
-			timeout := errors.As(err, &ne) && ne.Timeout()
-			if timeout && !pinged {
-				pinged = true
-				if ps.Ping(h.ctx) == nil {
-					continue
-				}
-			}
-			h.down()
-			pinged = false
-			if !h.pause(min(every, time.Second)) {
-				return
-			}
-			if timeout {
-				h.replace()
-			}
-			continue
-		}
-		pinged = false
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			h.live.Store(true)
-			h.refused.Store(nil)
-			h.mu.Lock()
-			if c := h.chans[m.Channel]; c != nil {
-				c.confirmed.Store(m.Kind == "subscribe")
-			}
-			h.mu.Unlock()
-		case *redis.Pong:
-			h.live.Store(true)
-		case *redis.Message:
-			h.live.Store(true)
-			ev, ok := parseEvent(m.Payload)
-			if !ok {
-				continue
-			}
-			h.mu.Lock()
-			if c := h.chans[m.Channel]; c != nil {
-				for _, w := range c.watches {
-					w.deliver(ev)
-				}
-			}
-			h.mu.Unlock()
-		}
-	}
-}
-
-// down marks the connection and every subscription not live.
-func (h *Hub) down() {
-	h.live.Store(false)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, c := range h.chans {
-		c.confirmed.Store(false)
-	}
-}
-
-// replace swaps a silent PubSub for a new one and has the subscriber
-// subscribe every channel on it.
-func (h *Hub) replace() {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return
-	}
-	old := h.ps
-	h.ps = h.client.Subscribe(h.ctx) // no channels: dials on first use
-	for _, c := range h.chans {
-		c.subscribed = false
-	}
-	h.kickSubscriber()
-	h.mu.Unlock()
-	_ = old.Close()
-}
-
-func (h *Hub) stopped() bool {
-	select {
-	case <-h.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-func (h *Hub) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-h.stop:
-		return false
-	}
-}
-
-// hubWatch is one Watch on a hub channel. Notices reach Events in order;
-// the hub's receiver never blocks on a slow reader: what the reader is not
-// ready for is queued (at most hubWatchQueue notices, the oldest dropped
-// beyond) and handed over by a forwarding goroutine of the watch, which
-// runs only while the queue is not empty, stops on Close and is awaited by
-// it.
-type hubWatch struct {
-	h      *Hub
-	c      *hubChannel
-	events chan Event
-	stop   chan struct{}
-
-	mu         sync.Mutex // guards the fields below
-	closed     bool
-	queue      []Event
-	forwarding bool
-	fwd        sync.WaitGroup
-}
-
-func (w *hubWatch) Events() <-chan Event { return w.events }
-
-// Live reports whether the hub's connection is up and the server confirmed
-// this channel's subscription on it.
-func (w *hubWatch) Live() bool { return w.h.live.Load() && w.c.confirmed.Load() }
-
-// configErr implements refusedWatch.
-func (w *hubWatch) configErr() error {
-	if p := w.h.refused.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// Close unregisters the watch (the channel is unsubscribed when no other
-// watch of the hub uses it), stops its forwarding and closes Events.
-func (w *hubWatch) Close() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
-	w.closed = true
-	w.queue = nil
-	w.mu.Unlock()
-	w.h.unwatch(w)
-	close(w.stop)
-	w.fwd.Wait()
-	close(w.events)
-	return nil
-}
-
-// deliver hands ev to the reader without blocking: directly if it waits
-// and nothing is queued before ev, else through the queue.
-func (w *hubWatch) deliver(ev Event) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return
-	}
-	if !w.forwarding {
-		select {
-		case w.events <- ev:
-			return
-		default:
-		}
-	}
-	if len(w.queue) == hubWatchQueue {
-		w.queue = w.queue[1:]
-	}
-	w.queue = append(w.queue, ev)
-	if !w.forwarding {
-		w.forwarding = true
-		w.fwd.Go(w.forward)
-	}
-}
-
-func (w *hubWatch) forward() {
-	for {
-		w.mu.Lock()
-		if w.closed || len(w.queue) == 0 {
-			w.forwarding = false
-			w.mu.Unlock()
-			return
-		}
-		ev := w.queue[0]
-		w.queue = w.queue[1:]
-		w.mu.Unlock()
-		select {
-		case w.events <- ev:
-		case <-w.stop:
-			w.mu.Lock()
-			w.forwarding = false
-			w.mu.Unlock()
-			return
-		}
-	}
 }

@@ -87,8 +87,8 @@ func (h *Hub) confirmedChannels() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for _, c := range h.chans {
-		if c.confirmed.Load() {
+	for name := range h.chans {
+		if h.mux.Confirmed(name) {
 			n++
 		}
 	}

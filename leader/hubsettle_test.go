@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/solo-run/solo/internal/seeded"
+	"github.com/solo-run/solo/internal/hooks"
 )
 
 // pipeRecorder answers every command without a network (renew.lua's
@@ -51,11 +51,11 @@ func (r *pipeRecorder) ProcessPipelineHook(redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// TestHub_SettleBatchesAnInstantByKey: over a client the simulator gave a
-// settle function (internal/seeded), the Hub's batcher settles before it
+// TestHub_SettleBatchesAnInstantByKey: given the simulator's settle
+// function (WithHooks), the Hub's batcher settles before it
 // takes its queue and orders it by key, so renewals sent at one fake
 // instant share one pipeline in key order whatever order their
-// goroutines ran in; over another client it takes them as they came.
+// goroutines ran in; without it, it takes them as they came.
 //
 // Mutation check: without the settle call, "pipelines [[k7] [k6] [k5] [k4]
 // [k3] [k2] [k1] [k0]], want one, in key order"; without the sort,
@@ -70,11 +70,11 @@ func TestHub_SettleBatchesAnInstantByKey(t *testing.T) {
 				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 			client.AddHook(rec)
 			defer client.Close()
+			var hk hooks.Hooks
 			if settle {
-				undo := seeded.SetSettle(client, func(string) { time.Sleep(time.Nanosecond) })
-				defer undo()
+				hk.Settle = func(string) { time.Sleep(time.Nanosecond) }
 			}
-			h := NewHub(client)
+			h := NewHub(client, WithHooks(hk))
 			defer h.Close()
 			var wg sync.WaitGroup
 			for _, k := range keys {

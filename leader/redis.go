@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/solo-run/solo/internal/pubsub"
 )
 
 var (
@@ -322,16 +323,17 @@ func (l *RedisLock) Watch(ctx context.Context) (Watch, error) {
 	if l.hub != nil {
 		return l.hub.watch(l)
 	}
-	w := &redisWatch{
-		client:  l.client,
-		channel: l.channel,
-		every:   l.healthEvery,
-		events:  make(chan Event),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+	w := &redisWatch{channel: l.channel, events: make(chan Event), stop: make(chan struct{})}
+	w.mux = pubsub.New(l.client, pubsub.Config{
+		Values:  ctx,
+		Every:   l.healthEvery,
+		Pause:   time.Second,
+		Refusal: refusal,
+		Message: w.message,
+	})
+	if _, err := w.mux.Add(l.channel); err != nil {
+		return nil, err
 	}
-	w.ps = l.client.Subscribe(context.WithoutCancel(ctx)) // no channel: does not dial
-	go w.loop()
 	return w, nil
 }
 
@@ -420,138 +422,44 @@ func parseAcquire(res any, proto, protoMin int) (Outcome, Record, error) {
 	}
 }
 
-// redisWatch turns the election's pub/sub channel into Events. It owns one
-// goroutine (loop), stopped by stop and awaited through done. It checks an
-// idle subscription with a PING every healthEvery; a PING left unanswered
-// for another period, or any receive error, marks it not live and the
-// subscription is made anew.
+// redisWatch turns the election's pub/sub channel into Events, over a
+// multiplexer of its own (internal/pubsub) holding its one channel: an
+// idle subscription is checked with a PING every TTL, and one that fails
+// or stays silent is made anew on a new connection. Close stops and waits
+// for the multiplexer's goroutines.
 type redisWatch struct {
-	client  redis.UniversalClient
+	mux     *pubsub.Mux
 	channel string
-	every   time.Duration
 	events  chan Event
-	live    atomic.Bool
-	refused atomic.Pointer[error] // the subscription's configuration error (refusedWatch)
-
-	mu sync.Mutex // guards ps against Close during a reconnect
-	ps *redis.PubSub
-
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	stop    chan struct{}
+	once    sync.Once
 }
 
 func (w *redisWatch) Events() <-chan Event { return w.events }
 
-func (w *redisWatch) Live() bool { return w.live.Load() }
+func (w *redisWatch) Live() bool { return w.mux.Live(w.channel) }
 
 // configErr implements refusedWatch.
-func (w *redisWatch) configErr() error {
-	if p := w.refused.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+func (w *redisWatch) configErr() error { return w.mux.Refusal() }
 
 func (w *redisWatch) Close() error {
-	w.stopOnce.Do(func() {
-		close(w.stop)
-		w.mu.Lock()
-		_ = w.ps.Close() // unblocks a pending receive
-		w.mu.Unlock()
+	w.once.Do(func() {
+		close(w.stop) // unblocks a pending delivery
+		w.mux.Close()
+		close(w.events)
 	})
-	<-w.done
 	return nil
 }
 
-func (w *redisWatch) loop() {
-	defer close(w.done)
-	defer close(w.events)
-	ctx := context.Background()
-	w.mu.Lock()
-	ps := w.ps
-	w.mu.Unlock()
-	// go-redis records the channel even when this fails, and subscribes it
-	// again on every reconnect; the receive below reports the failure.
-	_ = ps.Subscribe(ctx, w.channel)
-	pinged := false
-	for {
-		w.mu.Lock()
-		ps := w.ps
-		w.mu.Unlock()
-		msg, err := ps.ReceiveTimeout(ctx, w.every)
-		if w.stopped() {
-			return
-		}
-		if err != nil {
-			if ce := RedisConfig(err); errors.Is(ce, ErrRedisConfig) {
-				w.refused.Store(&ce)
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && !pinged {
-				pinged = true
-				if ps.Ping(ctx) == nil {
-					continue
-				}
-			}
-			// Down or silent: resubscribe on a fresh connection after a pause.
-			w.live.Store(false)
-			pinged = false
-			if !w.pause(min(w.every, time.Second)) {
-				return
-			}
-			w.resubscribe(ctx)
-			continue
-		}
-		pinged = false
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			w.live.Store(m.Kind == "subscribe")
-			w.refused.Store(nil)
-		case *redis.Pong:
-			w.live.Store(true)
-		case *redis.Message:
-			w.live.Store(true)
-			ev, ok := parseEvent(m.Payload)
-			if !ok {
-				continue
-			}
-			select {
-			case w.events <- ev:
-			case <-w.stop:
-				return
-			}
-		}
-	}
-}
-
-func (w *redisWatch) resubscribe(ctx context.Context) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped() {
+// message hands a notice to the reader, waiting for it or Close.
+func (w *redisWatch) message(_, payload string) {
+	ev, ok := parseEvent(payload)
+	if !ok {
 		return
 	}
-	_ = w.ps.Close()
-	w.ps = w.client.Subscribe(ctx, w.channel)
-}
-
-func (w *redisWatch) stopped() bool {
 	select {
+	case w.events <- ev:
 	case <-w.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-func (w *redisWatch) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-w.stop:
-		return false
 	}
 }
 

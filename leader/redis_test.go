@@ -910,7 +910,7 @@ func (f fakeTB) Name() string { return f.name }
 // TestRedis_AcquireRefusedWhileSpreadGroupLive: a free lease is not taken
 // while a spread group of the same name has a live member (its entry in
 // PREFIX:{NAME}:spread, scored with server ms): the modes of one name
-// exclude each other (issue 22, finding 12). Once the entry expired, the
+// exclude each other. Once the entry expired, the
 // lease is taken.
 func TestRedis_AcquireRefusedWhileSpreadGroupLive(t *testing.T) {
 	srv := redistest.Start(t)

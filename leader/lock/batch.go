@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	shared "github.com/solo-run/solo/internal/batch"
 )
 
 // batcher sends the scripts of concurrent calls over one Redis client in
@@ -24,7 +24,8 @@ import (
 // Every call keeps its own context: a queued call whose context ends
 // leaves the queue (never sent); one already taken into a send returns at
 // once too, its outcome unknown (an acquire's abandon leaves a tombstone,
-// so it is right whether it lands before or after that send). A batch is sent with the latest deadline of its calls
+// so it is right whether it lands before or after that send). A batch is
+// sent (internal/batch) with the latest deadline of its calls
 // (none if one has none), so no call is cut short by another's, and values
 // of the callers' contexts do not reach the Redis client's hooks for a
 // batched call.
@@ -35,12 +36,7 @@ import (
 // returning send sends the queue itself instead of starting one.
 type batcher struct {
 	client redis.UniversalClient
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	inflight int  // sends in flight, at most maxInflight
-	closed   bool // wait was called: no more drain goroutines
-	queue    []*batchCall
+	q      *shared.Batcher[*batchCall] // maxInflight lanes, the first calls inline
 }
 
 // maxInflight is how many sends may be in flight at once. Two, not one:
@@ -61,6 +57,8 @@ type batchCall struct {
 	done chan struct{} // closed when cmd is set
 }
 
+func (c *batchCall) Context() context.Context { return c.ctx }
+
 // newBatcher returns a batcher for client, or nil when its calls should
 // not share round trips: a Cluster or Ring client spreads its calls over
 // several servers, where one send in flight would make the fast wait for
@@ -69,22 +67,19 @@ func newBatcher(client redis.UniversalClient) *batcher {
 	if _, ok := client.(*redis.Client); !ok {
 		return nil
 	}
-	return &batcher{client: client}
+	b := &batcher{client: client}
+	b.q = shared.New(shared.Options[*batchCall]{Send: b.send, Lanes: maxInflight, Inline: true})
+	return b
 }
 
 // run sends the command line a of script s (see script.run) and returns
 // its command, answered.
 func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
-	b.mu.Lock()
-	if b.inflight < maxInflight {
-		b.inflight++
-		b.mu.Unlock()
-		defer b.next()
+	c, inline := b.q.Join(func() *batchCall { return &batchCall{ctx: ctx, s: s, a: a, done: make(chan struct{})} })
+	if inline {
+		defer b.q.Done()
 		return s.run(ctx, b.client, a)
 	}
-	c := &batchCall{ctx: ctx, s: s, a: a, done: make(chan struct{})}
-	b.queue = append(b.queue, c)
-	b.mu.Unlock()
 	// A send in flight that does not return (a connection black-holed
 	// by the network while Redis is fine) must not take every queued
 	// call down with it: a call waits in the queue at most a quarter of
@@ -100,7 +95,7 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	case <-c.done:
 		return c.cmd
 	case <-escape:
-		if b.unqueue(c) {
+		if b.q.Unqueue(c) {
 			return s.run(ctx, b.client, a)
 		}
 		select {
@@ -109,7 +104,7 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 		case <-ctx.Done():
 		}
 	case <-ctx.Done():
-		if b.unqueue(c) {
+		if b.q.Unqueue(c) {
 			return failedCmd(ctx, a, notSent(ctx.Err()))
 		}
 	}
@@ -122,61 +117,6 @@ func (b *batcher) run(ctx context.Context, s *script, a []any) *redis.Cmd {
 	return failedCmd(ctx, a, ctx.Err())
 }
 
-// unqueue takes c out of the queue; false if it was already taken into a
-// send.
-func (b *batcher) unqueue(c *batchCall) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	i := slices.Index(b.queue, c)
-	if i < 0 {
-		return false
-	}
-	b.queue = slices.Delete(b.queue, i, i+1)
-	return true
-}
-
-// next ends a send: the batcher is idle again, or the calls queued
-// meanwhile leave as the next send, on a drain goroutine (on this one once
-// the batcher is closed).
-func (b *batcher) next() {
-	b.mu.Lock()
-	if len(b.queue) == 0 {
-		b.inflight--
-		b.mu.Unlock()
-		return
-	}
-	// The send's slot passes to the drain.
-	batch := b.queue
-	b.queue = nil
-	if b.closed {
-		b.mu.Unlock()
-		b.drain(batch)
-		return
-	}
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		b.drain(batch)
-	}()
-}
-
-// drain sends batches until nothing is queued, then frees the slot.
-func (b *batcher) drain(batch []*batchCall) {
-	for {
-		b.send(batch)
-		b.mu.Lock()
-		if len(b.queue) == 0 {
-			b.inflight--
-			b.mu.Unlock()
-			return
-		}
-		batch = b.queue
-		b.queue = nil
-		b.mu.Unlock()
-	}
-}
-
 // send runs the calls of batch whose contexts are live as one pipeline,
 // and answers every call.
 func (b *batcher) send(batch []*batchCall) {
@@ -185,21 +125,7 @@ func (b *batcher) send(batch []*batchCall) {
 			close(c.done)
 		}
 	}()
-	live := make([]*batchCall, 0, len(batch))
-	var deadline time.Time
-	unbounded := false
-	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
-			c.cmd = failedCmd(c.ctx, c.a, notSent(err))
-			continue
-		}
-		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(deadline) {
-			deadline = d
-		}
-	}
+	live := shared.Live(batch, func(c *batchCall, err error) { c.cmd = failedCmd(c.ctx, c.a, notSent(err)) })
 	switch len(live) {
 	case 0:
 		return
@@ -210,27 +136,15 @@ func (b *batcher) send(batch []*batchCall) {
 	}
 	// Not the Client's context: a cleanup call (an abandon, the release
 	// of a lock not held on) must go out even during Close.
-	ctx := context.Background()
-	if !unbounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	pipe := b.client.Pipeline()
-	for _, c := range live {
+	ctx, cancel := shared.Bound(context.Background(), live)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(live))
+	for i, c := range live {
 		c.cmd = redis.NewCmd(ctx, c.a...)
 		c.cmd.SetFirstKeyPos(3)
-		_ = pipe.Process(ctx, c.cmd)
+		cmds[i] = c.cmd
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		// A hook that fails the pipeline without sending it leaves its
-		// commands with neither a reply nor an error: give them its.
-		for _, c := range live {
-			if c.cmd.Err() == nil && c.cmd.Val() == nil {
-				c.cmd.SetErr(err)
-			}
-		}
-	}
+	shared.Exec(ctx, b.client, cmds)
 	for _, c := range live {
 		if isNoScript(c.cmd.Err()) {
 			// Not run: the server lost its scripts (a restart). EVAL
@@ -242,12 +156,7 @@ func (b *batcher) send(batch []*batchCall) {
 
 // wait waits for the drain goroutine, if any; after it, a send that
 // returns with calls queued sends them itself.
-func (b *batcher) wait() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.wg.Wait()
-}
+func (b *batcher) wait() { b.q.Close(nil) }
 
 // failedCmd is a command for a that was not answered: err.
 func failedCmd(ctx context.Context, a []any, err error) *redis.Cmd {
@@ -262,6 +171,4 @@ var errNotSent = errors.New("lock: call not sent")
 
 func notSent(err error) error { return fmt.Errorf("%w (%w)", err, errNotSent) }
 
-func isNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
-}
+func isNoScript(err error) bool { return shared.NoScript(err) }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/pubsub"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -26,9 +27,9 @@ import (
 // every lock name are multiplexed over it, subscribed while someone waits
 // for that name and unsubscribed when nobody does.
 //
-// A Client owns two goroutines (subscription changes, notice receiving),
-// started by the first waiter; Close stops and waits for them. Holds
-// outlive neither: close the Client after unlocking.
+// The connection is a multiplexer of its own (internal/pubsub), started by
+// the first waiter; Close stops and waits for it. Holds outlive neither:
+// close the Client after unlocking.
 type Client struct {
 	rdb redis.UniversalClient
 	// batch lets the Mutexes' concurrent calls share round trips (nil
@@ -43,14 +44,12 @@ type Client struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	kick   chan struct{} // size one: subscription changes wanted
+	mux    *pubsub.Mux // the release notices' subscriptions, one reference per waiter
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
-	started  bool
-	ps       *redis.PubSub
-	channels map[string]*channelState
-	holds    map[*lease]struct{} // live leases, stopped by Close
+	channels map[string]*channelState // by channel, while it has waiters
+	holds    map[*lease]struct{}      // live leases, stopped by Close
 
 	// guards are the eviction checks, one per Redis client (evictionFor).
 	guards map[redis.UniversalClient]*evictionCheck
@@ -60,7 +59,7 @@ type Client struct {
 	notices []*Client
 }
 
-// channelState is one notice channel's waiters and subscription.
+// channelState is one notice channel's waiters.
 type channelState struct {
 	waiters map[*waiter]struct{}
 	// fifo holds the waiters in the order they came. A release wakes only
@@ -72,19 +71,6 @@ type channelState struct {
 	// notice, and wakes only once.
 	recent [4]string
 	next   int
-	// subscribed: the control goroutine sent SUBSCRIBE on the current
-	// connection (and no UNSUBSCRIBE since). sent and acked count the
-	// SUBSCRIBEs on the current connection and their confirmations; the
-	// subscription is live when they match, as Redis answers in order. A
-	// new connection starts them at zero: nothing sent on an earlier one
-	// is ever confirmed on it.
-	subscribed  bool
-	sent, acked int
-	ready       chan struct{} // closed once live
-	// redialed: the channel is subscribed again on a new connection; its
-	// waiters are woken when that is confirmed, as a notice may have been
-	// lost in between.
-	redialed bool
 }
 
 // waiter is one Lock call waiting for a lock name.
@@ -97,21 +83,21 @@ type waiter struct {
 	// fair: woken by every notice that is not a grant (those are rare
 	// in fair mode: a release grants the lock to the queue's head).
 	fair   bool
-	notify chan struct{} // size one: a release notice (or a resubscribe after a re-dial) came
-	grant  chan string   // size one: a fair release granted the lock to call: "TERM OWNER"
-	ready  chan struct{} // the channel's ready when the waiter joined
-	also   []*waiter     // Redlock: the same wait on the other masters' Clients
+	notify chan struct{}   // size one: a release notice (or a resubscribe after a re-dial) came
+	grant  chan string     // size one: a fair release granted the lock to call: "TERM OWNER"
+	ready  <-chan struct{} // the channel's ready when the waiter joined: closed once live
+	also   []*waiter       // Redlock: the same wait on the other masters' Clients
 	owner  *Client
 }
 
 // live reports whether a notice now reaches w: its subscription is live
 // (Redlock: on any master, as waitReady).
 func (w *waiter) live() bool {
-	if isClosed(w.ready) {
+	if pubsub.Closed(w.ready) {
 		return true
 	}
 	for _, x := range w.also {
-		if isClosed(x.ready) {
+		if pubsub.Closed(x.ready) {
 			return true
 		}
 	}
@@ -142,7 +128,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("lock: invalid id %q: must not contain white space, control characters, '{' or '}'", base)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{
+	c := &Client{
 		rdb:      rdb,
 		batch:    newBatcher(rdb),
 		opts:     o,
@@ -151,10 +137,18 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		base:     base + "-" + randomToken(),
 		ctx:      ctx,
 		cancel:   cancel,
-		kick:     make(chan struct{}, 1),
 		channels: map[string]*channelState{},
 		holds:    map[*lease]struct{}{},
-	}, nil
+	}
+	c.mux = pubsub.New(rdb, pubsub.Config{
+		Every:        max(cfg.TTL, time.Second),
+		Pause:        100 * time.Millisecond,
+		Refusal:      refusal,
+		Refused:      c.refused,
+		Message:      c.deliver,
+		Resubscribed: c.resubscribed,
+	})
+	return c, nil
 }
 
 // Mutex returns the lock named name. opts override the Client's for this
@@ -210,16 +204,13 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	ps := c.ps
 	holds := make([]*lease, 0, len(c.holds))
 	for l := range c.holds {
 		holds = append(holds, l)
 	}
 	c.mu.Unlock()
 	c.cancel()
-	if ps != nil {
-		_ = ps.Close() // unblocks a pending receive
-	}
+	c.mux.Close()
 	for _, l := range holds {
 		l.expire(ErrClosed)
 		l.stopWatchdog()
@@ -326,26 +317,24 @@ func (c *Client) subscribeNotify(channel string, w *waiter) (*waiter, error) {
 	if c.closed {
 		return nil, ErrClosed
 	}
-	if !c.started {
-		c.started = true
-		ps := c.rdb.Subscribe(c.ctx) // no channel: does not dial
-		c.ps = ps
-		c.wg.Add(2)
-		go c.control()
-		go c.receive(ps)
+	ready, err := c.mux.Add(channel)
+	if err != nil {
+		return nil, ErrClosed
 	}
-	st := c.channels[channel]
+	w.channel, w.ready, w.owner = channel, ready, c
+	c.enqueueLocked(w)
+	return w, nil
+}
+
+// enqueueLocked adds w to the tail of its channel's queue; mu is held.
+func (c *Client) enqueueLocked(w *waiter) {
+	st := c.channels[w.channel]
 	if st == nil {
-		st = &channelState{waiters: map[*waiter]struct{}{}, ready: make(chan struct{})}
-		c.channels[channel] = st
+		st = &channelState{waiters: map[*waiter]struct{}{}}
+		c.channels[w.channel] = st
 	}
-	w.channel, w.ready, w.owner = channel, st.ready, c
 	st.waiters[w] = struct{}{}
 	st.fifo = append(st.fifo, w)
-	if !st.subscribed {
-		c.kickLocked()
-	}
-	return w, nil
 }
 
 // unsubscribe removes a waiter; the channel is unsubscribed when it was
@@ -362,11 +351,15 @@ func (c *Client) unsubscribe(w *waiter, passOn bool) {
 	if st == nil {
 		return
 	}
+	if _, ok := st.waiters[w]; !ok {
+		return
+	}
 	delete(st.waiters, w)
+	c.mux.Remove(w.channel)
 	head := len(st.fifo) > 0 && st.fifo[0] == w
 	st.fifo = slices.DeleteFunc(st.fifo, func(x *waiter) bool { return x == w })
 	if len(st.waiters) == 0 {
-		c.kickLocked()
+		delete(c.channels, w.channel)
 	} else if head && passOn {
 		st.wakeHeadLocked()
 	}
@@ -389,13 +382,16 @@ func (c *Client) join(channel, call string, fair bool, since time.Time, bound ti
 	}
 	h := st.fifo[0]
 	starving = !fair && !h.fair && time.Since(h.since) > bound
-	if !st.subscribed || !isClosed(st.ready) || len(c.notices) > 0 {
+	if len(c.notices) > 0 {
+		return nil, starving
+	}
+	ready, ok := c.mux.AddIfLive(channel)
+	if !ok {
 		return nil, starving
 	}
 	w = &waiter{call: call, fair: fair, since: since, notify: make(chan struct{}, 1), grant: make(chan string, 1),
-		channel: channel, ready: st.ready, owner: c}
-	st.waiters[w] = struct{}{}
-	st.fifo = append(st.fifo, w)
+		channel: channel, ready: ready, owner: c}
+	c.enqueueLocked(w)
 	return w, starving
 }
 
@@ -410,172 +406,31 @@ func (c *Client) deliver(channel, msg string) {
 	}
 }
 
-func (c *Client) kickLocked() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
-
-// control sends SUBSCRIBE and UNSUBSCRIBE as waiters come and go, one
-// batch at a time, so the commands for one channel never reorder.
-func (c *Client) control() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-c.kick:
-		}
-		var sub, unsub []string
-		c.mu.Lock()
-		for name, st := range c.channels {
-			switch {
-			case len(st.waiters) > 0 && !st.subscribed:
-				st.subscribed = true
-				st.sent++
-				sub = append(sub, name)
-			case len(st.waiters) == 0 && st.subscribed:
-				st.subscribed = false
-				st.ready = make(chan struct{})
-				unsub = append(unsub, name)
-			case len(st.waiters) == 0 && st.sent == st.acked:
-				delete(c.channels, name) // no confirmation pending
-			}
-		}
-		// Taken with the counts, under mu: a redial swaps the connection
-		// and resets the counts in one step, so these commands count on
-		// the connection they go to (or on a closed one, and are redone).
-		ps := c.ps
-		c.mu.Unlock()
-		var err error
-		if len(unsub) > 0 {
-			err = ps.Unsubscribe(c.ctx, unsub...)
-		}
-		if len(sub) > 0 {
-			err = errors.Join(err, ps.Subscribe(c.ctx, sub...))
-		}
-		if err != nil {
-			// go-redis may have dialled again inside ps and resubscribed
-			// on its own, which these counts do not follow: the receive
-			// goroutine replaces the whole connection instead, once it
-			// sees ps closed.
-			_ = ps.Close()
-		}
-	}
-}
-
-// receive reads notices and confirmations on ps, the current pub/sub
-// connection. An idle connection is checked with a PING every TTL (at
-// least 1s). One that answers nothing for two periods, fails or was
-// closed is replaced by redial: go-redis reconnects on a broken
-// connection but not on a silent one (a black-holed link, a dead peer
-// the kernel has not given up on yet: ~15 min on Linux), and its own
-// resubscribe is not one the counts could follow.
-func (c *Client) receive(ps *redis.PubSub) {
-	defer c.wg.Done()
-	every := max(c.cfg.TTL, time.Second)
-	pinged, refused := false, false
-	for {
-		msg, err := ps.ReceiveTimeout(c.ctx, every)
-		if c.ctx.Err() != nil {
-			return
-		}
-		if ce := leader.RedisConfig(err); errors.Is(ce, leader.ErrRedisConfig) && !refused {
-			// An ACL without SUBSCRIBE or the channel: waiters still wake
-			// when the holder's lease runs out, but never on a release.
-			// Said once per episode; a confirmed subscription ends it.
-			refused = true
-			c.log.Error("subscribe refused by redis: a configuration error, retrying will not cure it; fix it (waiters wake only when the holder's lease runs out meanwhile)",
-				zap.Error(ce))
-		}
-		if err != nil {
-			var ne interface{ Timeout() bool }
-			if errors.As(err, &ne) && ne.Timeout() && !pinged {
-				pinged = true
-				if ps.Ping(c.ctx) == nil {
-					continue
-				}
-			}
-			pinged = false
-			if ps = c.redial(ps, min(every, 100*time.Millisecond)); ps == nil {
-				return
-			}
-			continue
-		}
-		pinged = false
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				refused = false
-				c.confirmed(m.Channel)
-			}
-		case *redis.Message:
-			c.deliver(m.Channel, m.Payload)
-		}
-	}
-}
-
-// redial closes old, waits pause (a Redis that refuses connections is not
-// dialled in a loop) and makes a new connection current: every channel
-// with waiters is subscribed on it again (by the control goroutine), live
-// only once the new connection confirms it, and its waiters are woken then.
-// It returns nil when the Client is closed.
-func (c *Client) redial(old *redis.PubSub, pause time.Duration) *redis.PubSub {
-	_ = old.Close() // a pending command on it fails at once
-	if !c.pause(pause) {
-		return nil
-	}
+// resubscribed wakes every waiter of channel, subscribed again on a new
+// connection: a notice sent while no connection was subscribed is lost,
+// so each tries again, now that a new one would come.
+func (c *Client) resubscribed(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return nil
+	if st := c.channels[channel]; st != nil {
+		st.wakeLocked()
 	}
-	ps := c.rdb.Subscribe(c.ctx) // dials on its first use
-	c.ps = ps
-	for name, st := range c.channels {
-		if len(st.waiters) == 0 {
-			delete(c.channels, name) // nothing is pending on the new connection
-			continue
-		}
-		st.subscribed = false
-		st.sent, st.acked = 0, 0
-		st.redialed = true
-		select {
-		case <-st.ready:
-			st.ready = make(chan struct{}) // not live until confirmed again
-		default:
-		}
-	}
-	c.kickLocked()
-	return ps
 }
 
-func (c *Client) confirmed(channel string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st := c.channels[channel]
-	if st == nil {
-		return
+// refusal returns err as the configuration error it is, or nil.
+func refusal(err error) error {
+	if ce := leader.RedisConfig(err); errors.Is(ce, leader.ErrRedisConfig) {
+		return ce
 	}
-	st.acked++
-	if !st.subscribed && len(st.waiters) == 0 && st.acked >= st.sent {
-		delete(c.channels, channel)
-		return
-	}
-	if st.subscribed && st.acked >= st.sent {
-		select {
-		case <-st.ready:
-		default:
-			close(st.ready)
-		}
-		if st.redialed {
-			// A notice sent while no connection was subscribed is lost:
-			// every waiter tries again, now that a new one would come.
-			st.redialed = false
-			st.wakeLocked()
-		}
-	}
+	return nil
+}
+
+// refused logs a refused subscription, once per episode: an ACL without
+// SUBSCRIBE or the channel. Waiters still wake when the holder's lease
+// runs out, but never on a release.
+func (c *Client) refused(err error) {
+	c.log.Error("subscribe refused by redis: a configuration error, retrying will not cure it; fix it (waiters wake only when the holder's lease runs out meanwhile)",
+		zap.Error(err))
 }
 
 // deliverLocked routes msg; the Client's mu is held. A grant goes to its
@@ -634,17 +489,6 @@ func (st *channelState) wakeLocked() {
 		case w.notify <- struct{}{}:
 		default:
 		}
-	}
-}
-
-func (c *Client) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-c.ctx.Done():
-		return false
 	}
 }
 

@@ -15,9 +15,7 @@ func QueuedCalls(c *Client) int {
 	if c.batch == nil {
 		return -1
 	}
-	c.batch.mu.Lock()
-	defer c.batch.mu.Unlock()
-	return len(c.batch.queue)
+	return c.batch.q.Len()
 }
 
 // MaxInflight is how many sends a batcher lets fly at once.
