@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/internal/hooks"
-	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
 )
@@ -340,10 +339,9 @@ func (c *candidate) drive(end <-chan struct{}) {
 	r := keyed(w.p.Seed, uint64(c.idx)+1, uint64(opPlan))
 	time.Sleep(r.dur(time.Microsecond, 500*time.Microsecond))
 	for run := 0; ; run++ {
-		// This Run's jitter source (the elector's Rand hook) and the
-		// worker's settle, which its cron loop still takes from ctx.
+		// This Run's jitter source (the elector's Rand hook).
 		c.rnd.Store(rand.New(rand.NewPCG(w.p.Seed, uint64(c.idx)<<32|uint64(run)|uint64(opElector)<<56)))
-		ctx, cancel := context.WithCancel(withRun(seeded.WithSettle(context.Background(), w.decider(c.idx)), run))
+		ctx, cancel := context.WithCancel(withRun(context.Background(), run))
 		w.mu.Lock()
 		c.runStart, c.runWaitsFn, c.firstAcqPending, c.infoWait = time.Now(), c.activeFn(), true, 0
 		w.event(c.idx, evRun, 0, 0, int64(run), 0, "")

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/internal/hooks"
-	"github.com/solo-run/solo/internal/seeded"
 	"github.com/solo-run/solo/leader"
 	"github.com/solo-run/solo/worker"
 )
@@ -104,7 +103,6 @@ type sproc struct {
 	cl   *client
 	sp   *worker.Spread
 	wk   *worker.Worker
-	undo func()        // internal/seeded.SetIDs's and SetSettle's undo
 	dead chan struct{} // closed at its death
 
 	// The campaigns of the current Run by election, for campaignRand.
@@ -169,7 +167,6 @@ func RunSpread(seed uint64, o Options) *Result {
 	<-w.loopDone
 	for _, pr := range r.procs {
 		_ = pr.cl.rdb.Close()
-		pr.undo()
 	}
 	// Goroutines nothing waits for (a lock call's, a call still in its
 	// keyed send delay) may still be finishing: the bubble must not end
@@ -191,10 +188,6 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 	c := &candidate{w: w, idx: i, plan: cp}
 	pr.cl = &client{w: w, c: c, idx: i, plan: cp, byKey: true}
 	pr.cl.rdb = newRDB(pr.cl)
-	// The member's Hub takes its renewal queue once every goroutine woken
-	// at this instant has queued, ordered by key (seeded.SetSettle): a
-	// replay batches the same renewals in the same pipelines.
-	undoSettle := seeded.SetSettle(pr.cl.rdb, w.decider(pr.idx))
 	// The random parts of this process's elector IDs (its member ID and
 	// every job's holder ID) come from a count of its own per election,
 	// not from crypto/rand, nor from the order its goroutines make
@@ -208,8 +201,6 @@ func (r *spreadRun) newProc(i int, sp SpreadProc) (*sproc, error) {
 		ids[election]++
 		return fmt.Sprintf("%04x%08x", i, ids[election])
 	}
-	undoIDs := seeded.SetIDs(pr.cl.rdb, idToken)
-	pr.undo = func() { undoIDs(); undoSettle() }
 	cfg := r.p.Cfg
 	cfg.ID = cp.ID
 	log := zap.New(&spreadLog{r: r, proc: i})
@@ -324,7 +315,7 @@ func (pr *sproc) drive(end <-chan struct{}) {
 		pr.randMu.Lock()
 		pr.run, pr.campaigns = run, map[string]uint64{}
 		pr.randMu.Unlock()
-		ctx, cancel := context.WithCancel(seeded.WithPerElection(withRun(seeded.WithSettle(context.Background(), w.decider(pr.idx)), run), pr.campaignRand))
+		ctx, cancel := context.WithCancel(withRun(context.Background(), run))
 		done := make(chan error, 1)
 		w.mu.Lock()
 		w.event(pr.idx, evRun, 0, 0, int64(run), 0, "")

@@ -808,7 +808,7 @@ func (w *world) finish(end time.Time) {
 }
 
 // quiesce is the settle function the simulator gives the code it runs
-// (internal/seeded, internal/lockseam: decide) and uses itself (a call's
+// (its Settle hook, internal/hooks: decide) and uses itself (a call's
 // send and its reply's wait: progress; a planned action: act): it returns
 // once every other goroutine of the bubble is durably blocked, so what the
 // caller does next does not depend on the order the scheduler ran the
@@ -849,7 +849,7 @@ const (
 func (w *world) decide() { w.quiesce(prioDecide) }
 
 // decider returns the settle function for process idx's code under test
-// (an elector's Settle hook, internal/seeded): each decider's key is the process and the name the
+// (the Settle hook of internal/hooks): each decider's key is the process and the name the
 // code gives it, so the deciders of an instant go in one order.
 func (w *world) decider(idx int) func(key string) {
 	return func(key string) { w.quiesceKey(prioDecide, fmt.Sprintf("%03d %s", idx, key)) }
