@@ -150,6 +150,7 @@ func (w *world) exec(now time.Time, cand int, args []string, res *execResult) an
 			return err
 		}
 		w.postElection(now, sc, args[3+nk:], r)
+		w.postCheckpoint(now, sc, args[3:3+nk], args[3+nk:], r)
 		return r
 	case "GET", "PUBLISH":
 		c := &cmdCtx{ks: &w.prim.ks, srv: w.srvNs(now)}

@@ -176,7 +176,8 @@ type world struct {
 	fenceTerm uint64
 	fenceBy   fnKey
 	ticks     map[tickKey][]tickFire
-	completed map[tickKey]bool // at-least-once ticks whose run returned nil
+	recorded  map[tickKey][]tickFire // each fired record a server took: term and time (completed.go)
+	completed map[tickKey]bool       // at-least-once ticks whose run returned nil
 	viol      []Violation
 	violN     map[string]int // violations by invariant; viol keeps the first of each
 	stats     Stats
@@ -207,6 +208,7 @@ func newWorld(p Plan, start time.Time) *world {
 		watches:   map[*watch]struct{}{},
 		fns:       map[fnKey]*fnState{},
 		ticks:     map[tickKey][]tickFire{},
+		recorded:  map[tickKey][]tickFire{},
 		completed: map[tickKey]bool{},
 		violN:     map[string]int{},
 		settled:   make(chan struct{}),
@@ -572,10 +574,16 @@ func (w *world) fired(c int, term uint64, job string, tick time.Time) {
 			return
 		}
 	}
+	// The two runs stand on records of the tick: a loss after the earlier
+	// one explains both.
+	rec := w.recordedAt(k, p)
+	if r := w.recordedAt(k, tickFire{c, term, now}); r.Before(rec) {
+		rec = r
+	}
 	for _, l := range w.losses {
 		// (A loss is recorded as it happens, so before now; but for the
 		// end of the old master's window after a failover, which is later.)
-		if l.After(p.at) {
+		if l.After(rec) {
 			w.outOfModel("cron tick fired again after data loss or a failover without min_replicas")
 			return
 		}
