@@ -21,7 +21,7 @@ type term struct {
 
 	// live renews the lease and keeps its deadline: its timer ends the
 	// term (deadlinePassed) at the last successful send + RenewDeadline.
-	live   *liveness.Renewal
+	live   liveness.Renewal
 	passed chan struct{} // size one: deadlinePassed tells the loop
 
 	renewing  bool             // one renew in flight at most
@@ -87,13 +87,13 @@ func (c *campaign) newTerm(ctx context.Context, lease Lease, sent time.Time, can
 	// The term is open before its timer is armed: a deadline already
 	// past fires at once, and must find its term open to end it.
 	e.beginTerm(lease, sent)
-	t.live = liveness.Start(sent,
-		liveness.Timing{Interval: e.cfg.RenewInterval, Deadline: e.cfg.RenewDeadline},
-		liveness.Classes{
+	t.live.Start(sent, &liveness.Policy{
+		Timing: liveness.Timing{Interval: e.cfg.RenewInterval, Deadline: e.cfg.RenewDeadline},
+		Classes: liveness.Classes{
 			Lost:    func(err error) bool { return errors.Is(err, ErrLeaseLost) },
 			Refused: func(err error) bool { return errors.Is(err, ErrRedisConfig) },
 		},
-		t.deadlinePassed)
+	}, liveness.ExpireFunc(t.deadlinePassed))
 	// Metrics must not block; the deadline is checked after them anyway,
 	// so a slow one can delay the start but never past the deadline.
 	e.metrics.Transition(TransitionElected, lease.Term)

@@ -167,6 +167,7 @@ func (c *Client) Mutex(name string, opts ...Option) (*Mutex, error) {
 	m := &Mutex{c: c, name: name, cfg: cfg, fixed: o.fixed != 0, inline: o.inline || bounded, ctxBound: bounded,
 		hooks: o.hooks, log: c.log.With(zap.String("lock", name))}
 	m.key = holdKey{c: c, lock: cfg.KeyPrefix + ":{" + name + "}"}
+	m.live = livePolicy(cfg, m.fixed)
 	rs := newRedisStore(c.rdb, cfg, name)
 	rs.batch = c.batch
 	rs.eviction = c.evictionFor(c.rdb)

@@ -4,26 +4,25 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/solo-run/solo/internal/liveness"
 	"github.com/solo-run/solo/leader"
 )
 
 // lease is one term's holding of a lock, shared by the term's holds (the
-// first and its re-entries). It owns its watchdog: two timers, one that
-// renews every RenewInterval from the last successful renewal's send time
-// and one that ends the lease at that send time + RenewDeadline. Neither
-// holds a goroutine between firings, so an uncontended hold costs no
-// goroutine start and no join; a renewal runs on its timer's goroutine
-// and is awaited by stopWatchdog. The deadline timer is armed by the
-// first renewal, before its request is sent (a fixed lease arms it at
-// once): until then the renewal timer, due earlier, is the only one, so a
-// hold shorter than RenewInterval costs one timer. The watchdog stops
-// when the last hold is unlocked, when the lease is lost, or when the
-// Client closes.
+// first and its re-entries). Its renewals and deadline run on a
+// liveness.Renewal in its Renewer mode: every RenewInterval from the last
+// successful renewal's send time a renewal runs on the renewal timer's
+// goroutine (awaited by stopWatchdog), and at that send time +
+// RenewDeadline the deadline timer ends the lease. Neither holds a
+// goroutine between firings, so an uncontended hold costs no goroutine
+// start and no join; the deadline timer is armed by the first renewal (a
+// fixed lease arms it at once), so a hold shorter than RenewInterval
+// costs one timer. The watchdog stops when the last hold is unlocked,
+// when the lease is lost, or when the Client closes.
 type lease struct {
 	m     *Mutex
 	term  uint64
@@ -34,15 +33,9 @@ type lease struct {
 	cancel context.CancelCauseFunc
 	first  Hold // the first hold of the term, allocated with the lease
 
-	deadline *time.Timer // at last successful renewal's send time + RenewDeadline; nil until armed
-	expired  atomic.Bool // set by the deadline timer before it cancels
-
-	wmu      sync.Mutex // guards the watchdog fields below
-	stopped  bool
-	renewAt  *time.Timer // nil for a fixed lease
-	lastOK   time.Time   // send time of the last successful renewal (or the acquire)
-	failing  bool
-	inflight sync.WaitGroup
+	wmu      sync.Mutex       // guards live (but Expired)
+	live     liveness.Renewal // the renewals and the deadline; OnDue and OnExpire are its callbacks
+	inflight sync.WaitGroup   // the renewal running on the renewal timer's goroutine
 
 	mu        sync.Mutex         // guards the fields below
 	ended     bool               // end was called: holds made from now on start ended
@@ -53,29 +46,43 @@ type lease struct {
 	lostCause error              // non-nil once the lease is lost
 }
 
-func newLease(m *Mutex, term uint64, field string, sent time.Time) *lease {
+func newLease(m *Mutex, term uint64, field string) *lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel, lastOK: sent}
+	return &lease{m: m, term: term, field: field, ctx: ctx, cancel: cancel}
 }
 
-// start arms the renewals, or the deadline of a fixed lease.
+// livePolicy is the liveness.Policy of a Mutex's leases under cfg: renew
+// every RenewInterval (never, for a fixed lease), end at RenewDeadline; a
+// renewal that found the field gone is ErrLockLost, a configuration error
+// is refused.
+func livePolicy(cfg Config, fixed bool) liveness.Policy {
+	p := liveness.Policy{
+		Timing:  liveness.Timing{Interval: cfg.RenewInterval, Deadline: cfg.RenewDeadline},
+		Classes: liveness.Classes{Lost: isLockLost, Refused: isRedisConfig},
+	}
+	if fixed {
+		p.Interval = 0
+	}
+	return p
+}
+
+func isLockLost(err error) bool    { return errors.Is(err, ErrLockLost) }
+func isRedisConfig(err error) bool { return errors.Is(err, leader.ErrRedisConfig) }
+
+// start arms the renewals of a lease acquired by an attempt sent at sent,
+// or the deadline of a fixed lease.
 func (l *lease) start(sent time.Time) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.m.fixed {
-		l.deadline = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewDeadline)), l.onDeadline)
-		return
-	}
-	l.renewAt = time.AfterFunc(time.Until(sent.Add(l.m.cfg.RenewInterval)), l.renew)
+	l.live.Start(sent, &l.m.live, l)
 }
 
-// onDeadline runs on the deadline timer's goroutine: the lease is over.
-func (l *lease) onDeadline() {
+// OnExpire runs on the deadline timer's goroutine: the lease is over.
+func (l *lease) OnExpire() {
 	cause := ErrRenewDeadline
 	if l.m.fixed {
 		cause = ErrLeaseExpired
 	}
-	l.expired.Store(true)
 	l.expire(cause)
 	l.logLoss() // after the cancel: a slow log sink cannot delay it
 }
@@ -116,23 +123,18 @@ func (l *lease) end(cause error) {
 // the lease's cancel (always before stopWatchdog) has cancelled.
 func (l *lease) stopWatchdog() {
 	l.wmu.Lock()
-	l.stopped = true
-	if l.deadline != nil {
-		l.deadline.Stop()
-	}
-	if l.renewAt != nil {
-		l.renewAt.Stop()
-	}
+	l.live.Stop()
 	l.wmu.Unlock()
 	l.inflight.Wait()
 }
 
-// renew runs on the renewal timer's goroutine: one renewal, bounded by
-// the time left to the deadline; then it arms the next one (after
-// RenewInterval from this send time on success, a quarter of it after a
-// failure, until the deadline timer ends the lease).
-func (l *lease) renew() {
-	cfg := l.m.cfg
+// OnDue runs on the renewal timer's goroutine: one renewal, bounded by
+// the time left to the deadline; its answer, classified by the engine,
+// arms the next one (after RenewInterval from this send time on success,
+// a quarter of it after a failure, until the deadline timer ends the
+// lease) or ends the lease at once (the lock gone, or a configuration
+// error that every renewal until the deadline would meet too).
+func (l *lease) OnDue() {
 	// Logged last, after wmu is released and inflight is done (defers run
 	// in reverse): Unlock and Close stop the watchdog under wmu and wait
 	// for inflight, and a blocked log sink (a full stderr pipe) must not
@@ -144,63 +146,66 @@ func (l *lease) renew() {
 		}
 	}()
 	l.wmu.Lock()
-	if l.stopped || l.ctx.Err() != nil {
+	if l.live.Stopped() || l.ctx.Err() != nil {
 		l.wmu.Unlock()
 		return
 	}
-	l.inflight.Add(1) // under wmu, before stopped is read as false: Wait sees it
-	lastOK := l.lastOK
-	if l.deadline == nil {
-		// Armed before the request: the deadline never waits on it.
-		l.deadline = time.AfterFunc(time.Until(lastOK.Add(cfg.RenewDeadline)), l.onDeadline)
-	}
+	l.inflight.Add(1) // under wmu, before Stopped is read as false: Wait sees it
+	now := time.Now()
+	left := l.live.Begin(now)
 	l.wmu.Unlock()
 	defer l.inflight.Done()
 	defer l.refreshEviction() // after the renewal was handled: never delays one
 
-	now := time.Now()
-	left := lastOK.Add(cfg.RenewDeadline).Sub(now)
 	if left <= 0 {
 		return // the deadline timer is ending the lease
 	}
 	ok, err := call(l.ctx, left, l.m.hooks.Settle, func(ctx context.Context) (bool, error) { return l.m.st.Renew(ctx, l.field) })
+	if err == nil && !ok {
+		err = ErrLockLost
+	}
+	err = leader.RedisConfig(err)
 
 	l.wmu.Lock()
-	if l.stopped || l.ctx.Err() != nil {
-		l.wmu.Unlock()
+	defer l.wmu.Unlock()
+	if l.live.Stopped() || l.ctx.Err() != nil {
 		return // stopped, or answered after the deadline ended the lease
 	}
-	switch {
-	case err == nil && ok && !l.expired.Load():
-		if l.failing {
-			l.failing = false
-			logf = func() { l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term)) }
+	logf = l.renewed(now, err)
+}
+
+// renewed acts on the answer err of a renewal sent at sent, under wmu,
+// and returns what to log once wmu is released (nil for nothing).
+func (l *lease) renewed(sent time.Time, err error) (logf func()) {
+	switch l.live.Classify(err) {
+	case liveness.Late:
+		// Answered after the deadline timer fired: its cancel is on its
+		// way, however fresh this renewal is.
+	case liveness.Renewed:
+		l.live.Renewed(sent)
+		if l.live.Recovered() {
+			return func() { l.m.log.Info("renew succeeded again", zap.Uint64("term", l.term)) }
 		}
-		l.lastOK = now
-		l.deadline.Reset(time.Until(now.Add(cfg.RenewDeadline)))
-		l.renewAt.Reset(time.Until(now.Add(cfg.RenewInterval)))
-	case err == nil && !ok:
-		l.expire(ErrLockLost)
-		logf = l.logLoss
-	case errors.Is(leader.RedisConfig(err), leader.ErrRedisConfig):
+	case liveness.Lost:
+		l.expire(err)
+		return l.logLoss
+	case liveness.Refused:
 		// Refused, and every renewal until the deadline would be too: end
 		// the hold now (its key expires on the server; the holds' contexts
 		// are cancelled with the error as the cause).
-		cerr := leader.RedisConfig(err)
-		l.expire(cerr)
-		logf = func() {
-			l.m.log.Error("renew refused by redis: a configuration error, retrying will not cure it; the hold ends now", zap.Uint64("term", l.term), zap.Error(cerr))
+		l.expire(err)
+		return func() {
+			l.m.log.Error("renew refused by redis: a configuration error, retrying will not cure it; the hold ends now", zap.Uint64("term", l.term), zap.Error(err))
 		}
-	case err != nil:
-		if !l.failing {
-			l.failing = true
-			logf = func() {
+	default:
+		l.live.Retry()
+		if l.live.Failing() {
+			return func() {
 				l.m.log.Warn("renew failed; retrying until the renew deadline", zap.Uint64("term", l.term), zap.Error(err))
 			}
 		}
-		l.renewAt.Reset(max(cfg.RenewInterval/4, time.Millisecond))
 	}
-	l.wmu.Unlock()
+	return nil
 }
 
 func (l *lease) logLoss() {

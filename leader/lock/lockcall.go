@@ -379,7 +379,7 @@ func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, 
 		m.releaseField(ctx, field)
 		return nil, err
 	}
-	l := newLease(m, term, field, sent)
+	l := newLease(m, term, field)
 	if !m.c.track(l) {
 		l.end(ErrClosed)
 		m.releaseField(ctx, field)

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/hooks"
+	"github.com/solo-run/solo/internal/liveness"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -18,6 +19,7 @@ type Mutex struct {
 	name  string
 	cfg   Config
 	fixed bool
+	live  liveness.Policy // its leases', from cfg and fixed
 	// inline: Lock, TryLock and Unlock send their calls on the caller's
 	// goroutine (WithInlineCalls, or a client that honours deadlines).
 	inline bool

@@ -1,0 +1,10 @@
+package liveness
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that no timer callback outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
