@@ -139,7 +139,7 @@ type options struct {
 // deadlines: such a call is then bounded only by the client's own
 // timeouts. By default only a client that honours them (*redis.Client, or
 // *redis.ClusterClient with ContextTimeoutEnabled) gets inline calls. Safety
-// does not depend on the mode, only promptness (docs/design.md, "Timing").
+// does not depend on the mode, only promptness (docs/design.md, "Locks").
 func WithInlineCalls() Option {
 	return optionFunc(func(o *options) { o.inline = true })
 }

@@ -74,7 +74,7 @@ func (m *Mutex) HoldFrom(ctx context.Context) (*Hold, bool) {
 // hold's context does not inherit its cancellation. Redis errors are
 // retried; Lock returns ctx's error (joined with the last Redis error, if
 // any) when ctx ends first, and ErrClosed after the Client was closed. How
-// it waits and times its calls: docs/design.md, "Timing" and "Waiting".
+// it waits and times its calls: docs/design.md, "Locks".
 func (m *Mutex) Lock(ctx context.Context) (*Hold, error) { return m.lock(ctx, true) }
 
 // TryLock makes one attempt: it returns the hold, or ErrNotObtained when
