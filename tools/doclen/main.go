@@ -7,22 +7,26 @@
 //
 //	go run ./doclen [-top N] [-max L] dir ...
 //
-// Only non-test .go files count; a method counts when its receiver type is
-// exported. Package docs are left out (they have their own limit).
+// It reads the docs as go doc does (go/doc, non-test files): functions,
+// types, methods of exported types, constants and variables (a group's
+// doc once), and the docs of exported struct fields and interface
+// methods. The package doc is left out: it has a limit of its own.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/doc"
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
 
-type doc struct {
+type entry struct {
 	name  string
 	pos   string
 	lines int
@@ -39,16 +43,13 @@ func main() {
 			os.Exit(1)
 		}
 		sort.SliceStable(docs, func(i, j int) bool { return docs[i].lines > docs[j].lines })
-		total, over := 0, 0
+		total, over, longest := 0, 0, 0
 		for _, d := range docs {
 			total += d.lines
+			longest = max0(longest, d.lines)
 			if d.lines > *max {
 				over++
 			}
-		}
-		longest := 0
-		if len(docs) > 0 {
-			longest = docs[0].lines
 		}
 		fmt.Printf("%s: %d exported docs, %d lines, longest %d, over %d: %d\n", dir, len(docs), total, longest, *max, over)
 		for i := 0; i < *top && i < len(docs); i++ {
@@ -57,106 +58,80 @@ func main() {
 	}
 }
 
-func collect(dir string) ([]doc, error) {
+func max0(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// collect returns the docs of dir's exported identifiers.
+func collect(dir string) ([]entry, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		return nil, err
 	}
-	var docs []doc
-	add := func(name string, cg *ast.CommentGroup, at token.Pos) {
-		if cg == nil {
-			return
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
 		}
-		p := fset.Position(at)
-		n := fset.Position(cg.End()).Line - fset.Position(cg.Pos()).Line + 1
-		docs = append(docs, doc{name, fmt.Sprintf("%s:%d", p.Filename, p.Line), n})
+		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
 	}
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			for _, decl := range f.Decls {
-				switch d := decl.(type) {
-				case *ast.FuncDecl:
-					if !d.Name.IsExported() {
-						continue
-					}
-					name := d.Name.Name
-					if d.Recv != nil {
-						recv := recvName(d.Recv.List[0].Type)
-						if !ast.IsExported(recv) {
-							continue
-						}
-						name = recv + "." + name
-					}
-					add(name, d.Doc, d.Pos())
-				case *ast.GenDecl:
-					for _, s := range d.Specs {
-						switch s := s.(type) {
-						case *ast.TypeSpec:
-							if !s.Name.IsExported() {
-								continue
-							}
-							cg := s.Doc
-							if cg == nil && len(d.Specs) == 1 {
-								cg = d.Doc
-							}
-							add(s.Name.Name, cg, s.Pos())
-							addFields(add, s)
-						case *ast.ValueSpec:
-							for _, n := range s.Names {
-								if !n.IsExported() {
-									continue
-								}
-								cg := s.Doc
-								if cg == nil && len(d.Specs) == 1 {
-									cg = d.Doc
-								}
-								add(n.Name, cg, n.Pos())
-								break
-							}
-						}
-					}
-				}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no Go files", dir)
+	}
+	pkg, err := doc.NewFromFiles(fset, files, "example.com/"+filepath.Base(dir))
+	if err != nil {
+		return nil, err
+	}
+	var out []entry
+	add := func(name, text string, at token.Pos) {
+		if text != "" {
+			out = append(out, entry{name, fset.Position(at).String(), strings.Count(text, "\n")})
+		}
+	}
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			add(v.Names[0], v.Doc, v.Decl.Pos())
+		}
+	}
+	values(pkg.Consts)
+	values(pkg.Vars)
+	for _, f := range pkg.Funcs {
+		add(f.Name, f.Doc, f.Decl.Pos())
+	}
+	for _, t := range pkg.Types {
+		add(t.Name, t.Doc, t.Decl.Pos())
+		values(t.Consts)
+		values(t.Vars)
+		for _, f := range t.Funcs {
+			add(f.Name, f.Doc, f.Decl.Pos())
+		}
+		for _, m := range t.Methods {
+			add(t.Name+"."+m.Name, m.Doc, m.Decl.Pos())
+		}
+		for _, spec := range t.Decl.Specs {
+			if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == t.Name {
+				members(t.Name, ts.Type, add)
 			}
 		}
 	}
-	return docs, nil
+	return out, nil
 }
 
-// addFields counts the docs of exported struct fields and interface methods.
-func addFields(add func(string, *ast.CommentGroup, token.Pos), s *ast.TypeSpec) {
-	var list *ast.FieldList
-	switch t := s.Type.(type) {
-	case *ast.StructType:
-		list = t.Fields
-	case *ast.InterfaceType:
-		list = t.Methods
-	}
-	if list == nil {
-		return
-	}
-	for _, f := range list.List {
-		for _, n := range f.Names {
-			if n.IsExported() {
-				add(s.Name.Name+"."+n.Name, f.Doc, n.Pos())
-				break
-			}
+// members adds the docs of a type's exported struct fields and interface
+// methods.
+func members(typ string, e ast.Expr, add func(string, string, token.Pos)) {
+	ast.Inspect(e, func(n ast.Node) bool {
+		if f, ok := n.(*ast.Field); ok && f.Doc != nil && len(f.Names) > 0 && f.Names[0].IsExported() {
+			add(typ+"."+f.Names[0].Name, f.Doc.Text(), f.Pos())
 		}
-	}
-}
-
-func recvName(e ast.Expr) string {
-	switch t := e.(type) {
-	case *ast.StarExpr:
-		return recvName(t.X)
-	case *ast.IndexExpr:
-		return recvName(t.X)
-	case *ast.IndexListExpr:
-		return recvName(t.X)
-	case *ast.Ident:
-		return t.Name
-	}
-	return ""
+		return true
+	})
 }
