@@ -106,19 +106,14 @@ func (w *Worker) info(ctx context.Context) leaderInfo {
 	return info
 }
 
-// Handler serves /livez and /readyz (neither depends on being leader: a
-// follower is healthy) and /leader (the election as JSON: election,
-// holder, candidates, self). /metrics is the metrics owner's to add
-// (workerprom.Handler).
-//
-// /livez is for a liveness probe: it reflects this process's own health
-// only, never Redis reachability nor leadership. It fails (503, with the
-// reason) while the renewal loop is wedged (leader.Elector.Healthy, with
-// half the renew budget, (RenewDeadline − RenewInterval)/2, as tolerance):
-// the loop has not attempted a renewal in time, or has not handled the
-// renew deadline. A renewal that fails or hangs because Redis is down or
-// frozen keeps /livez at 200: restarting the process would not bring
-// Redis back, and would restart every instance at once.
+// Handler serves /livez, /readyz and /leader (the election as JSON:
+// election, holder, candidates, self); none depends on being leader.
+// /livez fails (503) only while the renewal loop is wedged
+// (leader.Elector.Healthy), never because Redis is down; /readyz fails once
+// the worker gave up (ErrGaveUp), while Redis refuses its calls as a
+// configuration error, and while it does not campaign for version skew.
+// /metrics is the metrics owner's to add (workerprom.Handler). See
+// docs/design.md, "Observability".
 func Handler(w *Worker) http.Handler {
 	mux := http.NewServeMux()
 	ok := func(rw http.ResponseWriter, _ *http.Request) { writeText(rw, http.StatusOK, "ok") }

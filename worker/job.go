@@ -55,16 +55,12 @@ const (
 	// not run again, and misfire run-once does not catch it up (it catches
 	// up only ticks that were never recorded).
 	AtMostOnce Delivery = "at-most-once"
-	// AtLeastOnce records, beside the lease and fenced by the term, each
-	// tick whose run succeeded, and runs a tick until that record exists:
-	// a failed run is run again within the term with the pull jobs'
-	// back-off (Policy.RestartBackoff doubling up to RestartBackoffMax), and
-	// a run cut off by the end of the term (a crash, a lost lease, a
-	// step-down) is run again by the next leader, which catches up from the
-	// last completed tick. A tick whose completion is recorded is never run
-	// again. A run may therefore happen more than once for one tick (the
-	// completion can be lost after the run succeeded): the job must be
-	// idempotent for its tick (TickFrom).
+	// AtLeastOnce records, fenced, each tick whose run succeeded, and runs a
+	// tick until that record exists: a failed run is run again within the term
+	// with the pull jobs' back-off, and a run cut off by the end of the term is
+	// run again by the next leader. A recorded tick never runs again, but a
+	// tick may run more than once: the job must be idempotent for its tick
+	// (TickFrom).
 	AtLeastOnce Delivery = "at-least-once"
 )
 

@@ -71,43 +71,30 @@ func WithMode(m Mode) Option {
 	})
 }
 
-// WithFence makes the worker claim every term it wins in f, before any job
-// of the term runs, with the election's name, the term and the elector's ID
-// as the holder: from then on f refuses the writes of every older term, so
-// jobs need not claim themselves. A Claim that fails (refused, or the
-// database unreachable) is logged and counted in
-// solo_fence_claim_failures_total and retried with the pull jobs' back-off
-// (Policy.RestartBackoff doubling up to RestartBackoffMax); no job runs
-// meanwhile. After Policy.MaxFailures failures in a row the worker resigns
-// the term (it sits out one election) so that another instance tries. It
-// does not tell a refusal from an outage: a refused Claim (a higher term
-// stored) normally means this term is already lost, which ends it anyway.
-// ModeAlways has no term and claims nothing. Default: none (a job's first
-// fence.Guard.Do of a term claims it, after whatever the job read before;
-// claim before any job when jobs read what they then write).
+// WithFence makes the worker claim every term it wins in f, with the
+// election's name, the term and the elector's ID, before any job of the
+// term runs, so jobs need not claim themselves. A failed Claim is logged,
+// counted and retried with the pull jobs' back-off, no job running
+// meanwhile; after Policy.MaxFailures failures in a row the worker resigns
+// the term. ModeAlways claims nothing. Default: none (a job's first
+// fence.Guard.Do of a term claims it, after whatever the job read before).
 func WithFence(f Fence) Option {
 	return optionFunc(func(w *Worker) { w.fence = f })
 }
 
-// WithOnLeaderChange calls fn for every change of the election's
-// leadership while Run runs — the current leader first, then each
-// election, release, resignation and expiry, this instance's own terms
-// included (leader.Elector.Observe) — in order, from one goroutine that
-// the Worker owns: Run starts it, and stops and awaits it before
-// returning. fn must not block for long: changes queue behind it. It runs
-// in every mode (in ModeAlways there is no election of this worker's, but
-// other instances' may be observed). Default: none.
+// WithOnLeaderChange calls fn for every change of the election's leadership
+// while Run runs (leader.Elector.Observe: the current leader first, this
+// instance's own terms included), in order and in every mode, from one
+// goroutine that Run starts and awaits before returning. fn must not block
+// for long: changes queue behind it. Default: none.
 func WithOnLeaderChange(fn func(leader.Change)) Option {
 	return optionFunc(func(w *Worker) { w.onChange = fn })
 }
 
 // WithLocation sets the time zone of cron schedules without a CRON_TZ=
-// (or TZ=) prefix; a prefix wins. Default: UTC, not the host's zone
-// (time.Local): the leader fires the ticks, and leadership moves between
-// hosts that may be set to different zones, so "0 2 * * *" would fire at a
-// different instant after every failover (and a tick could run twice, or
-// not at all, across it). Pass time.Local only when every instance has
-// the same zone.
+// (or TZ=) prefix; a prefix wins. Default: UTC, not time.Local, because
+// leadership moves between hosts that may be set to different zones. Pass
+// time.Local only when every instance has the same zone.
 func WithLocation(loc *time.Location) Option {
 	return optionFunc(func(w *Worker) {
 		if loc != nil {

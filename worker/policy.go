@@ -66,16 +66,12 @@ type Policy struct {
 	// RestartBackoff.
 	RestartBackoffMax time.Duration
 
-	// MaxFailedTerms is the number of failed terms in a row, counted
-	// across every instance of the election, after which every instance
-	// stops campaigning (ErrGaveUp). A term has failed when the worker
-	// resigned it because a pull job failed MaxFailures times in a row or
-	// the fence claim did; a run of a job that succeeds (a pull job that
-	// returns nil or runs for RestartBackoffMax, a cron run without error)
-	// resets the count. The count lives beside the lease
-	// (PREFIX:{NAME}:cp:failed-terms). Default 0: never give up (a job
-	// that always fails moves from instance to instance for ever). A
-	// Spread refuses it (NewSpread): it does not count failed terms.
+	// MaxFailedTerms is the number of failed terms in a row, counted across
+	// every instance of the election, after which every instance stops
+	// campaigning (ErrGaveUp). A term has failed when the worker resigned it
+	// because a pull job or the fence claim failed MaxFailures times in a row;
+	// a successful run of a job resets the count. Default 0: never give up.
+	// NewSpread refuses it. See docs/design.md, "Jobs under leadership".
 	MaxFailedTerms int
 }
 

@@ -79,39 +79,14 @@ func (c SpreadConfig) Validate(e leader.Config) error {
 }
 
 // Spread runs every job (every shard of a sharded job) as an election of
-// its own, all under one leader.Hub, and spreads the jobs over the live
-// instances of its group: each job runs on exactly one instance at a time,
-// with its own term, fence claim, checkpoints and metrics (the election
-// label is GROUP.JOB), as a Worker's jobs do under one election.
-//
-// Membership: every instance heartbeats PREFIX:{GROUP}:members (a sorted
-// set of member → expiry on the server's clock), PREFIX:{GROUP}:loads
-// (member → jobs held) and PREFIX:{GROUP}:state (the jobs it registered
-// and holds) every Heartbeat, one script call that also prunes expired
-// members. Only members that registered a job count toward its share: a
-// job registered by c members counts 1/c toward each, and an instance's
-// share is the ceiling of its jobs' sum (ceil(jobs / live members) when
-// every member has the same jobs). The group's name excludes an election
-// of the same name in mode elect (PREFIX:{GROUP}:spread): a member does not
-// join while that lease is held, runs jobs only while its membership is
-// confirmed, and on shutdown keeps its entry until its jobs drained. With
-// a fence (WithFence), a member claims the elect-mode row GROUP with a term
-// reserved from that election before its first job runs (see fenceGroup).
-//
-// Balancing, without a coordinator: an instance never starts more jobs
-// than its share (a term won beyond it is handed back at once); one that
-// holds more (members joined) resigns the excess gracefully, preferring by
-// rendezvous hashing the jobs it ranks lowest; one below its share (or
-// below it while some job is unheld) campaigns for the jobs it does not
-// hold, after a delay that grows with its load, so the least loaded
-// campaign first. One at or above its share does not campaign at all, so
-// a balanced group costs only renewals and heartbeats. A job of its own
-// that nobody holds while every member able to run it is at its share is
-// rescued by the least loaded of them, beyond its share.
-//
-// Stability: a job is shed only when the excess has lasted a heartbeat
-// interval and the job has run for MinHold; a group whose loads differ by
-// at most one is left alone.
+// its own, GROUP.JOB, all under one leader.Hub, and spreads the jobs over
+// the live instances of its group without a coordinator: each job runs on
+// exactly one instance at a time, with its own term, fence claim,
+// checkpoints and metrics, as a Worker's jobs do under one election. An
+// instance never starts more jobs than its share (about its group's jobs
+// over its live members) but to rescue a job nobody holds. A group excludes
+// an election of the same name in mode elect. Membership, balancing and
+// mode switches: docs/design.md, "Spreading jobs".
 type Spread struct {
 	client redis.UniversalClient
 	cfg    leader.Config // the group's template: Name is the group, ID the member
@@ -235,12 +210,11 @@ func Sharded(name string, n int, fn func(ctx context.Context, shard int) error, 
 }
 
 // NewSpread returns a Spread of the group cfg.Name: its jobs' elections are
-// named GROUP.JOB and take every other field of cfg; this instance's member
-// ID is cfg.ID (default HOST-PID) plus a random part, and every holder ID
-// of its jobs is MEMBER-RANDOM. opts are the Worker options every job's
-// worker gets (WithLogger, WithMetrics, WithPolicy, WithFence,
-// WithLocation); WithMode other than ModeSpread or ModeElect is refused. It validates cfg
-// and sc and does not contact Redis.
+// named GROUP.JOB and take every other field of cfg; its member ID is
+// cfg.ID (default HOST-PID) plus a random part. opts are the Worker options
+// every job's worker gets; a WithMode other than ModeSpread or ModeElect,
+// WithOnLeaderChange and Policy.MaxFailedTerms are refused. It validates
+// cfg and sc and does not contact Redis.
 func NewSpread(client redis.UniversalClient, cfg leader.Config, sc SpreadConfig, opts ...Option) (*Spread, error) {
 	if client == nil {
 		return nil, errors.New("worker: nil redis client")
@@ -395,15 +369,12 @@ func (s *Spread) Sharded(name string, n int, fn func(ctx context.Context, shard 
 }
 
 // Run blocks until ctx is done: it joins the group, heartbeats, and
-// campaigns for and sheds jobs as described on Spread. When ctx ends it
-// leaves the group, then stops every job (drain, release, notice, as a
-// Worker does on shutdown) and returns nil, or leader.ErrStopTimeout when
-// a job ignored cancellation past the shutdown timeout (each such job's
-// first error, named, in job-name order, joined by errors.Join). A job
-// left running so is not started again by a later Run until it returned
-// (that Run returns ErrStopTimeout for it too if it ends first). Redis
-// errors are retried (membership keeps its last view meanwhile), never
-// returned.
+// campaigns for and sheds jobs. When ctx ends it leaves the group, stops
+// every job as a Worker does on shutdown, and returns nil, or
+// leader.ErrStopTimeout (one error per such job, in job-name order, joined)
+// when a job ignored cancellation past the shutdown timeout; a later Run
+// does not start such a job again until it returned. Redis errors are
+// retried, never returned. A Run while another runs returns ErrRunning.
 func (s *Spread) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.running {

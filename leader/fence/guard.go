@@ -109,28 +109,15 @@ func (g *Guard) hasHolder(ctx context.Context) (bool, error) {
 	return n > 0, nil
 }
 
-// Claim stores term as the election's current term and holder as the one
-// holding it, unless a higher term is stored already; it inserts the row
-// when it is missing. Call it once at the start of a term, before the first
-// fenced write, with the term the election handed out and the holder's
-// identity (leader.Elector.ID()): a fenced transaction passes Check only
-// with both.
-//
-// Claiming the stored term again with the same holder succeeds and changes
-// nothing. Claiming it with another holder is refused with an error
-// wrapping ErrHolderMismatch: two holders of one term mean the election
-// handed it out twice (or a term was made up), and the fence keeps the
-// first. A claim of a term lower than the stored one is refused with an
-// error wrapping ErrStaleTerm, naming both terms. Of concurrent claims of
-// one election, the highest term always ends up stored.
-//
-// Claim runs in a short transaction of its own, at READ COMMITTED whatever
-// the server's default isolation, so it behaves the same under every
-// default. It waits for the transactions that had passed Check when it
-// came (not for those that came after it: on PostgreSQL they queue behind
-// it); on PostgreSQL at most the lock timeout (WithLockTimeout), then it
-// returns an error wrapping ErrClaimTimeout and may be retried; on SQLite
-// at most the driver's busy timeout. ctx bounds the wait too.
+// Claim stores term as the election's current term and holder as its
+// holder, unless a higher term is stored; it inserts the row when missing.
+// Call it at the start of a term, before the first fenced write. Claiming
+// the stored term again with the same holder changes nothing; with another
+// holder it returns an error wrapping ErrHolderMismatch, and a term below
+// the stored one ErrStaleTerm. It runs in a transaction of its own and
+// waits for the transactions that passed Check before it came: on
+// PostgreSQL at most the lock timeout, then ErrClaimTimeout (retry). See
+// docs/design.md, "The fence".
 func (g *Guard) Claim(ctx context.Context, name string, term uint64, holder string) error {
 	if err := validate(name, term, holder); err != nil {
 		return err
@@ -229,31 +216,14 @@ func (g *Guard) lockErr(op string, err error) error {
 	return fmt.Errorf("fence: %s: %w", op, err)
 }
 
-// Check verifies, inside tx, that term is still the election's stored term
-// and holder its stored holder, and makes that hold until tx ends: a Claim
-// of a higher term cannot commit before tx commits or rolls back. Call it
-// as the first statement of tx.
-//
-// On PostgreSQL it takes the election's advisory lock shared (transaction
-// level; Claim takes it exclusively), then reads the fence row FOR SHARE.
-// Advisory locks queue in arrival order: a Check that comes while a Claim
-// waits waits behind it, and then sees the new term. The leader's own
-// concurrent transactions do not wait for one another. It waits at most
-// the lock timeout (WithLockTimeout), then returns an error wrapping
-// ErrClaimTimeout; once it passed, the transaction's own lock_timeout is
-// back, and idle_in_transaction_session_timeout is the Guard's for the
-// rest of the transaction (WithIdleTimeout). It works at every isolation
-// level: at REPEATABLE READ or SERIALIZABLE, a transaction whose snapshot
-// predates a Claim of a higher term is refused with ErrStaleTerm too (the
-// error also wraps the server's serialization failure).
-//
-// On SQLite it performs a no-op UPDATE of the row, which takes the database
-// write lock (SQLite has one writer at a time) and holds it until tx ends.
-//
-// It returns an error wrapping ErrStaleTerm when a higher term is stored,
-// ErrHolderMismatch when term is stored with another holder, and
-// ErrNotClaimed when the row is missing or holds a lower term. Either way
-// the caller must roll tx back.
+// Check verifies, inside tx, that term and holder are still the election's
+// stored ones, and keeps that true until tx ends: a Claim of a higher term
+// cannot commit before tx does. Call it as the first statement of tx, at
+// any isolation level. It returns an error wrapping ErrStaleTerm (a higher
+// term is stored), ErrHolderMismatch (another holder), ErrNotClaimed (no
+// row, or a lower term) or ErrClaimTimeout; on error the caller must roll
+// tx back. How each dialect holds it: docs/design.md, "Schema and
+// statements".
 func (g *Guard) Check(ctx context.Context, tx *sql.Tx, name string, term uint64, holder string) error {
 	if err := validate(name, term, holder); err != nil {
 		return err
@@ -332,23 +302,14 @@ func (g *Guard) Begin(ctx context.Context, name string, term uint64, holder stri
 	return tx, nil
 }
 
-// Do runs fn in a transaction fenced by the Token that ctx carries (a
-// worker job's context, a spread job's, lock.Hold.Context; see WithToken):
-// it begins the transaction, runs Check, then fn, then commits. When the
-// fence has not seen the token's term yet (ErrNotClaimed: a lock's new
-// hold, a job whose worker has no WithFence), Do claims it first, then
-// checks again: the first write of a term claims it, and a lower term is
-// still refused. If Check, fn or the commit fails, or fn panics, the
-// transaction is rolled back (and the panic goes on). fn's error is
-// returned as it is; a refusal wraps ErrStaleTerm or ErrHolderMismatch, a
-// context without a token ErrNoToken. fn must not commit or roll back tx
-// itself. Cancelling ctx rolls the transaction back.
-//
-// A write computed from reads made before the term's first Do (a stream
-// position, a balance) needs the term claimed before those reads: until
-// the claim, a transaction of an older term that passed its check may
-// still commit under them. The worker with WithFence claims before any
-// job runs; a lock holder claims its Hold.Token after Lock.
+// Do runs fn in a transaction fenced by the Token that ctx carries (see
+// WithToken) and commits it; a term the fence has not seen yet is claimed
+// first. fn must not commit or roll back tx. If Check, fn or the commit
+// fails, fn panics or ctx is cancelled, the transaction is rolled back.
+// fn's error is returned as it is; a refusal wraps ErrStaleTerm or
+// ErrHolderMismatch, a ctx without a token ErrNoToken. A write computed
+// from reads made before the term's first Do needs the term claimed before
+// those reads (see docs/design.md, "The fence").
 func (g *Guard) Do(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tok, err := tokenOf(ctx)
 	if err != nil {
@@ -359,9 +320,8 @@ func (g *Guard) Do(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // DoTerm is Do with the election, term and holder given by hand instead of
 // a Token in ctx, and no claim: a term the fence has not seen is refused
-// with ErrNotClaimed (claim it first with Claim). It was Do before the
-// token; programs that write outside a job or a hold (solo run's SOLO_TERM
-// and SOLO_ID) use it.
+// with ErrNotClaimed (Claim it first). It serves writes outside a job or a
+// hold, such as those of solo run's SOLO_TERM and SOLO_ID.
 func (g *Guard) DoTerm(ctx context.Context, name string, term uint64, holder string, fn func(tx *sql.Tx) error) error {
 	return g.do(ctx, name, term, holder, false, fn)
 }

@@ -8,13 +8,9 @@ import (
 
 // Token is what a fenced write needs from the leadership it is made under:
 // the election (the fence row's name), the term and its holder. The worker
-// puts one in every job's context (its election's name, the term, the
-// elector's ID; under a Spread the job's own election), and a lock's
-// Hold.Context carries one for the hold; Guard.Do and Do read it there, so
-// that a fenced write passes no names, terms or IDs by hand.
-//
-// A Token must come from an election or a lock, never be made up: the
-// fence is only as good as its terms (see the package doc).
+// puts one in every job's context and a lock's Hold.Context carries one for
+// its hold; Guard.Do and Do read it there. A Token must come from an
+// election or a lock, never be made up.
 type Token struct {
 	// Election names the fence row: the election's name (GROUP.JOB for a
 	// spread job, lock:NAME for a lock).

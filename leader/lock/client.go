@@ -23,12 +23,8 @@ import (
 )
 
 // Client makes the Mutexes of one process over one Redis client and shares
-// ONE pub/sub connection among all their waiters: the release notices of
-// every lock name are multiplexed over it, subscribed while someone waits
-// for that name and unsubscribed when nobody does.
-//
-// The connection is a multiplexer of its own (internal/pubsub), started by
-// the first waiter; Close stops and waits for it. Holds outlive neither:
+// one pub/sub connection among all their waiters for the release notices.
+// Close stops it and waits for its goroutines; holds do not outlive it:
 // close the Client after unlocking.
 type Client struct {
 	rdb redis.UniversalClient

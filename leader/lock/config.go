@@ -54,17 +54,12 @@ type Config struct {
 	// 0.01; must be in [0, 0.5).
 	Drift float64
 
-	// MinReplicas, when positive, makes every acquire and renewal wait
-	// (WAIT, on the same connection, in one pipeline with the script)
-	// until that many replicas acknowledged it, as an election's
-	// leader.Config.MinReplicas does: an acquire acknowledged by fewer is
-	// handed back (exact field) and reported as ErrNotReplicated (Lock
-	// retries); such a renewal counts as failed (retried until the renew
-	// deadline). Use it with Sentinel, so that a failover cannot lose a
-	// fresh hold and hand the lock to a second owner. Releases do not wait
-	// (a lost release costs a TTL, never safety). Default 0 (off). Calls
-	// with it are not batched. Refused by NewRedlockClient (its masters
-	// are independent primaries).
+	// MinReplicas, when positive, makes every acquire and renewal wait (WAIT)
+	// until that many replicas acknowledged it, as leader.Config.MinReplicas
+	// does: an acquire acknowledged by fewer is handed back and reported as
+	// ErrNotReplicated (Lock retries); such a renewal counts as failed. Use it
+	// with Sentinel. Releases do not wait. Default 0 (off). NewRedlockClient
+	// refuses it.
 	MinReplicas int
 
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default
@@ -141,20 +136,10 @@ type options struct {
 
 // WithInlineCalls makes Lock, TryLock and Unlock send their Redis call on
 // the caller's goroutine even when the client does not honour context
-// deadlines, bounded then only by the client's own timeouts.
-//
-// By default the call mode follows the client: a *redis.Client (single
-// node or Sentinel failover) or *redis.ClusterClient with
-// ContextTimeoutEnabled gets the calls inline, each with a context
-// deadline at RenewDeadline from its send; any other client gets each
-// call on a goroutine of its own, bounded by a local RenewDeadline timer
-// and ctx. Inline saves a goroutine start, two hand-offs and the timer
-// per call (see BenchmarkMutex_Uncontended). Safety does not depend on
-// the mode: an acquire answered after its send time + RenewDeadline is
-// released, never held, renewals keep their own bound, and the deadline
-// timer cancels a hold whatever a call does. What this option gives up,
-// with a client that ignores deadlines and hangs, is promptness: those
-// calls return when the client does, not when ctx or RenewDeadline ends.
+// deadlines: such a call is then bounded only by the client's own
+// timeouts. By default only a client that honours them (*redis.Client, or
+// *redis.ClusterClient with ContextTimeoutEnabled) gets inline calls. Safety
+// does not depend on the mode, only promptness (docs/design.md, "Locks").
 func WithInlineCalls() Option {
 	return optionFunc(func(o *options) { o.inline = true })
 }

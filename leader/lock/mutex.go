@@ -69,22 +69,14 @@ func (m *Mutex) HoldFrom(ctx context.Context) (*Hold, bool) {
 }
 
 // Lock blocks until it holds the lock or ctx ends, and returns the hold.
-//
-// If ctx carries a hold of this lock (Hold.Context, WithHold) that is
-// still held, Lock re-enters it: the hold count in Redis grows by one and
-// the new Hold shares the term; the lock is released only when every hold
-// of the term was unlocked. A context that does not carry the hold never
-// re-enters: it waits like any other owner. If the carried hold was lost,
-// Lock returns an error wrapping ErrLockLost.
-//
-// While another owner holds the lock, Lock waits for the release notice or
-// the holder's remaining TTL, whichever comes first; it never polls at a
-// fixed interval. ctx bounds only the wait: the hold's context does not
-// inherit its cancellation. Lock returns ctx's error (joined with the
-// last Redis error, if any) when ctx ends first, and ErrClosed after the
-// Client was closed. Redis errors are retried. Every Redis call is bounded
-// by RenewDeadline (see WithInlineCalls for how); an acquire confirmed
-// after its send time + RenewDeadline is released, never held.
+// If ctx carries a hold of this lock (Hold.Context, WithHold) that is still
+// held, Lock re-enters it: the new Hold shares the term, and the lock is
+// released when every hold of the term was unlocked; if that hold was lost,
+// Lock returns an error wrapping ErrLockLost. ctx bounds only the wait: the
+// hold's context does not inherit its cancellation. Redis errors are
+// retried; Lock returns ctx's error (joined with the last Redis error, if
+// any) when ctx ends first, and ErrClosed after the Client was closed. How
+// it waits and times its calls: docs/design.md, "Locks".
 func (m *Mutex) Lock(ctx context.Context) (*Hold, error) { return m.lock(ctx, true) }
 
 // TryLock makes one attempt: it returns the hold, or ErrNotObtained when

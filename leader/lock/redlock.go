@@ -42,59 +42,13 @@ var ErrNoQuorum = errors.New("lock: no quorum of masters")
 
 // NewRedlockClient returns a Client whose Mutexes are Redlock locks over
 // masters: independent Redis servers (not replicas of one another, not one
-// Cluster), quorum len(masters)/2 + 1. A hold is the same *Hold as
-// NewClient's: a term, a context cancelled before anyone else can take the
-// lock, Unlock.
-//
-//   - Lock and TryLock run the acquire script on every master in parallel
-//     and hold when a quorum took the lock. The hold's term is the highest
-//     of the terms the quorum's masters minted. The hold's context is
-//     cancelled at the acquire's send time + RenewDeadline (by the usual
-//     rule), which makes Redlock's validity (TTL − elapsed − drift) the
-//     hold's deadline: a quorum reached late shortens it, a quorum
-//     confirmed after it is released, never held.
-//   - Renewals run on every master (by owner where the acquire's reply
-//     came after the quorum's) and need a quorum; too many "lost" answers
-//     for a quorum to remain end the hold with ErrLockLost, anything else
-//     is retried until the renew deadline. Re-entries and the releases of
-//     inner holds count on the masters that confirmed the acquire.
-//     Renewals and releases raise each master's term counter to the
-//     hold's term, so a later quorum, which shares a master with this
-//     one, mints a higher term.
-//   - Unlock releases on every master (by owner where the acquire was
-//     never confirmed). An acquire without a quorum undoes its partial
-//     acquisitions on every master (waiting for those that answered
-//     before it returns); the undo leaves a tombstone of the attempt's
-//     owner, so an acquire of that attempt that lands later takes
-//     nothing. Every attempt has an owner of its own, so a late undo
-//     never touches a later attempt's quorum.
-//   - Waiters subscribe to the release notices on every master (one
-//     pub/sub connection per master and Client, opened by the first
-//     waiter): a notice from any one wakes them, so a master down or
-//     frozen does not slow the handover.
-//
-// Every master call is bounded by RenewDeadline (or the renewal's time
-// left) on a timer of its own, so a frozen master delays little: success
-// is decided by the first quorum of answers, and an acquire that saw a
-// held or failed reply waits at most RenewDeadline/8 more for the others.
-// The calls still pending belong to the Client: Close cancels them and
-// waits for them (use clients with ContextTimeoutEnabled, or Close may
-// wait for their read timeouts).
-//
-// An odd number of masters is advised: an even one tolerates no more
-// failures than one master fewer (4 masters, quorum 3, survive one failure,
-// as 3 do). One master is allowed and is a plain lock with Redlock's
-// overhead. NewRedlockClient returns a *leader.ConfigError naming
-// "masters" for an empty list or a nil client, an error naming both
-// indexes for a repeated client, and NewClient's errors for bad options
-// (the same for every master). It does not contact Redis. A Mutex with
-// WithFair is refused: there is no FIFO queue across masters.
-//
-// Read the design notes (docs/design.md, "Redlock") before choosing it: its
-// safety rests on bounded clock drift and process pauses shorter than the
-// stop budget, and on masters that do not come back empty while a hold
-// needs them; one master with replicas and WAIT is usually the better
-// choice.
+// Cluster), quorum len(masters)/2 + 1; an odd number is advised. Its holds
+// are NewClient's *Hold, with the same contract. It returns a
+// *leader.ConfigError for an empty list, a nil client or MinReplicas, an
+// error for a repeated client, and NewClient's errors for bad options; a
+// Mutex WithFair is refused. It does not contact Redis. Close waits for the
+// master calls still pending (use clients with ContextTimeoutEnabled). Read
+// docs/design.md, "Redlock", before choosing it over one master with WAIT.
 func NewRedlockClient(masters []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(masters) == 0 {
 		return nil, &leader.ConfigError{Field: "masters", Value: 0,

@@ -1,16 +1,29 @@
 // Package redisurl builds go-redis clients from one Redis URL, whatever the
-// deployment: a single node, a Sentinel group or a Cluster.
+// deployment: a single node, a Sentinel group or a Cluster (see Parse). On
+// top of go-redis's own parsers it gives one scheme per deployment, host
+// lists, the master's credentials in the user info, strict option values,
+// errors that never show a password, and solo's client defaults
+// (NewClient).
 //
-// go-redis parses each deployment's URL (redis.ParseURL,
-// redis.ParseFailoverURL, redis.ParseClusterURL) but needs the caller to
-// know which one applies, lists extra addresses as addr= options, reads a
-// sentinel URL's user info as the sentinels' credentials, accepts a bare
-// number of seconds and a zero duration (meaning "no timeout"), and keeps
-// the last of a repeated option. This package adds what a configuration
-// file needs on top: one scheme per deployment, host lists, the master's
-// credentials in the user info, strict option values, errors that never
-// show a password, and solo's client defaults (ContextTimeoutEnabled and
-// 1s read and write timeouts). go-redis then builds the options.
+// Ports default to 6379, or 26379 for sentinels; db to 0. A cluster URL has
+// no db and makes a cluster client even with one seed address. TLS
+// connections are verified against each address's own host name. Options,
+// each at most once:
+//   - durations with a unit, positive: dial_timeout, read_timeout,
+//     write_timeout, pool_timeout, conn_max_idle_time, conn_max_lifetime,
+//     min_retry_backoff, max_retry_backoff;
+//   - integers: pool_size, min_idle_conns, max_idle_conns, max_active_conns
+//     (≥ 0), max_retries (≥ −1; −1 disables retries), protocol (2 or 3),
+//     max_redirects (cluster only, ≥ −1);
+//   - strings: client_name; sentinel_username and sentinel_password (the
+//     sentinels' own credentials; Sentinel only);
+//   - TLS only (a rediss scheme): skip_verify=true|false; tls_ca_file (PEM
+//     authorities that verify the server, instead of the system's);
+//     tls_cert_file and tls_key_file (both or neither: the client's
+//     certificate, for servers that authenticate clients); tls_server_name
+//     (the name every server certificate must hold, instead of the host
+//     dialed). Parse reads the files once: a rotated certificate takes
+//     effect when the client is built again.
 package redisurl
 
 import (
@@ -111,47 +124,19 @@ var options = map[string]option{
 
 // tlsOptions are the options this package reads itself to build the TLS
 // configuration; go-redis never sees them. The names are those proposed
-// for go-redis's own ParseURL (redis/go-redis#2024).
+// for go-redis's own ParseURL.
 var tlsOptions = []string{"skip_verify", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"}
 
 // Parse parses a Redis URL into go-redis universal options:
 //
 //	redis://[user:pass@]host[:port][/db][?opts]                          single node
-//	rediss://...                                                        single node, TLS
 //	redis+sentinel://[user:pass@]h1[:26379],h2[:26379]/MASTER[/db][?opts] Sentinel
 //	redis+cluster://[user:pass@]h1[:6379],h2[:6379][?opts]               Cluster
 //
-// rediss+sentinel and rediss+cluster use TLS for every connection, verified
-// against each address's own host name. The user and password are the Redis
-// server's (for Sentinel: the master's; the sentinels' own credentials are
-// the sentinel_username and sentinel_password options). Ports default to
-// 6379, or 26379 for sentinels; db defaults to 0. A cluster URL has no db
-// and sets IsClusterMode, so even one seed address makes a cluster client.
-//
-// Options (each at most once):
-//   - durations, such as "500ms", positive: dial_timeout, read_timeout,
-//     write_timeout, pool_timeout, conn_max_idle_time, conn_max_lifetime,
-//     min_retry_backoff, max_retry_backoff;
-//   - integers: pool_size, min_idle_conns, max_idle_conns, max_active_conns
-//     (≥ 0), max_retries (≥ −1; −1 disables retries), protocol (2 or 3),
-//     max_redirects (cluster only, ≥ −1);
-//   - strings: client_name, sentinel_username and sentinel_password
-//     (Sentinel only);
-//   - TLS only (a rediss scheme): skip_verify=true|false, do not verify
-//     server certificates; tls_ca_file, a PEM file of the certificate
-//     authorities that verify the server's certificate, instead of the
-//     system's; tls_cert_file and tls_key_file (both or neither), the PEM
-//     client certificate and its key, for servers that require clients to
-//     authenticate (redis-server --tls-auth-clients yes); tls_server_name,
-//     the name the server's certificate must hold, instead of the host of
-//     the address dialed (for every connection: with Sentinel or Cluster,
-//     every node's certificate must hold it).
-//
-// The files are read once, by Parse: a rotated certificate takes effect
-// when the client is built again (for solo run, at its next start).
-//
-// Options not given stay zero, meaning the go-redis default; NewClient adds
-// this package's own defaults. Errors are *Error.
+// The rediss schemes (rediss, rediss+sentinel, rediss+cluster) are the same
+// over TLS. The user info is the Redis server's (with Sentinel, the
+// master's). The options are listed in the package doc; those not given
+// stay zero (go-redis's defaults). Errors are *Error.
 func Parse(s string) (*redis.UniversalOptions, error) {
 	fail := func(format string, args ...any) (*redis.UniversalOptions, error) {
 		return nil, &Error{URL: Redact(s), Reason: fmt.Sprintf(format, args...)}

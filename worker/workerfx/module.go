@@ -25,44 +25,15 @@ import (
 const JobGroup = "solo.jobs"
 
 // Module returns the fx module that runs one election, cfg, and the jobs of
-// its value group (AsJob) on exactly one instance. It is the fx entry point
-// of solo; the election's tunables are cfg and opts, owned by the
-// application, never read from the graph.
-//
-// It consumes from the application a redis.UniversalClient (it never
-// creates or closes clients), and optionally a *zap.Logger, a
-// prometheus.Registerer (+ prometheus.Gatherer for /metrics) and a fence:
-// a *fence.Guard (or, instead, a worker.Fence), which the worker then
-// claims every term in before any job runs (worker.WithFence). Provide
-// the guard as it is, so that jobs take it too:
-//
-//	fx.Provide(newGuard) // func(*sql.DB) (*fence.Guard, error)
-//
-// It provides the *worker.Worker and its *leader.Elector, tagged name:"NAME" with
-// Named(NAME), so that an application can run several elections, and
-// nothing else: its internals are fx.Private. The elector is built apart
-// from the jobs, so a job constructor may take it (or the guard, the
-// logger, …); only the *Worker, which is built from the jobs, is out of a
-// job's reach (fx reports a cycle). A job needs neither for a fenced
-// write: its context carries the fence.Token, and guard.Do(ctx, fn) reads
-// it there.
-//
-// opts are the module's options (Named, WithHTTP, FailFast) and the
-// options of its worker (WorkerOptions).
-//
-// OnStart starts the worker on a context of its own and, with WithHTTP,
-// the HTTP server. Redis is not a start-up dependency: while it does not
-// answer, the application starts and serves all the same, the worker
-// keeps campaigning in the background (logged once as "acquire failed;
-// retrying", exported as solo_election_redis_up 0 and in /readyz's body)
-// and nobody runs the jobs until Redis answers again. FailFast makes an
-// unanswered ping fail the start instead. OnStop cancels it and waits
-// for the jobs to drain and the lease to be released, bounded by the stop
-// context: set fx.StopTimeout above cfg.ShutdownTimeout (default TTL) plus
-// a second.
-//
-// To spread the jobs over the instances instead, each job an election of
-// its own, use SpreadModule (same job group, same options).
+// its value group (AsJob) on exactly one instance. It takes from the graph
+// a redis.UniversalClient (never created nor closed by it) and, optionally,
+// a *zap.Logger, a prometheus.Registerer (and Gatherer, for /metrics) and a
+// *fence.Guard or worker.Fence (see worker.WithFence). It provides the
+// *worker.Worker and its *leader.Elector (tagged name:"NAME" with Named)
+// and nothing else; a job constructor may take the elector, not the Worker
+// (fx reports a cycle). Redis is not a start-up dependency unless FailFast.
+// OnStop waits for the jobs to drain and the lease to be released: set
+// fx.StopTimeout above cfg.ShutdownTimeout (default TTL) plus a second.
 func Module(cfg leader.Config, opts ...Option) fx.Option {
 	mo := newModuleOptions(opts)
 	tag := mo.tag()
@@ -158,20 +129,12 @@ func WithHTTP(addr string) Option {
 	return optionFunc(func(o *moduleOptions) { o.httpAddr = addr })
 }
 
-// FailFast makes the module's OnStart ping Redis and fail the
-// application's start ("worker: redis unreachable at start: …") when it
-// does not answer within the start timeout. Default: Redis is not a
-// start-up dependency; the module starts and campaigns in the background.
-//
-// With FailFast a configuration error of Redis fails the start too:
-// OnStart waits (within the start timeout) for the answer to the first
-// acquire (a Spread's first heartbeat), and fails with
-// "worker: redis configuration error at start: …" when Redis refused it
-// (leader.ErrRedisConfig: an ACL that lacks a rule, a wrong password, a
-// command the server does not know). Without FailFast such an error is
-// logged once at error level, counted in
-// solo_election_redis_config_errors_total and fails /readyz, and the
-// worker retries every retry_interval, so a fixed ACL needs no restart.
+// FailFast makes the module's OnStart fail the application's start when
+// Redis does not answer a ping within the start timeout, or refuses the
+// first acquire (a Spread's first heartbeat) as a configuration error
+// (leader.ErrRedisConfig). Default: Redis is not a start-up dependency; the
+// module starts and campaigns in the background, and a configuration error
+// is logged, counted and fails /readyz (docs/design.md, "Observability").
 func FailFast() Option {
 	return optionFunc(func(o *moduleOptions) { o.failFast = true })
 }

@@ -11,24 +11,15 @@ import (
 	"github.com/solo-run/solo/worker/workerprom"
 )
 
-// SpreadModule is Module's counterpart for spreading jobs: it runs the jobs
-// of its value group (AsJob, or AsJobOf with Named) under a Spread of the
-// group cfg.Name — each job an election of its own, the jobs spread over
-// the application's live instances — and provides the *Spread (tagged
-// name:"NAME" with Named). It takes the same things from the graph as
-// Module (a redis.UniversalClient; optionally a *zap.Logger, a
-// prometheus.Registerer and Gatherer, a *fence.Guard or a worker.Fence)
-// and the same options (Named, WithHTTP, FailFast, WorkerOptions: there
-// /leader serves the group's assignment). A job
-// constructor may return one Job; shards are registered as a []Job
-// annotated into the group with fx.ResultTags(`group:"solo.jobs,flatten"`)
-// (worker.Sharded returns them). A job constructor may take anything but the
-// *worker.Spread (built from the jobs: fx reports a cycle); each job's
-// context carries its own elector (worker.ElectorFrom) and fence.Token.
-//
-// OnStart checks that Redis answers; OnStop leaves the group and waits for
-// every job to drain and its lease to be released, bounded by the stop
-// context: set fx.StopTimeout above cfg.ShutdownTimeout plus a second.
+// SpreadModule is Module for spreading jobs: it runs the jobs of its value
+// group under a worker.Spread of the group cfg.Name, each job an election
+// of its own, and provides the *worker.Spread (tagged name:"NAME" with
+// Named). It takes the same things from the graph and the same options as
+// Module. Shards join the group as a []Job (worker.Sharded) with
+// fx.ResultTags(`group:"solo.jobs,flatten"`). A job constructor may take
+// anything but the *worker.Spread (fx reports a cycle). OnStop leaves the
+// group and waits for every job to drain and its lease to be released: set
+// fx.StopTimeout above cfg.ShutdownTimeout plus a second.
 func SpreadModule(cfg leader.Config, sc worker.SpreadConfig, opts ...Option) fx.Option {
 	mo := newModuleOptions(opts)
 	tag := mo.tag()
