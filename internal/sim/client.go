@@ -175,8 +175,9 @@ func (w *world) sleepUntil(t time.Time) bool {
 	}
 }
 
-// pending counts what is left of one fault-phase call (its execution, its
-// return to the caller) for the calm phase's start.
+// pending counts what is left of one fault-phase call (sent before
+// Plan.FaultEnd, or while its candidate talks to the old master: its
+// execution, its return to the caller) for the calm phase's start.
 type pending struct{ left int }
 
 func (w *world) settlePart(p *pending) {
@@ -241,7 +242,7 @@ func (cl *client) roundTripKey(ctx context.Context, o op, key string, exec func(
 		reset = rs.chance(cl.plan.Resets)
 	}
 	var pend *pending
-	if w.faulty(now) && counted(o) {
+	if (w.faulty(now) || w.talksToOld(cl.idx, now)) && counted(o) {
 		pend = &pending{left: 2}
 		if never {
 			pend.left--

@@ -112,10 +112,26 @@ func (w *world) keepOldMaster(now time.Time, old state) {
 	}
 }
 
+// talksToOld reports whether candidate cand still talks to the old master
+// at now (Plan.Promote).
+func (w *world) talksToOld(cand int, now time.Time) bool {
+	return w.old != nil && cand < len(w.oldUntil) && now.Before(w.oldUntil[cand])
+}
+
+// oldMasterEnd is when the last candidate stops talking to the old master
+// (zero without one): the end of a fault that outlasts Plan.FaultEnd, so
+// the calm phase begins after it (world.settle).
+func (w *world) oldMasterEnd() time.Time {
+	if w.old == nil || len(w.oldUntil) == 0 {
+		return time.Time{}
+	}
+	return slices.MaxFunc(w.oldUntil, time.Time.Compare)
+}
+
 // onOldMaster runs fn with the old master as the primary when candidate
 // cand still talks to it at now (fn then sees w.onOld), else as is.
 func (w *world) onOldMaster(cand int, now time.Time, fn func()) {
-	if w.old == nil || cand >= len(w.oldUntil) || !now.Before(w.oldUntil[cand]) {
+	if !w.talksToOld(cand, now) {
 		fn()
 		return
 	}

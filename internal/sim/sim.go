@@ -91,7 +91,7 @@ wait:
 	for {
 		w.mu.Lock()
 		w.settle()
-		target := maxTime(maxTime(w.faultEnd, w.pauseEnd), w.lastApply)
+		target := w.calmFrom()
 		w.mu.Unlock()
 		if !target.After(time.Now()) {
 			target = time.Now().Add(cfg.TTL / 4)

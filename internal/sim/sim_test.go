@@ -314,3 +314,26 @@ func electionFindings(r *sim.Result) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestSim_CalmAfterOldMaster pins schedules whose failover's old master
+// outlasts the fault phase (Plan.Promote) under MinReplicas: every acquire
+// there fails its WAIT, until the last client left it (0.80–0.87s past
+// Plan.FaultEnd in the first, 5.5–5.8s in the second). The calm phase
+// (invariant 6's origin) begins after that; begun at the fault phase's
+// end, the first term started 0.35ms and 621ms past world.calmBound.
+func TestSim_CalmAfterOldMaster(t *testing.T) {
+	for _, seed := range []uint64{192538315554805, 271828199936} {
+		var res *sim.Result
+		synctest.Test(t, func(t *testing.T) { res = sim.Run(seed, sim.Options{}) })
+		p := res.Plan
+		if p.Cfg.MinReplicas == 0 || len(p.Failovers) == 0 || p.Failovers[len(p.Failovers)-1]+p.Promote <= p.FaultEnd {
+			t.Fatalf("seed %d no longer draws a failover whose old master outlasts the faults under MinReplicas (the plan's drawing changed): pin another\n%s", seed, p)
+		}
+		if res.Failed() {
+			t.Fatalf("%s", res.Report(60))
+		}
+		if res.Stats.CalmFailover < 0 || res.Stats.CalmFailover > res.Stats.CalmBound {
+			t.Fatalf("seed %d: first leader %v after the calm phase began, bound %v", seed, res.Stats.CalmFailover, res.Stats.CalmBound)
+		}
+	}
+}

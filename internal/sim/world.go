@@ -242,6 +242,13 @@ func newWorld(p Plan, start time.Time) *world {
 // faulty reports whether faults are on at fake time now.
 func (w *world) faulty(now time.Time) bool { return now.Before(w.faultEnd) }
 
+// calmFrom is the earliest the calm phase can begin (world.settle): the
+// fault phase's end, the last pause's, the replica's last apply, and the
+// old master's window after a failover.
+func (w *world) calmFrom() time.Time {
+	return maxTime(maxTime(w.faultEnd, w.pauseEnd), maxTime(w.lastApply, w.oldMasterEnd()))
+}
+
 // event appends to the log; the caller holds w.mu. It also watches for a
 // spin: too many events at one fake instant.
 func (w *world) event(cand int, kind evKind, o op, n uint64, a, b int64, s string) {
@@ -705,11 +712,14 @@ func (w *world) checkOwed(k fnKey, f *fnState, cp CronPlan) {
 
 // settle records the calm phase's start once every effect of the fault
 // phase has played out: its requests executed or lost and answered, its
-// stops, resigns and pauses over, no job overrunning its cancellation, and
-// the replica caught up.
+// stops, resigns and pauses over, no job overrunning its cancellation, the
+// replica caught up, and no candidate still talking to the old master
+// after a failover (Plan.Promote: it replicates nothing, so under
+// MinReplicas every acquire there fails, however long after Plan.FaultEnd
+// the window lasts).
 func (w *world) settle() {
 	now := time.Now()
-	if !w.settleAt.IsZero() || now.Before(w.faultEnd) || now.Before(w.pauseEnd) || now.Before(w.lastApply) ||
+	if !w.settleAt.IsZero() || now.Before(w.calmFrom()) ||
 		w.pendingFault > 0 || w.driverBusy > 0 || w.ignoring > 0 {
 		return
 	}
@@ -727,8 +737,9 @@ func (w *world) settle() {
 // calmBound is invariant 6's bound, from the calm phase's start S.
 //
 // At S no request of the fault phase is pending (each has executed or is
-// lost, and its caller has its answer), no candidate is stopping, paused or
-// draining an overrunning job, and calls take at most 2×1ms + the WAIT for
+// lost, and its caller has its answer), no candidate is stopping, paused,
+// draining an overrunning job or talking to the old master of a failover
+// (where, under MinReplicas, every acquire fails), and calls take at most 2×1ms + the WAIT for
 // a replica that lags at most ReplicaTimeout/2. From S, in the elector's
 // code (campaign.run, followWait, lead):
 //   - a lease nobody renews (its holder lost it, stepped down without
