@@ -118,9 +118,9 @@ func run(t *testing.T, e *leader.Elector, fn func(context.Context) error) (stop 
 	}
 }
 
-func newElector(t *testing.T, lock leader.Lock, cfg leader.Config, opts ...leader.Option) *leader.Elector {
+func newElector(t *testing.T, lock leader.Store, cfg leader.Config, opts ...leader.Option) *leader.Elector {
 	t.Helper()
-	e, err := leader.NewWithLock(lock, cfg, opts...)
+	e, err := leader.NewWithStore(lock, cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,13 +203,13 @@ func TestElector_RenewDeadlineCancelsWhileRenewHangs(t *testing.T) {
 func TestElector_LeaseLostBehindItsBack(t *testing.T) {
 	chaos := []struct {
 		name  string
-		do    func(l *leadertest.Lock)
-		after func(t *testing.T, l *leadertest.Lock)
+		do    func(l *leadertest.Store)
+		after func(t *testing.T, l *leadertest.Store)
 	}{
 		{
 			name: "deleted",
-			do:   func(l *leadertest.Lock) { l.Expire() },
-			after: func(t *testing.T, l *leadertest.Lock) {
+			do:   func(l *leadertest.Store) { l.Expire() },
+			after: func(t *testing.T, l *leadertest.Store) {
 				// Renewing never re-creates the key.
 				if h, _, ok := l.Holder(); ok {
 					t.Fatalf("lease re-created by the old leader: %v", h)
@@ -218,8 +218,8 @@ func TestElector_LeaseLostBehindItsBack(t *testing.T) {
 		},
 		{
 			name: "overwritten",
-			do:   func(l *leadertest.Lock) { l.Steal("intruder", time.Hour) },
-			after: func(t *testing.T, l *leadertest.Lock) {
+			do:   func(l *leadertest.Store) { l.Steal("intruder", time.Hour) },
+			after: func(t *testing.T, l *leadertest.Store) {
 				if h, _, ok := l.Holder(); !ok || h.ID != "intruder" {
 					t.Fatalf("holder = %v %v, want the intruder untouched", h, ok)
 				}
@@ -641,5 +641,5 @@ func TestElector_RunTwice(t *testing.T) {
 	})
 }
 
-// nopLock satisfies leader.Lock for constructor tests.
-type nopLock struct{ leader.Lock }
+// nopLock satisfies leader.Store for constructor tests.
+type nopLock struct{ leader.Store }

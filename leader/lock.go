@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// Lock stores one election's lease. The Elector sees storage only through
-// it; RedisLock is the production implementation and leadertest.Lock an
+// Store stores one election's lease. The Elector sees storage only through
+// it; RedisStore is the production implementation and leadertest.Store an
 // in-memory fake. Every method is one atomic step on the store.
-type Lock interface {
+type Store interface {
 	// Acquire takes the lease for id with the given TTL if nobody holds it,
 	// minting a new term. If id already holds it (a retry after a lost
 	// reply) the lease is refreshed to ttl and adopted. Otherwise it
@@ -103,8 +103,8 @@ type LeaseInfo struct {
 // recently seen are kept), so a flood of IDs cannot grow the set.
 const MaxCandidates = 100
 
-// Proclaimer is implemented by a Lock that can replace the proclaimed
-// value of a lease it holds (RedisLock, leadertest.Lock); Elector.Proclaim
+// Proclaimer is implemented by a Store that can replace the proclaimed
+// value of a lease it holds (RedisStore, leadertest.Store); Elector.Proclaim
 // uses it.
 type Proclaimer interface {
 	// Proclaim sets the value proclaimed with lease l if l is still
@@ -113,7 +113,7 @@ type Proclaimer interface {
 	Proclaim(ctx context.Context, l Lease, value string) error
 }
 
-// Withdrawer is implemented by a Lock that records waiting candidates;
+// Withdrawer is implemented by a Store that records waiting candidates;
 // the Elector calls it, best effort, when a Run that was following ends.
 type Withdrawer interface {
 	// Withdraw removes id from the election's candidates.

@@ -77,12 +77,12 @@ func LookupView(ctx context.Context, client redis.UniversalClient, cfg Config) (
 	return viewOf(ctx, lock)
 }
 
-// View is LookupView through this elector's own Lock.
+// View is LookupView through this elector's own Store.
 func (e *Elector) View(ctx context.Context) (View, error) {
 	return viewOf(ctx, e.lock)
 }
 
-func viewOf(ctx context.Context, lock Lock) (View, error) {
+func viewOf(ctx context.Context, lock Store) (View, error) {
 	rec, err := lock.Inspect(ctx)
 	if err != nil && !errors.Is(err, ErrNoLeader) {
 		return View{}, err
@@ -120,7 +120,7 @@ func RequestResign(ctx context.Context, client redis.UniversalClient, cfg Config
 	return h, nil
 }
 
-func lockFor(client redis.UniversalClient, cfg Config) (*RedisLock, Config, error) {
+func lockFor(client redis.UniversalClient, cfg Config) (*RedisStore, Config, error) {
 	if client == nil {
 		return nil, cfg, errors.New("leader: nil redis client")
 	}
@@ -128,7 +128,7 @@ func lockFor(client redis.UniversalClient, cfg Config) (*RedisLock, Config, erro
 	if err := cfg.validate(); err != nil {
 		return nil, cfg, err
 	}
-	return newRedisLock(client, cfg), cfg, nil
+	return newRedisStore(client, cfg), cfg, nil
 }
 
 func holderOf(rec Record, now time.Time) Holder {

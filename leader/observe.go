@@ -73,7 +73,7 @@ func Observe(ctx context.Context, client redis.UniversalClient, cfg Config, fn f
 	return observe(ctx, lock, cfg, fn)
 }
 
-// Observe is Observe through this elector's Lock: it reports the changes of
+// Observe is Observe through this elector's Store: it reports the changes of
 // the elector's own election, this elector's terms included.
 func (e *Elector) Observe(ctx context.Context, fn func(Change)) error {
 	return observe(ctx, e.lock, e.cfg, fn)
@@ -81,7 +81,7 @@ func (e *Elector) Observe(ctx context.Context, fn func(Change)) error {
 
 // observer is the state of one Observe.
 type observer struct {
-	lock Lock
+	lock Store
 	cfg  Config
 	fn   func(Change)
 
@@ -90,7 +90,7 @@ type observer struct {
 	elected  Lease  // announced by a notice, not yet read: read at once
 }
 
-func observe(ctx context.Context, lock Lock, cfg Config, fn func(Change)) error {
+func observe(ctx context.Context, lock Store, cfg Config, fn func(Change)) error {
 	if fn == nil {
 		return errors.New("leader: nil observe function")
 	}

@@ -499,7 +499,7 @@ func (s *Spread) newUnits(hub *leader.Hub, jobs []*job) ([]*unit, error) {
 // once; they come over the hub's one pub/sub connection. Without them
 // (Redis down) the heartbeat still rebalances, a heartbeat later.
 func (s *Spread) watch(ctx context.Context, hub *leader.Hub, wg *sync.WaitGroup) (stop func()) {
-	gl, err := hub.NewRedisLock(s.cfg)
+	gl, err := hub.NewRedisStore(s.cfg)
 	if err != nil {
 		return func() {}
 	}

@@ -58,13 +58,13 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 	cfg := w.p.Cfg
 	cfg.ID = cp.ID
 	c.cl.rdb = newRDB(c.cl)
-	rl, err := leader.NewRedisLock(c.cl.rdb, cfg)
+	rl, err := leader.NewRedisStore(c.cl.rdb, cfg)
 	if err != nil {
 		return nil, err
 	}
 	c.cl.rl = rl
 	log := zap.New(&logCore{w: w, cand: idx})
-	e, err := leader.NewWithLock(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}), leader.WithHooks(c.hooks()))
+	e, err := leader.NewWithStore(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}), leader.WithHooks(c.hooks()))
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 // are checked when the store implements them. Leases that must expire
 // are taken with a short TTL and polled for, so a slow machine slows the
 // suite down but does not fail it.
-func TestStore(t *testing.T, newStore func(t *testing.T) leader.Lock) {
+func TestStore(t *testing.T, newStore func(t *testing.T) leader.Store) {
 	t.Helper()
 	for _, c := range storeChecks {
 		t.Run(c.name, func(t *testing.T) {
@@ -32,7 +32,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) leader.Lock) {
 }
 
 // store is the interface under test.
-type store = leader.Lock
+type store = leader.Store
 
 var storeChecks = []struct {
 	name  string
@@ -322,7 +322,7 @@ func checkRelease(st *storeTest) {
 	if b.Term <= a.Term {
 		st.t.Fatalf("Acquire after the release of %q minted %q: terms only grow", a.Lease, b.Lease)
 	}
-	// The same Release again may answer nil or ErrLeaseLost: RedisLock
+	// The same Release again may answer nil or ErrLeaseLost: RedisStore
 	// answers a repeated release of the lease it just released as the
 	// first (go-redis re-sends a script whose connection broke), the fake
 	// refuses it. Either way it must leave the next lease alone.
