@@ -132,9 +132,9 @@ func lockFor(client redis.UniversalClient, cfg Config) (*RedisStore, Config, err
 }
 
 func holderOf(rec Record, now time.Time) Holder {
-	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL, Since: rec.Info.Since,
-		LeaseTTL: rec.Info.TTL, RenewInterval: rec.Info.RenewInterval, Value: rec.Info.Value,
-		Protocol: rec.Info.Protocol, MinPeerProtocol: rec.Info.MinPeerProtocol}
+	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL, Since: rec.Since,
+		LeaseTTL: rec.LeaseTTL, RenewInterval: rec.RenewInterval, Value: rec.Value,
+		Protocol: rec.Protocol, MinPeerProtocol: rec.MinPeerProtocol}
 	if h.Since.IsZero() && rec.Term <= 1<<62 {
 		h.Since = time.UnixMicro(int64(rec.Term))
 	}

@@ -222,7 +222,7 @@ func (l *RedisStore) Inspect(ctx context.Context) (Record, error) {
 	pttl, _ := res[1].(int64)
 	rec.Lease, rec.TTL = lease, time.Duration(pttl)*time.Millisecond
 	flat, _ := res[2].([]any)
-	rec.Info = parseInfo(flat, v)
+	parseInfo(&rec, flat, v)
 	return rec, nil
 }
 
@@ -251,16 +251,16 @@ func (l *RedisStore) Withdraw(ctx context.Context, id string) error {
 	return nil
 }
 
-// parseInfo reads the info hash (HGETALL's flat reply) of the lease
-// "TERM ID" v; fields of another lease, or malformed, are left zero.
-func parseInfo(flat []any, v string) LeaseInfo {
+// parseInfo reads into rec the info hash (HGETALL's flat reply) of the
+// lease "TERM ID" v; fields of another lease, or malformed, are left zero.
+func parseInfo(rec *Record, flat []any, v string) {
 	m := make(map[string]string, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		k, _ := flat[i].(string)
 		m[k], _ = flat[i+1].(string)
 	}
 	if m["lease"] != v {
-		return LeaseInfo{}
+		return
 	}
 	ms := func(k string) int64 {
 		n, err := strconv.ParseInt(m[k], 10, 64)
@@ -269,16 +269,13 @@ func parseInfo(flat []any, v string) LeaseInfo {
 		}
 		return n
 	}
-	info := LeaseInfo{
-		TTL:           time.Duration(ms("ttl_ms")) * time.Millisecond,
-		RenewInterval: time.Duration(ms("renew_ms")) * time.Millisecond,
-		Value:         m["value"],
-	}
-	info.Protocol, info.MinPeerProtocol = int(ms("proto")), int(ms("proto_min"))
+	rec.LeaseTTL = time.Duration(ms("ttl_ms")) * time.Millisecond
+	rec.RenewInterval = time.Duration(ms("renew_ms")) * time.Millisecond
+	rec.Value = m["value"]
+	rec.Protocol, rec.MinPeerProtocol = int(ms("proto")), int(ms("proto_min"))
 	if s := ms("since_ms"); s > 0 {
-		info.Since = time.UnixMilli(s)
+		rec.Since = time.UnixMilli(s)
 	}
-	return info
 }
 
 // RequestResign implements Store. On a Cluster client PUBLISH counts only the

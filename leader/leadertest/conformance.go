@@ -154,11 +154,11 @@ func (st *storeTest) waitFree(l leader.Lease, ttl time.Duration) {
 // lease just acquired or adopted with ttl.
 func (st *storeTest) checkInfo(rec leader.Record, ttl time.Duration, what string) {
 	st.t.Helper()
-	if rec.Info.TTL != 0 && rec.Info.TTL != ttl {
-		st.t.Fatalf("Inspect %s: Info.TTL %s, want the TTL the holder took the lease with, %s", what, rec.Info.TTL, ttl)
+	if rec.LeaseTTL != 0 && rec.LeaseTTL != ttl {
+		st.t.Fatalf("Inspect %s: LeaseTTL %s, want the TTL the holder took the lease with, %s", what, rec.LeaseTTL, ttl)
 	}
-	if s := rec.Info.Since; !s.IsZero() && (s.After(time.Now().Add(time.Minute)) || s.Before(time.Now().Add(-time.Minute))) {
-		st.t.Fatalf("Inspect %s: Info.Since %s, want the time of the acquire (now)", what, s)
+	if s := rec.Since; !s.IsZero() && (s.After(time.Now().Add(time.Minute)) || s.Before(time.Now().Add(-time.Minute))) {
+		st.t.Fatalf("Inspect %s: Since %s, want the time of the acquire (now)", what, s)
 	}
 }
 
@@ -284,8 +284,8 @@ func checkAdopt(st *storeTest) {
 		st.t.Fatalf("Inspect after an adopting Acquire with a TTL of %s reports %s left: the lease was not refreshed", longTTL, got.TTL)
 	}
 	st.checkInfo(got, longTTL, "after an adopting Acquire")
-	if s := before.Info.Since; !s.IsZero() && !got.Info.Since.Equal(s) {
-		st.t.Fatalf("an adopting Acquire moved Info.Since from %s to %s: it is when the lease was acquired", s, got.Info.Since)
+	if s := before.Since; !s.IsZero() && !got.Since.Equal(s) {
+		st.t.Fatalf("an adopting Acquire moved Since from %s to %s: it is when the lease was acquired", s, got.Since)
 	}
 }
 
@@ -459,20 +459,20 @@ func checkProclaim(st *storeTest) {
 	}
 	a := st.acquire("a", longTTL, leader.Acquired, "Acquire of a free lease")
 	st.noErr(p.Proclaim(st.ctx, a.Lease, "addr-1"), "Proclaim by the holder")
-	if rec := st.mustHold(a.Lease, longTTL, "after a Proclaim"); rec.Info.Value != "addr-1" {
-		st.t.Fatalf("Inspect after the holder proclaimed %q reports Info.Value %q", "addr-1", rec.Info.Value)
+	if rec := st.mustHold(a.Lease, longTTL, "after a Proclaim"); rec.Value != "addr-1" {
+		st.t.Fatalf("Inspect after the holder proclaimed %q reports Value %q", "addr-1", rec.Value)
 	}
 	for _, l := range []leader.Lease{{Term: a.Term + 1, ID: "a"}, {Term: a.Term, ID: "b"}} {
 		st.wantErr(p.Proclaim(st.ctx, l, "addr-2"), leader.ErrLeaseLost,
 			fmt.Sprintf("Proclaim under %q while %q holds the lease", l, a.Lease), "only the holder proclaims")
 	}
-	if rec := st.mustHold(a.Lease, longTTL, "after refused Proclaims"); rec.Info.Value != "addr-1" {
-		st.t.Fatalf("Inspect reports Info.Value %q after Proclaims under other leases, want the holder's %q: only the holder proclaims", rec.Info.Value, "addr-1")
+	if rec := st.mustHold(a.Lease, longTTL, "after refused Proclaims"); rec.Value != "addr-1" {
+		st.t.Fatalf("Inspect reports Value %q after Proclaims under other leases, want the holder's %q: only the holder proclaims", rec.Value, "addr-1")
 	}
 	st.release(a.Lease, "a proclaimed lease")
 	b := st.acquire("b", longTTL, leader.Acquired, "Acquire after a Release")
-	if rec := st.mustHold(b.Lease, longTTL, "after a new Acquire"); rec.Info.Value != "addr-2" {
-		st.t.Fatalf("the next lease proclaims %q, want %q, the value last given to Proclaim: it is kept for leases taken later", rec.Info.Value, "addr-2")
+	if rec := st.mustHold(b.Lease, longTTL, "after a new Acquire"); rec.Value != "addr-2" {
+		st.t.Fatalf("the next lease proclaims %q, want %q, the value last given to Proclaim: it is kept for leases taken later", rec.Value, "addr-2")
 	}
 }
 

@@ -57,7 +57,7 @@ type Store struct {
 	calls    map[Op]int
 	watchers map[*watch]struct{}
 	cps      map[string]int64
-	info     leader.LeaseInfo     // of the current lease
+	info     leader.Record        // what the current lease's holder recorded
 	value    string               // proclaimed with the next lease
 	cands    map[string]time.Time // waiting candidates and when they drop out
 }
@@ -120,7 +120,7 @@ func (l *Store) Steal(id string, ttl time.Duration) leader.Lease {
 	defer l.mu.Unlock()
 	l.term++
 	l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
-	l.info = leader.LeaseInfo{TTL: ttl, Since: time.Now()}
+	l.info = leader.Record{LeaseTTL: ttl, Since: time.Now()}
 	return l.lease
 }
 
@@ -141,7 +141,7 @@ func (l *Store) Acquire(ctx context.Context, id string, ttl time.Duration) (lead
 		switch {
 		case l.held && l.lease.ID == id:
 			l.expires = time.Now().Add(ttl)
-			l.info.TTL = ttl
+			l.info.LeaseTTL = ttl
 			delete(l.cands, id)
 			out, rec = leader.Adopted, leader.Record{Lease: l.lease, TTL: ttl}
 		case l.held:
@@ -162,7 +162,7 @@ func (l *Store) Acquire(ctx context.Context, id string, ttl time.Duration) (lead
 		default:
 			l.term++
 			l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
-			l.info = leader.LeaseInfo{TTL: ttl, Value: l.value, Since: time.Now()}
+			l.info = leader.Record{LeaseTTL: ttl, Value: l.value, Since: time.Now()}
 			delete(l.cands, id)
 			out, rec = leader.Acquired, leader.Record{Lease: l.lease, TTL: ttl}
 			l.publishLocked(leader.Event{Kind: leader.EventElected, Lease: l.lease})
@@ -227,7 +227,9 @@ func (l *Store) Inspect(ctx context.Context) (leader.Record, error) {
 			none = true
 			return
 		}
-		rec.Lease, rec.TTL, rec.Info = l.lease, time.Until(l.expires), l.info
+		cands := rec.Candidates
+		rec = l.info
+		rec.Lease, rec.TTL, rec.Candidates = l.lease, time.Until(l.expires), cands
 	})
 	if err == nil && none {
 		return rec, leader.ErrNoLeader
