@@ -194,7 +194,7 @@ func TestElector_RenewDeadlineCancelsWhileRenewHangs(t *testing.T) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if len(m.transitions) < 2 || m.transitions[0] != leader.TransitionElected || m.transitions[1] != leader.TransitionLost {
+		if len(m.transitions) < 2 || m.transitions[0] != leader.TransitionElected || m.transitions[1] != leader.TransitionExpired {
 			t.Fatalf("transitions = %v, want elected then lost", m.transitions)
 		}
 	})

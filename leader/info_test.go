@@ -268,7 +268,7 @@ func TestRedis_ObserveReportsTheHoldersInfo(t *testing.T) {
 	select {
 	case ch := <-changes:
 		h := ch.Holder
-		if ch.Kind != leader.ChangeElected || h.ID != a.ID() || h.LeaseTTL != cfg.TTL || h.RenewInterval != cfg.RenewInterval ||
+		if ch.Kind != leader.TransitionElected || h.ID != a.ID() || h.LeaseTTL != cfg.TTL || h.RenewInterval != cfg.RenewInterval ||
 			h.Value != cfg.Value || h.LastRenew.IsZero() || h.LastRenew.Before(h.Since) {
 			t.Fatalf("first change = %v %+v; want a elected with its TTL %s, renew %s, value and last renewal", ch.Kind, h, cfg.TTL, cfg.RenewInterval)
 		}

@@ -58,17 +58,6 @@ func WithMetrics(m Metrics) Option {
 	})
 }
 
-// Transition names a change of an elector's role.
-type Transition string
-
-// The transitions an elector reports.
-const (
-	TransitionElected  Transition = "elected"  // won a term
-	TransitionReleased Transition = "released" // stepped down and released the lease
-	TransitionLost     Transition = "lost"     // renew deadline passed or lease found lost
-	TransitionStepDown Transition = "stepdown" // stepped down without releasing (shutdown timeout)
-)
-
 // Metrics receives an elector's measurements. Calls come from the elector's
 // goroutines and must not block. worker provides a Prometheus implementation.
 type Metrics interface {

@@ -520,7 +520,7 @@ solo_election_term{election="jobs"} 42
 `), "solo_election_leader", "solo_election_term"); err != nil {
 		t.Fatal(err)
 	}
-	em.Transition(leader.TransitionLost, 42)
+	em.Transition(leader.TransitionExpired, 42)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP solo_election_leader 1 while this instance leads the election.
 # TYPE solo_election_leader gauge

@@ -514,7 +514,7 @@ func (l *recordingStore) Release(ctx context.Context, lease leader.Lease) error 
 type recordingMetrics struct{ out *emitter }
 
 func (m recordingMetrics) Transition(t leader.Transition, term uint64) {
-	m.out.emit(Event{Kind: Kind(t), Term: term})
+	m.out.emit(Event{Kind: Kind(t.Label()), Term: term})
 }
 
 func (m recordingMetrics) Renew(time.Duration, error) {}

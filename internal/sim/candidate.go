@@ -541,7 +541,7 @@ func (m metrics) Transition(t leader.Transition, term uint64) {
 		w.elected(m.c.idx, term)
 		return
 	}
-	w.event(m.c.idx, evLog, 0, 0, int64(term), 0, fmt.Sprintf("transition %s (term %d)", t, term))
+	w.event(m.c.idx, evLog, 0, 0, int64(term), 0, fmt.Sprintf("transition %s (term %d)", t.Label(), term))
 }
 
 func (m metrics) Renew(time.Duration, error) {}

@@ -140,8 +140,8 @@ func (m *Metrics) Elector(election string) leader.Metrics {
 	}
 	m.leading.WithLabelValues(election)
 	m.term.WithLabelValues(election)
-	for _, t := range []leader.Transition{leader.TransitionElected, leader.TransitionReleased, leader.TransitionLost, leader.TransitionStepDown} {
-		m.transitions.WithLabelValues(election, string(t))
+	for _, t := range []leader.Transition{leader.TransitionElected, leader.TransitionReleased, leader.TransitionExpired, leader.TransitionStepDown} {
+		m.transitions.WithLabelValues(election, t.Label())
 	}
 	for _, r := range []string{"ok", "lost", "error"} {
 		m.renew.WithLabelValues(election, r)
@@ -190,7 +190,7 @@ type electorMetrics struct {
 }
 
 func (e electorMetrics) Transition(t leader.Transition, term uint64) {
-	e.m.transitions.WithLabelValues(e.election, string(t)).Inc()
+	e.m.transitions.WithLabelValues(e.election, t.Label()).Inc()
 	if t == leader.TransitionElected {
 		e.m.leading.WithLabelValues(e.election).Set(1)
 		e.m.term.WithLabelValues(e.election).Set(float64(term))
