@@ -142,7 +142,7 @@ func NewWithStore(lock Store, cfg Config, opts ...Option) (*Elector, error) {
 	// Elector even when many processes share one configuration, so the
 	// acquire script's adopt-by-ID can only ever adopt this Elector's own
 	// attempt (see campaign.acquire).
-	o := options{log: zap.NewNop(), metrics: nopMetrics{}}
+	o := options{log: zap.NewNop(), metrics: NopMetrics{}}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
@@ -251,7 +251,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 // key or channel, a wrong password, an unknown command) is retried too,
 // every RetryInterval, so that a configuration fixed live needs no
 // restart; it is logged once at error level and reported in
-// Status.ConfigErr and to RedisConfigMetrics, and a renewal refused so
+// Status.ConfigErr and to Metrics.RedisConfigError, and a renewal refused so
 // ends the term at once. It returns ErrAlreadyRunning if this Elector
 // already runs.
 func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {

@@ -81,6 +81,7 @@ func (r *recorder) ended() []span {
 
 // metrics records what the elector reports.
 type metrics struct {
+	leader.NopMetrics
 	mu          sync.Mutex
 	transitions []leader.Transition
 	overruns    int

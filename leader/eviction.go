@@ -319,14 +319,6 @@ func (g *EvictionGuard) WarnUnverified(log *zap.Logger) {
 	}
 }
 
-// EvictionMetrics is an optional extension of Metrics: an elector whose
-// Metrics implement it reports what its lock last read of the server's
-// eviction policy (EvictionGuard), after every answered or failed call.
-// Calls must not block.
-type EvictionMetrics interface {
-	RedisEviction(state EvictionState)
-}
-
 // evictionGuard returns the guard of l's client: the hub's with a hub.
 func (l *RedisStore) evictionGuard() *EvictionGuard {
 	if l.hub != nil {
@@ -364,8 +356,6 @@ func (e *Elector) noteEviction() {
 	if g == nil {
 		return
 	}
-	if m, ok := e.metrics.(EvictionMetrics); ok {
-		m.RedisEviction(g.State())
-	}
+	e.metrics.RedisEviction(g.State())
 	g.WarnUnverified(e.log)
 }

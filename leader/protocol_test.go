@@ -111,13 +111,11 @@ func TestRedis_ProtocolSkew(t *testing.T) {
 
 // protoMetrics records ProtocolRefused calls.
 type protoMetrics struct {
+	leader.NopMetrics
 	mu   sync.Mutex
 	seen []bool
 }
 
-func (m *protoMetrics) Transition(leader.Transition, uint64) {}
-func (m *protoMetrics) Renew(time.Duration, error)           {}
-func (m *protoMetrics) Overrun(uint64)                       {}
 func (m *protoMetrics) ProtocolRefused(r bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

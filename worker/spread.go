@@ -165,7 +165,7 @@ type unit struct {
 	name string
 	e    *leader.Elector
 	w    *Worker
-	pm   leader.ProtocolMetrics // e's, when the metrics listen: nil otherwise
+	m    leader.Metrics // e's; nil for none
 
 	// Guarded by Spread.mu.
 	running  bool // a campaign goroutine runs
@@ -487,8 +487,7 @@ func (s *Spread) newUnits(hub *leader.Hub, jobs []*job) ([]*unit, error) {
 			return nil, err
 		}
 		w.jobs = []*job{j}
-		pm, _ := m.(leader.ProtocolMetrics)
-		units = append(units, &unit{name: j.name, e: e, w: w, pm: pm})
+		units = append(units, &unit{name: j.name, e: e, w: w, m: m})
 	}
 	return units, nil
 }

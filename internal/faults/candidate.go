@@ -511,13 +511,14 @@ func (l *recordingStore) Release(ctx context.Context, lease leader.Lease) error 
 }
 
 // recordingMetrics reports the elector's transitions and overruns.
-type recordingMetrics struct{ out *emitter }
+type recordingMetrics struct {
+	leader.NopMetrics
+	out *emitter
+}
 
 func (m recordingMetrics) Transition(t leader.Transition, term uint64) {
 	m.out.emit(Event{Kind: Kind(t.Label()), Term: term})
 }
-
-func (m recordingMetrics) Renew(time.Duration, error) {}
 
 func (m recordingMetrics) Overrun(term uint64) {
 	m.out.emit(Event{Kind: KindOverrun, Term: term})

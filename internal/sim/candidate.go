@@ -64,7 +64,7 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 	}
 	c.cl.rl = rl
 	log := zap.New(&logCore{w: w, cand: idx})
-	e, err := leader.NewWithStore(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}), leader.WithHooks(c.hooks()))
+	e, err := leader.NewWithStore(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c: c}), leader.WithHooks(c.hooks()))
 	if err != nil {
 		return nil, err
 	}
@@ -531,7 +531,10 @@ func (c *candidate) resign(wg *sync.WaitGroup) {
 
 // metrics hooks the elector's transitions: Elected is the leader
 // function's start, reported just before the elector calls it.
-type metrics struct{ c *candidate }
+type metrics struct {
+	leader.NopMetrics
+	c *candidate
+}
 
 func (m metrics) Transition(t leader.Transition, term uint64) {
 	w := m.c.w
@@ -543,8 +546,6 @@ func (m metrics) Transition(t leader.Transition, term uint64) {
 	}
 	w.event(m.c.idx, evLog, 0, 0, int64(term), 0, fmt.Sprintf("transition %s (term %d)", t.Label(), term))
 }
-
-func (m metrics) Renew(time.Duration, error) {}
 
 func (m metrics) Overrun(term uint64) {
 	w := m.c.w

@@ -185,6 +185,7 @@ func (m *Metrics) JobRunning(election, job string, delta int) {
 }
 
 type electorMetrics struct {
+	leader.NopMetrics
 	m        *Metrics
 	election string
 }
@@ -210,7 +211,7 @@ func (e electorMetrics) Renew(took time.Duration, err error) {
 	e.m.renew.WithLabelValues(e.election, result).Observe(took.Seconds())
 }
 
-// Redis implements leader.RedisMetrics.
+// Redis implements leader.Metrics.
 func (e electorMetrics) Redis(err error) {
 	v := 1.0
 	if err != nil {
@@ -219,7 +220,7 @@ func (e electorMetrics) Redis(err error) {
 	e.m.redisUp.WithLabelValues(e.election).Set(v)
 }
 
-// ProtocolRefused implements leader.ProtocolMetrics.
+// ProtocolRefused implements leader.Metrics.
 func (e electorMetrics) ProtocolRefused(refused bool) {
 	v := 0.0
 	if refused {
@@ -228,10 +229,10 @@ func (e electorMetrics) ProtocolRefused(refused bool) {
 	e.m.protoRefused.WithLabelValues(e.election).Set(v)
 }
 
-// RedisConfigError implements leader.RedisConfigMetrics.
+// RedisConfigError implements leader.Metrics.
 func (e electorMetrics) RedisConfigError(error) { e.m.HeartbeatConfigError(e.election) }
 
-// RedisEviction implements leader.EvictionMetrics.
+// RedisEviction implements leader.Metrics.
 func (e electorMetrics) RedisEviction(s leader.EvictionState) {
 	v := 0.0
 	switch s {
