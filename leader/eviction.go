@@ -349,7 +349,7 @@ func refreshEviction(ctx context.Context, lock Store, d time.Duration) {
 	}
 }
 
-// noteEviction tells the metrics what the lock last read of the eviction
+// noteEviction tells the metrics what the store last read of the eviction
 // policy, and logs once per episode, at warn, that it cannot be verified.
 func (e *Elector) noteEviction() {
 	g := guardOf(e.lock)

@@ -187,7 +187,7 @@ func WithHub(h *Hub) Option {
 	return optionFunc(func(o *options) { o.hub = h })
 }
 
-// NewRedisStore is NewRedisStore on the hub's client, with the lock's Watch
+// NewRedisStore is NewRedisStore on the hub's client, with the store's Watch
 // and Renew going through the hub.
 func (h *Hub) NewRedisStore(cfg Config) (*RedisStore, error) {
 	l, err := NewRedisStore(h.client, cfg)
@@ -224,7 +224,7 @@ func (l *RedisStore) useHub(opts []Option) error {
 	return nil
 }
 
-// renewEval runs the renew script, through the hub's batches when the lock
+// renewEval runs the renew script, through the hub's batches when the store
 // has a hub and needs no replica acknowledgement.
 func (l *RedisStore) renewEval(ctx context.Context, lease Lease, ttl time.Duration) (any, int64, error) {
 	if l.hub == nil || l.minReplicas > 0 {

@@ -62,7 +62,7 @@ type RedisStore struct {
 	channel        string
 	renewMs        int64
 	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
-	proto          int                    // the protocol this lock speaks (protocol)
+	proto          int                    // the protocol this store speaks (protocol)
 	protoMin       int                    // the oldest it shares an election with (minPeerProtocol)
 	value          atomic.Pointer[string] // proclaimed with the next lease (Config.Value, Proclaim)
 	minReplicas    int
@@ -227,7 +227,7 @@ func (l *RedisStore) Inspect(ctx context.Context) (Record, error) {
 }
 
 // Proclaim implements Proclaimer: one round trip, fenced by the lease.
-// The value is kept for leases this lock takes later, whatever the outcome.
+// The value is kept for leases this store takes later, whatever the outcome.
 func (l *RedisStore) Proclaim(ctx context.Context, lease Lease, value string) error {
 	if err := checkValue(value); err != nil {
 		return err
