@@ -385,7 +385,7 @@ func cycleReport(ps []peer, placed []placedRuns, rts []trips, costs map[string]o
 
 	var b strings.Builder
 	b.WriteString("Acquire + release of a free key, back to back; every goroutine has its own key. " +
-		"Latency is of one whole cycle. solo's rows (solo: `leader.RedisLock`; solo-lock: the `leader/lock` Mutex, " +
+		"Latency is of one whole cycle. solo's rows (solo: `leader.RedisStore`; solo-lock: the `leader/lock` Mutex, " +
 		"whose every hold gets a fencing term) give their median as a ratio to the best other peer's median " +
 		"(cycles/s: above 1 is better; latency: below 1 is better), and their cycles/s as a ratio to redislock's and setnx's.\n\n" +
 		"Placements:\n\n")

@@ -38,7 +38,7 @@ func (t timing) String() string {
 // timingFor reads solo's derived intervals for ttl off an elector's
 // configuration, so the peers follow solo's defaults exactly.
 func timingFor(ttl time.Duration) (timing, error) {
-	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "timing", TTL: ttl})
+	e, err := leader.NewWithStore(leadertest.New(), leader.Config{Name: "timing", TTL: ttl})
 	if err != nil {
 		return timing{}, err
 	}
@@ -108,7 +108,7 @@ func peers() []peer {
 	return []peer{
 		{
 			name:  "solo",
-			about: "`leader.RedisLock` (cycle) and `leader.Elector` (figures 2–4): Lua acquire with fencing term, renew, release + PUBLISH; followers wake on the release notice or at the holder's PTTL",
+			about: "`leader.RedisStore` (cycle) and `leader.Elector` (figures 2–4): Lua acquire with fencing term, renew, release + PUBLISH; followers wake on the release notice or at the holder's PTTL",
 			nodes: 1,
 			mutex: newSoloMutex,
 			leaseKey: func(name string) string {
@@ -218,15 +218,15 @@ func (p peer) candidate(cs clients, name, id string, t timing, h hooks) (candida
 // ---- solo ----
 
 type soloMutex struct {
-	lock  *leader.RedisLock
+	lock  *leader.RedisStore
 	id    string
 	ttl   time.Duration
 	lease leader.Lease
 }
 
 func newSoloMutex(cs clients, key, id string, t timing) mutex {
-	// key is the election name here; RedisLock derives its keys from it.
-	l, err := leader.NewRedisLock(cs[0], leader.Config{Name: key, ID: id, TTL: t.ttl})
+	// key is the election name here; RedisStore derives its keys from it.
+	l, err := leader.NewRedisStore(cs[0], leader.Config{Name: key, ID: id, TTL: t.ttl})
 	if err != nil {
 		return errMutex{err}
 	}
@@ -247,28 +247,28 @@ func (m *soloMutex) renew(ctx context.Context) error { return m.lock.Renew(ctx, 
 func (m *soloMutex) release(ctx context.Context) error { return m.lock.Release(ctx, m.lease) }
 
 // newSoloElector returns a leader.Elector with solo's defaults for t.ttl,
-// on a RedisLock wrapped so the figures can time the release.
+// on a RedisStore wrapped so the figures can time the release.
 func newSoloElector(cs clients, name, id string, t timing, h hooks) (candidate, error) {
 	cfg := leader.Config{Name: name, ID: id, TTL: t.ttl}
-	l, err := leader.NewRedisLock(cs[0], cfg)
+	l, err := leader.NewRedisStore(cs[0], cfg)
 	if err != nil {
 		return nil, err
 	}
-	return leader.NewWithLock(&soloLock{Lock: l, h: h}, cfg)
+	return leader.NewWithStore(&soloStore{Store: l, h: h}, cfg)
 }
 
-// soloLock is a leader.Lock that calls the figure's hooks and otherwise
-// does exactly what the RedisLock inside it does.
-type soloLock struct {
-	leader.Lock
+// soloStore is a leader.Store that calls the figure's hooks and otherwise
+// does exactly what the RedisStore inside it does.
+type soloStore struct {
+	leader.Store
 	h hooks
 }
 
-func (l *soloLock) Release(ctx context.Context, lease leader.Lease) error {
+func (l *soloStore) Release(ctx context.Context, lease leader.Lease) error {
 	if l.h.released != nil {
 		l.h.released()
 	}
-	return l.Lock.Release(ctx, lease)
+	return l.Store.Release(ctx, lease)
 }
 
 // ---- bsm/redislock ----

@@ -105,7 +105,7 @@ func scaleFigure(ctx context.Context, e *env) (figure, error) {
 		},
 	)
 	fmt.Fprintf(&b, "\nWithout a Hub, connections grow with the number of elections because every `Elector.Run` opens its own "+
-		"pub/sub subscription for release notices (`RedisLock.Watch` → `client.Subscribe`, one dedicated connection "+
+		"pub/sub subscription for release notices (`RedisStore.Watch` → `client.Subscribe`, one dedicated connection "+
 		"with about 64 KiB of buffers each, pinged every TTL); the lease commands share the client's pool of %d. "+
 		"With a Hub, all notices come over one pub/sub connection (one PING per TTL for all) and the renewals that fall "+
 		"due together share a pipeline (one pool checkout and one write and read for up to 512 of them).\n", last.poolSize)

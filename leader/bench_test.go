@@ -16,13 +16,13 @@ import (
 // cmds/op: Redis commands sent per operation, counted by a client hook
 // (after the script cache is warm, EVALSHA is the one command).
 
-func benchLock(b *testing.B) (*leader.RedisLock, *cmdCounter, leader.Config) {
+func benchLock(b *testing.B) (*leader.RedisStore, *cmdCounter, leader.Config) {
 	srv := redistest.Start(b)
 	c := newClient(b, srv.Addr())
 	counter := newCmdCounter()
 	c.AddHook(counter)
 	cfg := leader.Config{Name: electionName(b)}
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func reportCmds(b *testing.B, counter *cmdCounter, before int, ops int) {
 	b.ReportMetric(float64(counter.total()-before)/float64(ops), "cmds/op")
 }
 
-func BenchmarkRedisLock_Acquire(b *testing.B) {
+func BenchmarkRedisStore_Acquire(b *testing.B) {
 	lock, counter, _ := benchLock(b)
 	ctx := context.Background()
 	leases := make([]leader.Lease, 0, b.N)
@@ -68,7 +68,7 @@ func BenchmarkRedisLock_Acquire(b *testing.B) {
 	reportCmds(b, counter, before, len(leases))
 }
 
-func BenchmarkRedisLock_Renew(b *testing.B) {
+func BenchmarkRedisStore_Renew(b *testing.B) {
 	lock, counter, _ := benchLock(b)
 	ctx := context.Background()
 	_, rec, err := lock.Acquire(ctx, "a", time.Minute)
@@ -87,7 +87,7 @@ func BenchmarkRedisLock_Renew(b *testing.B) {
 	reportCmds(b, counter, before, n)
 }
 
-func BenchmarkRedisLock_Release(b *testing.B) {
+func BenchmarkRedisStore_Release(b *testing.B) {
 	lock, counter, _ := benchLock(b)
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -397,7 +397,7 @@ func (c *campaign) acquireFailed(err error) {
 
 // checkWatch, after an answered call, reports a subscription Redis refused
 // as a configuration error as it does a refused call (Status.ConfigErr,
-// RedisConfigMetrics), logged once per episode. Followers then poll at
+// Metrics.RedisConfigError), logged once per episode. Followers then poll at
 // RetryInterval, and a leader keeps its term: notices are an optimisation.
 func (c *campaign) checkWatch() {
 	w, ok := c.watch.(refusedWatch)

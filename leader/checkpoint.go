@@ -21,12 +21,12 @@ var (
 // is already at or above the one offered (another term recorded it).
 var ErrCheckpointNotAdvanced = errors.New("leader: checkpoint not advanced")
 
-// ErrNoCheckpoints is returned when the elector's Lock cannot keep
+// ErrNoCheckpoints is returned when the elector's Store cannot keep
 // checkpoints.
 var ErrNoCheckpoints = errors.New("leader: lock keeps no checkpoints")
 
-// Checkpointer is implemented by Locks that keep small fenced counters beside
-// the lease (RedisLock, leadertest.Lock). worker records each cron job's
+// Checkpointer is implemented by Stores that keep small fenced counters beside
+// the lease (RedisStore, leadertest.Store). worker records each cron job's
 // last fired tick this way, so a failover never runs a tick twice.
 type Checkpointer interface {
 	// Checkpoint sets key to n if lease still holds and n is greater than
@@ -36,7 +36,7 @@ type Checkpointer interface {
 	LoadCheckpoint(ctx context.Context, key string) (n int64, ok bool, err error)
 }
 
-var _ Checkpointer = (*RedisLock)(nil)
+var _ Checkpointer = (*RedisStore)(nil)
 
 // Checkpoint implements Checkpointer. The key is PREFIX:{NAME}:cp:KEY, in
 // the lease's Cluster slot, without expiry. With MinReplicas the script and
@@ -44,7 +44,7 @@ var _ Checkpointer = (*RedisLock)(nil)
 // fewer replicas returns ErrNotReplicated and counts as not recorded (a
 // failover could lose it), although the primary may keep it; so does a
 // "not advanced" answer, whose recorded value may be such a write.
-func (l *RedisLock) Checkpoint(ctx context.Context, lease Lease, key string, n int64) error {
+func (l *RedisStore) Checkpoint(ctx context.Context, lease Lease, key string, n int64) error {
 	// The request's ID lets a second run of it (go-redis's retry) answer
 	// as the first.
 	req := l.cpSeq.Add(1)
@@ -73,7 +73,7 @@ func (l *RedisLock) Checkpoint(ctx context.Context, lease Lease, key string, n i
 }
 
 // LoadCheckpoint implements Checkpointer.
-func (l *RedisLock) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
+func (l *RedisStore) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
 	v, err := l.client.Get(ctx, l.cpKey(key)).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
@@ -88,7 +88,7 @@ func (l *RedisLock) LoadCheckpoint(ctx context.Context, key string) (int64, bool
 	return n, true, nil
 }
 
-func (l *RedisLock) cpKey(key string) string { return l.prefix + "cp:" + key }
+func (l *RedisStore) cpKey(key string) string { return l.prefix + "cp:" + key }
 
 // Checkpoint and LoadCheckpoint return when ctx ends even if the Redis
 // client ignores it (the call is then abandoned, as the elector's own are),
@@ -132,7 +132,7 @@ func (e *Elector) LoadCheckpoint(ctx context.Context, key string) (n int64, ok b
 }
 
 // Leader returns the current holder of the election as the store reports
-// it, or ErrNoLeader. It is Lookup through this elector's own Lock.
+// it, or ErrNoLeader. It is Lookup through this elector's own Store.
 func (e *Elector) Leader(ctx context.Context) (Holder, error) {
 	rec, err := e.lock.Inspect(ctx)
 	if err != nil {

@@ -16,7 +16,7 @@ func TestRedis_CheckpointIsFencedAndMonotonic(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	cfg := redisConfig(t, "a")
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestElector_FunctionReturningErrResignedResigns(t *testing.T) {
 func TestRedis_CheckpointLargeValues(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	lock, err := leader.NewRedisLock(c, redisConfig(t, "a"))
+	lock, err := leader.NewRedisStore(c, redisConfig(t, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,8 +59,8 @@ func TestConfig_Validate(t *testing.T) {
 				t.Fatalf("Validate() error %T is not a *ConfigError", err)
 			}
 			// New must refuse the same config with the same error.
-			if _, err := leader.NewWithLock(nopLock{}, tt.cfg); err == nil || err.Error() != tt.want {
-				t.Fatalf("NewWithLock() = %v, want %s", err, tt.want)
+			if _, err := leader.NewWithStore(nopLock{}, tt.cfg); err == nil || err.Error() != tt.want {
+				t.Fatalf("NewWithStore() = %v, want %s", err, tt.want)
 			}
 		})
 	}

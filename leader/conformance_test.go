@@ -20,13 +20,13 @@ func conformanceConfig(t *testing.T) leader.Config {
 	return leader.Config{Name: electionName(t) + "." + strconv.FormatInt(conformanceRun.Add(1), 10)}
 }
 
-// TestConformance_RedisLock runs the store conformance suite against
-// RedisLock over a real redis-server.
-func TestConformance_RedisLock(t *testing.T) {
+// TestConformance_RedisStore runs the store conformance suite against
+// RedisStore over a real redis-server.
+func TestConformance_RedisStore(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	leadertest.TestStore(t, func(t *testing.T) leader.Lock {
-		l, err := leader.NewRedisLock(c, conformanceConfig(t))
+	leadertest.TestStore(t, func(t *testing.T) leader.Store {
+		l, err := leader.NewRedisStore(c, conformanceConfig(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,14 +34,14 @@ func TestConformance_RedisLock(t *testing.T) {
 	})
 }
 
-// TestConformance_HubRedisLock runs the store conformance suite against
-// RedisLocks sharing one Hub: its pub/sub connection and batched renewals.
-func TestConformance_HubRedisLock(t *testing.T) {
+// TestConformance_HubRedisStore runs the store conformance suite against
+// RedisStores sharing one Hub: its pub/sub connection and batched renewals.
+func TestConformance_HubRedisStore(t *testing.T) {
 	srv := redistest.Start(t)
 	hub := leader.NewHub(newClient(t, srv.Addr()))
 	t.Cleanup(func() { _ = hub.Close() })
-	leadertest.TestStore(t, func(t *testing.T) leader.Lock {
-		l, err := hub.NewRedisLock(conformanceConfig(t))
+	leadertest.TestStore(t, func(t *testing.T) leader.Store {
+		l, err := hub.NewRedisStore(conformanceConfig(t))
 		if err != nil {
 			t.Fatal(err)
 		}

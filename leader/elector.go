@@ -15,10 +15,10 @@ import (
 )
 
 // Elector campaigns for one election and runs a leader function during each
-// term it wins. Create it with New (Redis) or NewWithLock (any Lock); it is
+// term it wins. Create it with New (Redis) or NewWithStore (any Store); it is
 // safe for concurrent use. One Elector runs at most one Run at a time.
 type Elector struct {
-	lock    Lock
+	lock    Store
 	cfg     Config
 	log     *zap.Logger
 	logSet  bool // a logger was given (WithLogger, UseLogger)
@@ -115,7 +115,7 @@ func New(client redis.UniversalClient, cfg Config, opts ...Option) (*Elector, er
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e, err := newRedisElector(client, cfg, opts) // hub.go: the RedisLock, on a Hub with WithHub
+	e, err := newRedisElector(client, cfg, opts) // hub.go: the RedisStore, on a Hub with WithHub
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +124,9 @@ func New(client redis.UniversalClient, cfg Config, opts ...Option) (*Elector, er
 	return e, nil
 }
 
-// NewWithLock returns an Elector that keeps its lease in lock, for instance
+// NewWithStore returns an Elector that keeps its lease in lock, for instance
 // the in-memory fake of package leadertest.
-func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
+func NewWithStore(lock Store, cfg Config, opts ...Option) (*Elector, error) {
 	if lock == nil {
 		return nil, errors.New("leader: nil lock")
 	}
@@ -142,7 +142,7 @@ func NewWithLock(lock Lock, cfg Config, opts ...Option) (*Elector, error) {
 	// Elector even when many processes share one configuration, so the
 	// acquire script's adopt-by-ID can only ever adopt this Elector's own
 	// attempt (see campaign.acquire).
-	o := options{log: zap.NewNop(), metrics: nopMetrics{}}
+	o := options{log: zap.NewNop(), metrics: NopMetrics{}}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
@@ -251,7 +251,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 // key or channel, a wrong password, an unknown command) is retried too,
 // every RetryInterval, so that a configuration fixed live needs no
 // restart; it is logged once at error level and reported in
-// Status.ConfigErr and to RedisConfigMetrics, and a renewal refused so
+// Status.ConfigErr and to Metrics.RedisConfigError, and a renewal refused so
 // ends the term at once. It returns ErrAlreadyRunning if this Elector
 // already runs.
 func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {

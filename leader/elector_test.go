@@ -81,6 +81,7 @@ func (r *recorder) ended() []span {
 
 // metrics records what the elector reports.
 type metrics struct {
+	leader.NopMetrics
 	mu          sync.Mutex
 	transitions []leader.Transition
 	overruns    int
@@ -118,9 +119,9 @@ func run(t *testing.T, e *leader.Elector, fn func(context.Context) error) (stop 
 	}
 }
 
-func newElector(t *testing.T, lock leader.Lock, cfg leader.Config, opts ...leader.Option) *leader.Elector {
+func newElector(t *testing.T, lock leader.Store, cfg leader.Config, opts ...leader.Option) *leader.Elector {
 	t.Helper()
-	e, err := leader.NewWithLock(lock, cfg, opts...)
+	e, err := leader.NewWithStore(lock, cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestElector_RenewDeadlineCancelsWhileRenewHangs(t *testing.T) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if len(m.transitions) < 2 || m.transitions[0] != leader.TransitionElected || m.transitions[1] != leader.TransitionLost {
+		if len(m.transitions) < 2 || m.transitions[0] != leader.TransitionElected || m.transitions[1] != leader.TransitionExpired {
 			t.Fatalf("transitions = %v, want elected then lost", m.transitions)
 		}
 	})
@@ -203,13 +204,13 @@ func TestElector_RenewDeadlineCancelsWhileRenewHangs(t *testing.T) {
 func TestElector_LeaseLostBehindItsBack(t *testing.T) {
 	chaos := []struct {
 		name  string
-		do    func(l *leadertest.Lock)
-		after func(t *testing.T, l *leadertest.Lock)
+		do    func(l *leadertest.Store)
+		after func(t *testing.T, l *leadertest.Store)
 	}{
 		{
 			name: "deleted",
-			do:   func(l *leadertest.Lock) { l.Expire() },
-			after: func(t *testing.T, l *leadertest.Lock) {
+			do:   func(l *leadertest.Store) { l.Expire() },
+			after: func(t *testing.T, l *leadertest.Store) {
 				// Renewing never re-creates the key.
 				if h, _, ok := l.Holder(); ok {
 					t.Fatalf("lease re-created by the old leader: %v", h)
@@ -218,8 +219,8 @@ func TestElector_LeaseLostBehindItsBack(t *testing.T) {
 		},
 		{
 			name: "overwritten",
-			do:   func(l *leadertest.Lock) { l.Steal("intruder", time.Hour) },
-			after: func(t *testing.T, l *leadertest.Lock) {
+			do:   func(l *leadertest.Store) { l.Steal("intruder", time.Hour) },
+			after: func(t *testing.T, l *leadertest.Store) {
 				if h, _, ok := l.Holder(); !ok || h.ID != "intruder" {
 					t.Fatalf("holder = %v %v, want the intruder untouched", h, ok)
 				}
@@ -641,5 +642,5 @@ func TestElector_RunTwice(t *testing.T) {
 	})
 }
 
-// nopLock satisfies leader.Lock for constructor tests.
-type nopLock struct{ leader.Lock }
+// nopLock satisfies leader.Store for constructor tests.
+type nopLock struct{ leader.Store }

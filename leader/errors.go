@@ -34,7 +34,7 @@ var (
 	// context ends.
 	ErrShutdown = errors.New("leader: shutting down")
 
-	// ErrSpreadGroupLive is returned by an acquire (RedisLock.Acquire)
+	// ErrSpreadGroupLive is returned by an acquire (RedisStore.Acquire)
 	// refused because a spread group of the same name (worker.Spread,
 	// election.mode spread) has a live member: the two modes of one name
 	// exclude each other. The Elector logs it once, at error level, and

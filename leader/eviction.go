@@ -51,7 +51,7 @@ const (
 // solo's keys, with INFO memory (fields maxmemory and maxmemory_policy;
 // CONFIG GET is often refused on managed Redis). A Cluster client's every
 // master is read; one that may evict makes the answer unsafe. A guard is
-// shared by the locks of one client (an Elector's RedisLock, a Hub's, a
+// shared by the locks of one client (an Elector's RedisStore, a Hub's, a
 // lock.Client's) and is safe for concurrent use.
 type EvictionGuard struct {
 	client  redis.UniversalClient
@@ -319,26 +319,18 @@ func (g *EvictionGuard) WarnUnverified(log *zap.Logger) {
 	}
 }
 
-// EvictionMetrics is an optional extension of Metrics: an elector whose
-// Metrics implement it reports what its lock last read of the server's
-// eviction policy (EvictionGuard), after every answered or failed call.
-// Calls must not block.
-type EvictionMetrics interface {
-	RedisEviction(state EvictionState)
-}
-
 // evictionGuard returns the guard of l's client: the hub's with a hub.
-func (l *RedisLock) evictionGuard() *EvictionGuard {
+func (l *RedisStore) evictionGuard() *EvictionGuard {
 	if l.hub != nil {
 		return l.hub.guard
 	}
 	return l.guard
 }
 
-// guardOf returns the eviction guard of lock, nil for a Lock that is not
+// guardOf returns the eviction guard of lock, nil for a Store that is not
 // kept in Redis.
-func guardOf(lock Lock) *EvictionGuard {
-	if l, ok := lock.(*RedisLock); ok {
+func guardOf(lock Store) *EvictionGuard {
+	if l, ok := lock.(*RedisStore); ok {
 		return l.evictionGuard()
 	}
 	return nil
@@ -349,7 +341,7 @@ func guardOf(lock Lock) *EvictionGuard {
 // each renewal's answer was handed over, so that a holder sees a policy
 // changed live (its next renewal steps down) without a round trip on the
 // renewal's path.
-func refreshEviction(ctx context.Context, lock Lock, d time.Duration) {
+func refreshEviction(ctx context.Context, lock Store, d time.Duration) {
 	if g := guardOf(lock); g != nil {
 		rctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -357,15 +349,13 @@ func refreshEviction(ctx context.Context, lock Lock, d time.Duration) {
 	}
 }
 
-// noteEviction tells the metrics what the lock last read of the eviction
+// noteEviction tells the metrics what the store last read of the eviction
 // policy, and logs once per episode, at warn, that it cannot be verified.
 func (e *Elector) noteEviction() {
 	g := guardOf(e.lock)
 	if g == nil {
 		return
 	}
-	if m, ok := e.metrics.(EvictionMetrics); ok {
-		m.RedisEviction(g.State())
-	}
+	e.metrics.RedisEviction(g.State())
 	g.WarnUnverified(e.log)
 }

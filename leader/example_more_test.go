@@ -79,7 +79,7 @@ func ExampleLookup() {
 // ErrResigned, the lease released after it returned, and the elector sits
 // out one election.
 func ExampleElector_Resign() {
-	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "orders-sync", ID: "a"})
+	e, err := leader.NewWithStore(leadertest.New(), leader.Config{Name: "orders-sync", ID: "a"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -103,8 +103,8 @@ func ExampleElector_Resign() {
 func ExampleElector_Observe() {
 	lock := leadertest.New()
 	cfg := leader.Config{Name: "orders-sync"}
-	a, _ := leader.NewWithLock(lock, withID(cfg, "a"))
-	watcher, _ := leader.NewWithLock(lock, withID(cfg, "w"))
+	a, _ := leader.NewWithStore(lock, withID(cfg, "a"))
+	watcher, _ := leader.NewWithStore(lock, withID(cfg, "w"))
 
 	changes := make(chan leader.Change)
 	octx, stopObserving := context.WithCancel(context.Background())

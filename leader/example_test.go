@@ -31,9 +31,9 @@ func ExampleConfig_LeaseKey() {
 
 // An elector on the in-memory lock of package leadertest: the function runs
 // with the term in its context, and the lease is released when it returns.
-func ExampleNewWithLock() {
+func ExampleNewWithStore() {
 	lock := leadertest.New()
-	e, err := leader.NewWithLock(lock, leader.Config{Name: "orders-sync", ID: "a"})
+	e, err := leader.NewWithStore(lock, leader.Config{Name: "orders-sync", ID: "a"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -13,7 +13,7 @@ import (
 // (WithHooks) takes the random part of its ID from it, per election; every
 // other elector keeps a random one. New does not contact Redis.
 //
-// Mutation check: without the IDToken lookup in NewWithLock, "ID
+// Mutation check: without the IDToken lookup in NewWithStore, "ID
 // a-ba22faf13466, want a-e1.1".
 func TestNew_HooksIDToken(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})

@@ -40,7 +40,7 @@ var errHubClosed = errors.New("leader: hub closed")
 // one every TTL) and sends each renewal as a round trip of its own. That is
 // the right default for one or a few elections per process. With hundreds
 // or thousands of elections in one process, build them all with one Hub
-// (WithHub, Hub.NewRedisLock): the process then holds the client's pool
+// (WithHub, Hub.NewRedisStore): the process then holds the client's pool
 // plus one pub/sub connection, one health PING per interval in all, and
 // renewals due at about the same time share a pipeline.
 //
@@ -72,7 +72,7 @@ var errHubClosed = errors.New("leader: hub closed")
 // A Hub owns a pub/sub multiplexer (internal/pubsub: two goroutines,
 // started by the first Watch) and one renewal batcher per queue, started
 // by the queue's first renewal and ended after a minute without work;
-// Close stops them all. Close it after the Electors and RedisLocks using
+// Close stops them all. Close it after the Electors and RedisStores using
 // it stopped: afterwards their Watch and Renew fail.
 type Hub struct {
 	client  redis.UniversalClient
@@ -122,7 +122,7 @@ func WithHubBatch(n int) HubOption {
 }
 
 // NewHub returns a Hub that multiplexes the election notices of every
-// RedisLock and Elector built with it (WithHub, Hub.NewRedisLock) over one
+// RedisStore and Elector built with it (WithHub, Hub.NewRedisStore) over one
 // pub/sub connection of client, and batches their renewals into pipelines
 // on client. It connects lazily: no connection is opened before the first
 // Watch or Renew. Close stops it, after the electors using it stopped.
@@ -179,18 +179,18 @@ func (h *Hub) Close() error {
 	return nil
 }
 
-// WithHub builds the Elector's RedisLock on h: its notices come over the
+// WithHub builds the Elector's RedisStore on h: its notices come over the
 // hub's shared pub/sub connection and its renewals are batched with the
 // other elections' (see Hub). h must have been made for the client given
-// to New. It has no effect on NewWithLock; use Hub.NewRedisLock there.
+// to New. It has no effect on NewWithStore; use Hub.NewRedisStore there.
 func WithHub(h *Hub) Option {
 	return optionFunc(func(o *options) { o.hub = h })
 }
 
-// NewRedisLock is NewRedisLock on the hub's client, with the lock's Watch
+// NewRedisStore is NewRedisStore on the hub's client, with the store's Watch
 // and Renew going through the hub.
-func (h *Hub) NewRedisLock(cfg Config) (*RedisLock, error) {
-	l, err := NewRedisLock(h.client, cfg)
+func (h *Hub) NewRedisStore(cfg Config) (*RedisStore, error) {
+	l, err := NewRedisStore(h.client, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -198,18 +198,18 @@ func (h *Hub) NewRedisLock(cfg Config) (*RedisLock, error) {
 	return l, nil
 }
 
-// newRedisElector is New after its checks: the Elector on a RedisLock,
+// newRedisElector is New after its checks: the Elector on a RedisStore,
 // which uses the hub of a WithHub option.
 func newRedisElector(client redis.UniversalClient, cfg Config, opts []Option) (*Elector, error) {
-	l := newRedisLock(client, cfg)
+	l := newRedisStore(client, cfg)
 	if err := l.useHub(opts); err != nil {
 		return nil, err
 	}
-	return NewWithLock(l, cfg, opts...)
+	return NewWithStore(l, cfg, opts...)
 }
 
 // useHub attaches the hub of opts, if any, to l (New's WithHub).
-func (l *RedisLock) useHub(opts []Option) error {
+func (l *RedisStore) useHub(opts []Option) error {
 	var o options
 	for _, opt := range opts {
 		opt.apply(&o)
@@ -224,9 +224,9 @@ func (l *RedisLock) useHub(opts []Option) error {
 	return nil
 }
 
-// renewEval runs the renew script, through the hub's batches when the lock
+// renewEval runs the renew script, through the hub's batches when the store
 // has a hub and needs no replica acknowledgement.
-func (l *RedisLock) renewEval(ctx context.Context, lease Lease, ttl time.Duration) (any, int64, error) {
+func (l *RedisStore) renewEval(ctx context.Context, lease Lease, ttl time.Duration) (any, int64, error) {
 	if l.hub == nil || l.minReplicas > 0 {
 		return l.eval(ctx, renewScript, []string{l.leaseKey, l.infoKey}, lease.String(), pxMillis(ttl))
 	}

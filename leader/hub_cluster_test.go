@@ -214,8 +214,8 @@ func TestHub_ClusterRequestResignCountsEveryNode(t *testing.T) {
 		var n int64
 		var err error
 		if i%2 == 0 {
-			// The Lock's count.
-			n, err = newRedisLock(c, el.cfg.withDefaults()).RequestResign(ctx, term)
+			// The Store's count.
+			n, err = newRedisStore(c, el.cfg.withDefaults()).RequestResign(ctx, term)
 		} else {
 			// The package function, which fails when nobody heard it.
 			var h Holder
@@ -256,7 +256,7 @@ func TestHub_IdleRenewalQueueEnds(t *testing.T) {
 	hub.idle = 50 * time.Millisecond // before the first renewal starts a batcher
 	defer hub.Close()
 	ctx := context.Background()
-	l, err := hub.NewRedisLock(Config{Name: "idle", TTL: time.Minute})
+	l, err := hub.NewRedisStore(Config{Name: "idle", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -277,10 +277,10 @@ func TestHub_RenewalsSharePipelines(t *testing.T) {
 	defer hub.Close()
 	ctx := context.Background()
 
-	locks := make([]*RedisLock, n)
+	locks := make([]*RedisStore, n)
 	leases := make([]Lease, n)
 	for i := range n {
-		l, err := hub.NewRedisLock(Config{Name: fmt.Sprintf("batch-%d", i), TTL: time.Minute})
+		l, err := hub.NewRedisStore(Config{Name: fmt.Sprintf("batch-%d", i), TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,8 +374,8 @@ func TestHub_RenewalsSharePipelines(t *testing.T) {
 		}
 	})
 	t.Run("same answer as unbatched", func(t *testing.T) {
-		plain := func(i int) *RedisLock {
-			return newRedisLock(client, Config{Name: fmt.Sprintf("batch-%d", i), TTL: time.Minute}.withDefaults())
+		plain := func(i int) *RedisStore {
+			return newRedisStore(client, Config{Name: fmt.Sprintf("batch-%d", i), TTL: time.Minute}.withDefaults())
 		}
 		if err := plain(lost).Renew(ctx, leases[lost], time.Minute); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("unbatched renew of the stolen lease: %v", err)
@@ -405,7 +405,7 @@ func TestHub_WatchReferenceCountsAndClose(t *testing.T) {
 		return m[cfg.EventsChannel()]
 	}
 	newWatch := func() Watch {
-		l, err := hub.NewRedisLock(cfg)
+		l, err := hub.NewRedisStore(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,7 +426,7 @@ func TestHub_WatchReferenceCountsAndClose(t *testing.T) {
 			t.Fatalf("no resign %d notice within 5s", term)
 		}
 	}
-	publisher, err := NewRedisLock(probe, cfg)
+	publisher, err := NewRedisStore(probe, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func TestHub_WatchReferenceCountsAndClose(t *testing.T) {
 	// A reader that does not read yet does not hold up the hub: notices
 	// queue for it and arrive in order.
 	other := Config{Name: "refcount-other", TTL: 2 * time.Second}
-	lo, err := hub.NewRedisLock(other)
+	lo, err := hub.NewRedisStore(other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestHub_WatchReferenceCountsAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	hubWait(t, 5*time.Second, "other watch live", wo.Live)
-	otherPub, _ := NewRedisLock(probe, other)
+	otherPub, _ := NewRedisStore(probe, other)
 	for term := uint64(10); term < 13; term++ {
 		if _, err := publisher.RequestResign(ctx, term); err != nil {
 			t.Fatal(err)
@@ -507,7 +507,7 @@ func TestHub_WatchReferenceCountsAndClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, _ := hub.NewRedisLock(cfg)
+	l, _ := hub.NewRedisStore(cfg)
 	if _, err := l.Watch(ctx); !errors.Is(err, errHubClosed) {
 		t.Fatalf("watch after Close: %v", err)
 	}
@@ -525,7 +525,7 @@ func TestHub_NoticesSurviveAKilledAndAFrozenConnection(t *testing.T) {
 	defer hub.Close()
 
 	cfg := Config{Name: "reconnect", TTL: time.Second} // health check every 1s
-	l, err := hub.NewRedisLock(cfg)
+	l, err := hub.NewRedisStore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +535,7 @@ func TestHub_NoticesSurviveAKilledAndAFrozenConnection(t *testing.T) {
 	}
 	defer w.Close()
 	hubWait(t, 5*time.Second, "watch live", w.Live)
-	pub, _ := NewRedisLock(probe, cfg)
+	pub, _ := NewRedisStore(probe, cfg)
 	expect := func(term uint64) {
 		t.Helper()
 		// Publish until the subscription is back (a notice sent while it
@@ -669,7 +669,7 @@ func TestHub_WithHubNeedsItsClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := e.lock.(*RedisLock); l.hub != hub {
+	if l := e.lock.(*RedisStore); l.hub != hub {
 		t.Fatal("the elector's lock does not use the hub")
 	}
 }

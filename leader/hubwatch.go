@@ -7,7 +7,7 @@ import (
 
 // watch registers a watch of l's channel. The subscription itself is sent
 // by the multiplexer's goroutine, so Watch never waits for Redis.
-func (h *Hub) watch(l *RedisLock) (Watch, error) {
+func (h *Hub) watch(l *RedisStore) (Watch, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

@@ -27,7 +27,7 @@ func TestRedis_InfoLivesAndDiesWithTheLease(t *testing.T) {
 	cfg := redisConfig(t, "a")
 	cfg.TTL, cfg.RenewInterval, cfg.RenewDeadline = 4*time.Second, 1300*time.Millisecond, 2600*time.Millisecond
 	cfg.Value = "10.0.0.7:8080"
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestRedis_CandidatesListedExpiredBoundedAndWithdrawn(t *testing.T) {
 	direct := newClient(t, srv.Addr())
 	ctx := context.Background()
 	cfg := redisConfig(t, "lead") // TTL 1.5s, retry 300ms: window 3.3s
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestRedis_ObserveReportsTheHoldersInfo(t *testing.T) {
 	select {
 	case ch := <-changes:
 		h := ch.Holder
-		if ch.Kind != leader.ChangeElected || h.ID != a.ID() || h.LeaseTTL != cfg.TTL || h.RenewInterval != cfg.RenewInterval ||
+		if ch.Kind != leader.TransitionElected || h.ID != a.ID() || h.LeaseTTL != cfg.TTL || h.RenewInterval != cfg.RenewInterval ||
 			h.Value != cfg.Value || h.LastRenew.IsZero() || h.LastRenew.Before(h.Since) {
 			t.Fatalf("first change = %v %+v; want a elected with its TTL %s, renew %s, value and last renewal", ch.Kind, h, cfg.TTL, cfg.RenewInterval)
 		}
@@ -287,7 +287,7 @@ func TestRedis_HubRenewalsRefreshTheInfo(t *testing.T) {
 	hub := leader.NewHub(c)
 	defer hub.Close()
 	cfg := redisConfig(t, "a")
-	lock, err := hub.NewRedisLock(cfg)
+	lock, err := hub.NewRedisStore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,8 +304,8 @@ func TestRedis_HubRenewalsRefreshTheInfo(t *testing.T) {
 	}
 }
 
-// TestElector_ViewWithTheFake: the in-memory Lock models the info and the
-// candidates as RedisLock does, for the Elector's View and Proclaim.
+// TestElector_ViewWithTheFake: the in-memory Store models the info and the
+// candidates as RedisStore does, for the Elector's View and Proclaim.
 func TestElector_ViewWithTheFake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lock := leadertest.New()

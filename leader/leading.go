@@ -362,7 +362,7 @@ func (t *term) end(cause error, lost bool) {
 		t.live.Stop()
 		t.log.Error("leadership lost", zap.NamedError("cause", cause),
 			zap.Time("last_renew_sent", t.live.LastOK()), zap.Duration("renew_deadline", e.cfg.RenewDeadline))
-		e.metrics.Transition(TransitionLost, t.lease.Term)
+		e.metrics.Transition(TransitionExpired, t.lease.Term)
 	}
 }
 
@@ -392,7 +392,7 @@ func (t *term) finish(ctx context.Context) {
 		e.metrics.Transition(TransitionReleased, t.lease.Term)
 	case errors.Is(err, ErrLeaseLost):
 		t.log.Warn("lease was already gone at release", zap.Error(err))
-		e.metrics.Transition(TransitionLost, t.lease.Term)
+		e.metrics.Transition(TransitionExpired, t.lease.Term)
 	default:
 		t.log.Warn("release failed; the lease will expire", zap.Error(err))
 		e.metrics.Transition(TransitionStepDown, t.lease.Term)

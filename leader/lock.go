@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// Lock stores one election's lease. The Elector sees storage only through
-// it; RedisLock is the production implementation and leadertest.Lock an
+// Store stores one election's lease. The Elector sees storage only through
+// it; RedisStore is the production implementation and leadertest.Store an
 // in-memory fake. Every method is one atomic step on the store.
-type Lock interface {
+type Store interface {
 	// Acquire takes the lease for id with the given TTL if nobody holds it,
 	// minting a new term. If id already holds it (a retry after a lost
 	// reply) the lease is refreshed to ttl and adopted. Otherwise it
@@ -29,7 +29,7 @@ type Lock interface {
 	Release(ctx context.Context, l Lease) error
 
 	// Inspect returns the current holder, or ErrNoLeader. A store that
-	// keeps them fills in Record.Info and Record.Candidates; with
+	// keeps them fills in what the holder recorded and Record.Candidates; with
 	// ErrNoLeader the Record carries only the Candidates.
 	Inspect(ctx context.Context) (Record, error)
 
@@ -66,45 +66,41 @@ func parseLease(s string) (Lease, bool) {
 	return Lease{Term: term, ID: id}, true
 }
 
-// Record describes the lease as the store reported it.
+// Record describes the lease as the store reported it: the lease, its time
+// left, and what the holder recorded beside it for readers. A zero field
+// of what the holder recorded is unknown: Acquire and Renew do not report
+// it, a store may not keep it, or an older solo took the lease.
 type Record struct {
 	Lease
 	// TTL is the time left on the lease when the store answered.
 	TTL time.Duration
-	// Info is what the holder stored beside the lease when it took it
-	// (Inspect only; zero fields are unknown: a store that does not keep
-	// it, or a lease taken by an older solo).
-	Info LeaseInfo
+	// LeaseTTL is the lease length the holder acquires and renews with
+	// (Inspect only).
+	LeaseTTL time.Duration
+	// RenewInterval is how often the holder renews (Inspect only).
+	RenewInterval time.Duration
+	// Value is the value the holder proclaims (Config.Value, Proclaim;
+	// Inspect only).
+	Value string
+	// Since is when the lease was acquired, on the store's clock (Inspect
+	// only).
+	Since time.Time
+	// Protocol and MinPeerProtocol are the holder's protocol and the
+	// oldest it shares an election with (see Protocol; Inspect only); zero
+	// when it recorded none: a solo before v0.1.0, which speaks protocol 1.
+	Protocol, MinPeerProtocol int
 	// Candidates are the IDs of the candidates that recently found the
 	// lease held and wait for it, soonest gone first (Inspect only; at
 	// most MaxCandidates).
 	Candidates []string
 }
 
-// LeaseInfo is what a holder records beside its lease for readers: the
-// timings only it knows and the value it proclaims. A zero field is
-// unknown.
-type LeaseInfo struct {
-	// TTL is the lease length the holder acquires and renews with.
-	TTL time.Duration
-	// RenewInterval is how often the holder renews.
-	RenewInterval time.Duration
-	// Value is the value the holder proclaims (Config.Value, Proclaim).
-	Value string
-	// Since is when the lease was acquired, on the store's clock.
-	Since time.Time
-	// Protocol and MinPeerProtocol are the holder's protocol and the
-	// oldest it shares an election with (see Protocol); zero when it
-	// recorded none: a solo before v0.1.0, which speaks protocol 1.
-	Protocol, MinPeerProtocol int
-}
-
 // MaxCandidates bounds the candidates an election records (the most
 // recently seen are kept), so a flood of IDs cannot grow the set.
 const MaxCandidates = 100
 
-// Proclaimer is implemented by a Lock that can replace the proclaimed
-// value of a lease it holds (RedisLock, leadertest.Lock); Elector.Proclaim
+// Proclaimer is implemented by a Store that can replace the proclaimed
+// value of a lease it holds (RedisStore, leadertest.Store); Elector.Proclaim
 // uses it.
 type Proclaimer interface {
 	// Proclaim sets the value proclaimed with lease l if l is still
@@ -113,7 +109,7 @@ type Proclaimer interface {
 	Proclaim(ctx context.Context, l Lease, value string) error
 }
 
-// Withdrawer is implemented by a Lock that records waiting candidates;
+// Withdrawer is implemented by a Store that records waiting candidates;
 // the Elector calls it, best effort, when a Run that was following ends.
 type Withdrawer interface {
 	// Withdraw removes id from the election's candidates.

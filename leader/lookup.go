@@ -77,12 +77,12 @@ func LookupView(ctx context.Context, client redis.UniversalClient, cfg Config) (
 	return viewOf(ctx, lock)
 }
 
-// View is LookupView through this elector's own Lock.
+// View is LookupView through this elector's own Store.
 func (e *Elector) View(ctx context.Context) (View, error) {
 	return viewOf(ctx, e.lock)
 }
 
-func viewOf(ctx context.Context, lock Lock) (View, error) {
+func viewOf(ctx context.Context, lock Store) (View, error) {
 	rec, err := lock.Inspect(ctx)
 	if err != nil && !errors.Is(err, ErrNoLeader) {
 		return View{}, err
@@ -120,7 +120,7 @@ func RequestResign(ctx context.Context, client redis.UniversalClient, cfg Config
 	return h, nil
 }
 
-func lockFor(client redis.UniversalClient, cfg Config) (*RedisLock, Config, error) {
+func lockFor(client redis.UniversalClient, cfg Config) (*RedisStore, Config, error) {
 	if client == nil {
 		return nil, cfg, errors.New("leader: nil redis client")
 	}
@@ -128,13 +128,13 @@ func lockFor(client redis.UniversalClient, cfg Config) (*RedisLock, Config, erro
 	if err := cfg.validate(); err != nil {
 		return nil, cfg, err
 	}
-	return newRedisLock(client, cfg), cfg, nil
+	return newRedisStore(client, cfg), cfg, nil
 }
 
 func holderOf(rec Record, now time.Time) Holder {
-	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL, Since: rec.Info.Since,
-		LeaseTTL: rec.Info.TTL, RenewInterval: rec.Info.RenewInterval, Value: rec.Info.Value,
-		Protocol: rec.Info.Protocol, MinPeerProtocol: rec.Info.MinPeerProtocol}
+	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL, Since: rec.Since,
+		LeaseTTL: rec.LeaseTTL, RenewInterval: rec.RenewInterval, Value: rec.Value,
+		Protocol: rec.Protocol, MinPeerProtocol: rec.MinPeerProtocol}
 	if h.Since.IsZero() && rec.Term <= 1<<62 {
 		h.Since = time.UnixMicro(int64(rec.Term))
 	}

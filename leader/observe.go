@@ -8,43 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ChangeKind says how the leadership of an election changed.
-type ChangeKind int
-
-const (
-	// ChangeElected: Holder leads; it is the first holder the observer
-	// saw, or a new term after the previous holder went away.
-	ChangeElected ChangeKind = iota + 1
-	// ChangeReleased: Holder stepped down gracefully and released the
-	// lease (shutdown, a job giving up, or Resign).
-	ChangeReleased
-	// ChangeResigned: Holder released the lease after a resign request
-	// for its term (solo resign, RequestResign).
-	ChangeResigned
-	// ChangeExpired: Holder's lease ran out without a release (a crash, a
-	// partition, a missed renew deadline), or Redis lost it.
-	ChangeExpired
-)
-
-// String returns the kind's name: elected, released, resigned or expired.
-func (k ChangeKind) String() string {
-	switch k {
-	case ChangeElected:
-		return "elected"
-	case ChangeReleased:
-		return "released"
-	case ChangeResigned:
-		return "resigned"
-	case ChangeExpired:
-		return "expired"
-	}
-	return "unknown"
-}
-
 // Change is one change of an election's leadership as an observer saw it.
 type Change struct {
-	Kind ChangeKind
-	// Holder is the new holder for ChangeElected, else the one that went.
+	Kind Transition
+	// Holder is the new holder for TransitionElected, else the one that went.
 	Holder Holder
 	// At is when the observer learned of the change, on its own clock.
 	At time.Time
@@ -52,7 +19,7 @@ type Change struct {
 
 // Observe follows the election cfg names without taking part, calling fn
 // for every change of leadership, in order, from Observe's goroutine: the
-// current holder first (ChangeElected), then each release, resignation,
+// current holder first (TransitionElected), then each release, resignation,
 // expiry and new term. It blocks until ctx is done and then returns nil; fn
 // must not block for long (Observe does not read notices meanwhile, and
 // notices that overflow the subscription are dropped by Redis — the PTTL
@@ -73,7 +40,7 @@ func Observe(ctx context.Context, client redis.UniversalClient, cfg Config, fn f
 	return observe(ctx, lock, cfg, fn)
 }
 
-// Observe is Observe through this elector's Lock: it reports the changes of
+// Observe is Observe through this elector's Store: it reports the changes of
 // the elector's own election, this elector's terms included.
 func (e *Elector) Observe(ctx context.Context, fn func(Change)) error {
 	return observe(ctx, e.lock, e.cfg, fn)
@@ -81,7 +48,7 @@ func (e *Elector) Observe(ctx context.Context, fn func(Change)) error {
 
 // observer is the state of one Observe.
 type observer struct {
-	lock Lock
+	lock Store
 	cfg  Config
 	fn   func(Change)
 
@@ -90,7 +57,7 @@ type observer struct {
 	elected  Lease  // announced by a notice, not yet read: read at once
 }
 
-func observe(ctx context.Context, lock Lock, cfg Config, fn func(Change)) error {
+func observe(ctx context.Context, lock Store, cfg Config, fn func(Change)) error {
 	if fn == nil {
 		return errors.New("leader: nil observe function")
 	}
@@ -149,9 +116,9 @@ func (o *observer) notice(ev Event) {
 		}
 	case EventReleased:
 		if ev.Lease.Term == o.cur.Term && ev.Lease.ID == o.cur.ID {
-			kind := ChangeReleased
+			kind := TransitionReleased
 			if o.resigned == o.cur.Term {
-				kind = ChangeResigned
+				kind = TransitionResigned
 			}
 			o.emit(kind, o.cur)
 			o.cur = Holder{}
@@ -160,7 +127,7 @@ func (o *observer) notice(ev Event) {
 		if ev.Lease.Term > o.cur.Term {
 			if o.cur.Term != 0 {
 				// The previous holder's release notice never came.
-				o.emit(ChangeExpired, o.cur)
+				o.emit(TransitionExpired, o.cur)
 				o.cur = Holder{}
 			}
 			o.elected = ev.Lease
@@ -183,7 +150,7 @@ func (o *observer) inspect(ctx context.Context) time.Duration {
 			// report it from the notice alone (its info unknown), so no
 			// term is skipped; its release notice or the next read ends it.
 			o.cur = holderOf(Record{Lease: l}, time.Now())
-			o.emit(ChangeElected, o.cur)
+			o.emit(TransitionElected, o.cur)
 			if err != nil {
 				return o.cfg.RetryInterval
 			}
@@ -192,7 +159,7 @@ func (o *observer) inspect(ctx context.Context) time.Duration {
 	switch {
 	case errors.Is(err, ErrNoLeader):
 		if o.cur.Term != 0 {
-			o.emit(ChangeExpired, o.cur)
+			o.emit(TransitionExpired, o.cur)
 			o.cur = Holder{}
 		}
 		return o.cfg.RetryInterval
@@ -202,14 +169,14 @@ func (o *observer) inspect(ctx context.Context) time.Duration {
 	h := holderOf(rec, time.Now())
 	if rec.Term != o.cur.Term || rec.ID != o.cur.ID {
 		if o.cur.Term != 0 {
-			o.emit(ChangeExpired, o.cur)
+			o.emit(TransitionExpired, o.cur)
 		}
-		o.emit(ChangeElected, h)
+		o.emit(TransitionElected, h)
 	}
 	o.cur = h
 	return rec.TTL + time.Millisecond
 }
 
-func (o *observer) emit(kind ChangeKind, h Holder) {
+func (o *observer) emit(kind Transition, h Holder) {
 	o.fn(Change{Kind: kind, Holder: h, At: time.Now()})
 }

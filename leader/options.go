@@ -1,8 +1,6 @@
 package leader
 
 import (
-	"time"
-
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/internal/hooks"
@@ -57,55 +55,3 @@ func WithMetrics(m Metrics) Option {
 		}
 	})
 }
-
-// Transition names a change of an elector's role.
-type Transition string
-
-// The transitions an elector reports.
-const (
-	TransitionElected  Transition = "elected"  // won a term
-	TransitionReleased Transition = "released" // stepped down and released the lease
-	TransitionLost     Transition = "lost"     // renew deadline passed or lease found lost
-	TransitionStepDown Transition = "stepdown" // stepped down without releasing (shutdown timeout)
-)
-
-// Metrics receives an elector's measurements. Calls come from the elector's
-// goroutines and must not block. worker provides a Prometheus implementation.
-type Metrics interface {
-	// Transition reports a role change of the term given.
-	Transition(t Transition, term uint64)
-	// Renew reports one renew round trip and its result.
-	Renew(took time.Duration, err error)
-	// Overrun reports a leader function still running past its stop budget.
-	Overrun(term uint64)
-}
-
-// RedisMetrics is an optional extension of Metrics: an elector whose
-// Metrics implement it reports the outcome of each acquire and renew, nil
-// when Redis answered (whatever the answer), else the error. Calls must not
-// block.
-type RedisMetrics interface {
-	Redis(err error)
-}
-
-// ProtocolMetrics is an optional extension of Metrics: an elector whose
-// Metrics implement it reports whether its acquires are refused for
-// version skew (the holder speaks a protocol this build does not share an
-// election with: ErrProtocolSkew), after every answered acquire that
-// changes it. Calls must not block.
-type ProtocolMetrics interface {
-	ProtocolRefused(refused bool)
-}
-
-// RedisConfigMetrics is an optional extension of Metrics: an elector whose
-// Metrics implement it reports each acquire or renew that Redis refused as
-// a configuration error (err wraps ErrRedisConfig). Calls must not block.
-type RedisConfigMetrics interface {
-	RedisConfigError(err error)
-}
-
-type nopMetrics struct{}
-
-func (nopMetrics) Transition(Transition, uint64) {}
-func (nopMetrics) Renew(time.Duration, error)    {}
-func (nopMetrics) Overrun(uint64)                {}

@@ -7,8 +7,8 @@ import (
 )
 
 var (
-	_ Proclaimer = (*RedisLock)(nil)
-	_ Withdrawer = (*RedisLock)(nil)
+	_ Proclaimer = (*RedisStore)(nil)
+	_ Withdrawer = (*RedisStore)(nil)
 )
 
 // Proclaim replaces the value this elector proclaims with its leadership
@@ -17,7 +17,7 @@ var (
 // lease (it is written only if the lease is still exactly this term's),
 // and every later term starts with it. It returns ErrNotLeader when this
 // elector does not lead (the value is still kept for its later terms), a
-// *ConfigError for a bad value, and an error when the Lock cannot proclaim.
+// *ConfigError for a bad value, and an error when the Store cannot proclaim.
 func (e *Elector) Proclaim(ctx context.Context, value string) error {
 	if err := checkValue(value); err != nil {
 		return err

@@ -29,8 +29,8 @@ func TestRedis_ProtocolSkew(t *testing.T) {
 	c := newClient(t, srv.Addr())
 	ctx := context.Background()
 	cfg := redisConfig(t, "a")
-	lockAs := func(p, m int) *leader.RedisLock {
-		l, err := leader.NewRedisLock(c, cfg)
+	lockAs := func(p, m int) *leader.RedisStore {
+		l, err := leader.NewRedisStore(c, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestRedis_ProtocolSkew(t *testing.T) {
 		return l
 	}
 	v1, v2, v21 := lockAs(1, 1), lockAs(2, 2), lockAs(2, 1)
-	refused := func(what string, l *leader.RedisLock, id string, holder leader.Lease, p, m int) {
+	refused := func(what string, l *leader.RedisStore, id string, holder leader.Lease, p, m int) {
 		t.Helper()
 		o, rec, err := l.Acquire(ctx, id, time.Minute)
 		var pe *leader.ProtocolError
@@ -111,13 +111,11 @@ func TestRedis_ProtocolSkew(t *testing.T) {
 
 // protoMetrics records ProtocolRefused calls.
 type protoMetrics struct {
+	leader.NopMetrics
 	mu   sync.Mutex
 	seen []bool
 }
 
-func (m *protoMetrics) Transition(leader.Transition, uint64) {}
-func (m *protoMetrics) Renew(time.Duration, error)           {}
-func (m *protoMetrics) Overrun(uint64)                       {}
 func (m *protoMetrics) ProtocolRefused(r bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -145,7 +143,7 @@ func TestElector_ProtocolSkewRefusesLoudly(t *testing.T) {
 	ctx := context.Background()
 	cfg := redisConfig(t, "old")
 	cfg.RetryInterval = 50 * time.Millisecond
-	old, err := leader.NewRedisLock(c, cfg)
+	old, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +152,7 @@ func TestElector_ProtocolSkewRefusesLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	next, err := leader.NewRedisLock(c, cfg)
+	next, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +160,7 @@ func TestElector_ProtocolSkewRefusesLoudly(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	m := &protoMetrics{}
 	cfg.ID = "next"
-	e, err := leader.NewWithLock(next, cfg, leader.WithLogger(zap.New(core)), leader.WithMetrics(m))
+	e, err := leader.NewWithStore(next, cfg, leader.WithLogger(zap.New(core)), leader.WithMetrics(m))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,13 +42,13 @@ var (
 // acknowledged. It counts as a failed renew (retried), not as a lost lease.
 var errRenewNotReplicated = errors.New("leader: renew not acknowledged by enough replicas")
 
-// RedisLock is the Lock kept in Redis. Every operation is one Lua script,
+// RedisStore is the Store kept in Redis. Every operation is one Lua script,
 // one round trip (EVALSHA; the first use on a server adds one EVAL; an
 // acquire adds INFO memory when its EvictionGuard is due: at most once a
 // minute while the server is safe). With
 // MinReplicas set, the script and a WAIT share one pipeline, so the WAIT
 // covers exactly that write on that connection.
-type RedisLock struct {
+type RedisStore struct {
 	client         redis.UniversalClient
 	prefix         string // PREFIX:{NAME}:
 	leaseKey       string
@@ -62,7 +62,7 @@ type RedisLock struct {
 	channel        string
 	renewMs        int64
 	windowMs       int64                  // how long a candidate stays listed past the holder's TTL
-	proto          int                    // the protocol this lock speaks (protocol)
+	proto          int                    // the protocol this store speaks (protocol)
 	protoMin       int                    // the oldest it shares an election with (minPeerProtocol)
 	value          atomic.Pointer[string] // proclaimed with the next lease (Config.Value, Proclaim)
 	minReplicas    int
@@ -72,12 +72,12 @@ type RedisLock struct {
 	guard          *EvictionGuard // the eviction policy's check, without a hub (a hub has its own)
 }
 
-var _ Lock = (*RedisLock)(nil)
+var _ Store = (*RedisStore)(nil)
 
-// NewRedisLock returns the Redis Lock of the election cfg names. client may
+// NewRedisStore returns the Redis Store of the election cfg names. client may
 // be a single-node, Sentinel failover or Cluster client: all keys of one
 // election share the hash tag {NAME}, so they live in one Cluster slot.
-func NewRedisLock(client redis.UniversalClient, cfg Config) (*RedisLock, error) {
+func NewRedisStore(client redis.UniversalClient, cfg Config) (*RedisStore, error) {
 	if client == nil {
 		return nil, errors.New("leader: nil redis client")
 	}
@@ -85,11 +85,11 @@ func NewRedisLock(client redis.UniversalClient, cfg Config) (*RedisLock, error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return newRedisLock(client, cfg), nil
+	return newRedisStore(client, cfg), nil
 }
 
-func newRedisLock(client redis.UniversalClient, cfg Config) *RedisLock {
-	l := &RedisLock{
+func newRedisStore(client redis.UniversalClient, cfg Config) *RedisStore {
+	l := &RedisStore{
 		client:         client,
 		prefix:         cfg.Key(""),
 		leaseKey:       cfg.LeaseKey(),
@@ -128,7 +128,7 @@ func infoKeyOf(leaseKey string) string {
 	return strings.TrimSuffix(leaseKey, "lease") + "info"
 }
 
-// Acquire implements Lock. May return ErrNotReplicated: the script took
+// Acquire implements Store. May return ErrNotReplicated: the script took
 // (or adopted) the lease but fewer than MinReplicas replicas acknowledged
 // it, so a failover could lose it. The lease is then left in place and
 // returned with the error: the caller must not lead on it, and hands it
@@ -136,7 +136,7 @@ func infoKeyOf(leaseKey string) string {
 // leads on). Handing it back here instead would race with the caller: a
 // delayed release could delete the same lease after the caller's retry
 // adopted it with enough acknowledgements.
-func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
+func (l *RedisStore) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
 	if err := l.evictionGuard().Check(ctx); err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
@@ -162,8 +162,8 @@ func (l *RedisLock) Acquire(ctx context.Context, id string, ttl time.Duration) (
 	return outcome, rec, nil
 }
 
-// Renew implements Lock. May return ErrLeaseLost.
-func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) error {
+// Renew implements Store. May return ErrLeaseLost.
+func (l *RedisStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) error {
 	res, acked, err := l.renewEval(ctx, lease, ttl) // hub.go: batched with a Hub
 	if err != nil {
 		return fmt.Errorf("renew %s: %w", l.leaseKey, err)
@@ -180,8 +180,8 @@ func (l *RedisLock) Renew(ctx context.Context, lease Lease, ttl time.Duration) e
 	return nil
 }
 
-// Release implements Lock. May return ErrLeaseLost.
-func (l *RedisLock) Release(ctx context.Context, lease Lease) error {
+// Release implements Store. May return ErrLeaseLost.
+func (l *RedisStore) Release(ctx context.Context, lease Lease) error {
 	msg := eventMessage(Event{Kind: EventReleased, Lease: lease})
 	keys := []string{l.leaseKey, l.infoKey, l.candKey, l.noteKey}
 	n, err := releaseScript.Run(ctx, l.client, keys, lease.String(), l.channel, msg, lease.ID, l.releaseNoteMs).Int64()
@@ -194,8 +194,8 @@ func (l *RedisLock) Release(ctx context.Context, lease Lease) error {
 	return nil
 }
 
-// Inspect implements Lock. May return ErrNoLeader (with the candidates).
-func (l *RedisLock) Inspect(ctx context.Context) (Record, error) {
+// Inspect implements Store. May return ErrNoLeader (with the candidates).
+func (l *RedisStore) Inspect(ctx context.Context) (Record, error) {
 	keys := []string{l.leaseKey, l.infoKey, l.candKey}
 	res, err := inspectScript.Run(ctx, l.client, keys, MaxCandidates).Slice()
 	if err != nil {
@@ -222,13 +222,13 @@ func (l *RedisLock) Inspect(ctx context.Context) (Record, error) {
 	pttl, _ := res[1].(int64)
 	rec.Lease, rec.TTL = lease, time.Duration(pttl)*time.Millisecond
 	flat, _ := res[2].([]any)
-	rec.Info = parseInfo(flat, v)
+	parseInfo(&rec, flat, v)
 	return rec, nil
 }
 
 // Proclaim implements Proclaimer: one round trip, fenced by the lease.
-// The value is kept for leases this lock takes later, whatever the outcome.
-func (l *RedisLock) Proclaim(ctx context.Context, lease Lease, value string) error {
+// The value is kept for leases this store takes later, whatever the outcome.
+func (l *RedisStore) Proclaim(ctx context.Context, lease Lease, value string) error {
 	if err := checkValue(value); err != nil {
 		return err
 	}
@@ -244,23 +244,23 @@ func (l *RedisLock) Proclaim(ctx context.Context, lease Lease, value string) err
 }
 
 // Withdraw implements Withdrawer: ZREM of id from the candidates.
-func (l *RedisLock) Withdraw(ctx context.Context, id string) error {
+func (l *RedisStore) Withdraw(ctx context.Context, id string) error {
 	if err := l.client.ZRem(ctx, l.candKey, id).Err(); err != nil {
 		return fmt.Errorf("withdraw from %s: %w", l.candKey, err)
 	}
 	return nil
 }
 
-// parseInfo reads the info hash (HGETALL's flat reply) of the lease
-// "TERM ID" v; fields of another lease, or malformed, are left zero.
-func parseInfo(flat []any, v string) LeaseInfo {
+// parseInfo reads into rec the info hash (HGETALL's flat reply) of the
+// lease "TERM ID" v; fields of another lease, or malformed, are left zero.
+func parseInfo(rec *Record, flat []any, v string) {
 	m := make(map[string]string, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		k, _ := flat[i].(string)
 		m[k], _ = flat[i+1].(string)
 	}
 	if m["lease"] != v {
-		return LeaseInfo{}
+		return
 	}
 	ms := func(k string) int64 {
 		n, err := strconv.ParseInt(m[k], 10, 64)
@@ -269,19 +269,16 @@ func parseInfo(flat []any, v string) LeaseInfo {
 		}
 		return n
 	}
-	info := LeaseInfo{
-		TTL:           time.Duration(ms("ttl_ms")) * time.Millisecond,
-		RenewInterval: time.Duration(ms("renew_ms")) * time.Millisecond,
-		Value:         m["value"],
-	}
-	info.Protocol, info.MinPeerProtocol = int(ms("proto")), int(ms("proto_min"))
+	rec.LeaseTTL = time.Duration(ms("ttl_ms")) * time.Millisecond
+	rec.RenewInterval = time.Duration(ms("renew_ms")) * time.Millisecond
+	rec.Value = m["value"]
+	rec.Protocol, rec.MinPeerProtocol = int(ms("proto")), int(ms("proto_min"))
 	if s := ms("since_ms"); s > 0 {
-		info.Since = time.UnixMilli(s)
+		rec.Since = time.UnixMilli(s)
 	}
-	return info
 }
 
-// RequestResign implements Lock. On a Cluster client PUBLISH counts only the
+// RequestResign implements Store. On a Cluster client PUBLISH counts only the
 // subscribers on the node that received it, while the cluster bus relays
 // the notice to every node (a Hub's one pub/sub connection lives on any of
 // them), so the count returned is the larger of that and the sum of
@@ -289,7 +286,7 @@ func parseInfo(flat []any, v string) LeaseInfo {
 // connected to one of them). A node that does not answer the count within
 // ctx and the client's timeouts is left out; its error is returned only
 // when no subscriber was found.
-func (l *RedisLock) RequestResign(ctx context.Context, term uint64) (int64, error) {
+func (l *RedisStore) RequestResign(ctx context.Context, term uint64) (int64, error) {
 	n, err := l.client.Publish(ctx, l.channel, eventMessage(Event{Kind: EventResign, Lease: Lease{Term: term}})).Result()
 	if err != nil {
 		return 0, fmt.Errorf("publish resign on %s: %w", l.channel, err)
@@ -314,12 +311,12 @@ func (l *RedisLock) RequestResign(ctx context.Context, term uint64) (int64, erro
 	return n, nil
 }
 
-// Watch implements Lock. It returns at once: the SUBSCRIBE is sent by the
+// Watch implements Store. It returns at once: the SUBSCRIBE is sent by the
 // watch's own goroutine, so a slow link never delays a caller (notices are
 // an optimisation, campaigning is not). The subscription reconnects on its
 // own; Live is false until the server confirmed it and while it is down.
 // With a Hub it shares the hub's connection.
-func (l *RedisLock) Watch(ctx context.Context) (Watch, error) {
+func (l *RedisStore) Watch(ctx context.Context) (Watch, error) {
 	if l.hub != nil {
 		return l.hub.watch(l)
 	}
@@ -339,7 +336,7 @@ func (l *RedisLock) Watch(ctx context.Context) (Watch, error) {
 
 // eval runs a script; with MinReplicas it pipelines a WAIT after it on the
 // same connection and returns the number of acknowledging replicas.
-func (l *RedisLock) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, int64, error) {
+func (l *RedisStore) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, int64, error) {
 	if l.minReplicas == 0 {
 		res, err := s.Run(ctx, l.client, keys, args...).Result()
 		return res, 0, err
@@ -361,7 +358,7 @@ func (l *RedisLock) eval(ctx context.Context, s *redis.Script, keys []string, ar
 	return res, acked, err
 }
 
-func (l *RedisLock) evalWait(ctx context.Context, c redis.Cmdable, s *redis.Script, sha bool, keys []string, args []any) (any, int64, error) {
+func (l *RedisStore) evalWait(ctx context.Context, c redis.Cmdable, s *redis.Script, sha bool, keys []string, args []any) (any, int64, error) {
 	p := c.Pipeline()
 	var ev *redis.Cmd
 	if sha {

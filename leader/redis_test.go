@@ -466,7 +466,7 @@ func TestRedis_TermsNeverGoBackwards(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	cfg := redisConfig(t, "a")
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestRedis_LostAcquireReplyNeverMakesTwoLeaders(t *testing.T) {
 	direct := newClient(t, srv.Addr())
 	// Warm the server's script cache (steady state): otherwise the dropped
 	// reply is EVALSHA's NOSCRIPT and the script never runs at all.
-	warm, _ := leader.NewRedisLock(direct, leader.Config{Name: cfg.Name + "-warm"})
+	warm, _ := leader.NewRedisStore(direct, leader.Config{Name: cfg.Name + "-warm"})
 	if _, rec, err := warm.Acquire(context.Background(), "w", time.Second); err != nil {
 		t.Fatal(err)
 	} else if err := warm.Release(context.Background(), rec.Lease); err != nil {
@@ -588,7 +588,7 @@ func TestRedis_RenewAndReleaseCompareTheExactValue(t *testing.T) {
 	c := newClient(t, srv.Addr())
 	direct := newClient(t, srv.Addr())
 	cfg := redisConfig(t, "a")
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,7 +637,7 @@ func TestRedis_MinReplicasRefusesUnreplicatedAcquire(t *testing.T) {
 	cfg := redisConfig(t, "a")
 	cfg.MinReplicas = 1
 	cfg.ReplicaTimeout = 50 * time.Millisecond
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -645,7 +645,7 @@ func TestRedis_MinReplicasRefusesUnreplicatedAcquire(t *testing.T) {
 	if !errors.Is(err, leader.ErrNotReplicated) || rec.ID != "a" {
 		t.Fatalf("Acquire() = %v %v, want ErrNotReplicated with the lease", rec, err)
 	}
-	// The lock leaves the lease to its caller; an Elector never leads on
+	// The store leaves the lease to its caller; an Elector never leads on
 	// such a lease and hands it back.
 	if err := lock.Release(context.Background(), rec.Lease); err != nil {
 		t.Fatal(err)
@@ -685,14 +685,14 @@ func TestRedis_SentinelWithReplicaAcknowledgement(t *testing.T) {
 		t.Fatalf("replica has %q", v)
 	}
 	// A checkpoint beside the lease is acknowledged like the lease itself.
-	cps, _ := leader.NewRedisLock(c, cfg)
+	cps, _ := leader.NewRedisStore(c, cfg)
 	if err := cps.Checkpoint(context.Background(), held, "cron:x", 1); err != nil {
 		t.Fatalf("Checkpoint() with the replica up = %v", err)
 	}
 	// With the replica frozen, a fresh acquire is refused, and a checkpoint
 	// counts as not recorded: a failover now could lose it, and the next
 	// leader would fire the tick again.
-	lock, _ := leader.NewRedisLock(c, leader.Config{Name: cfg.Name + "-2", MinReplicas: 1, ReplicaTimeout: 100 * time.Millisecond})
+	lock, _ := leader.NewRedisStore(c, leader.Config{Name: cfg.Name + "-2", MinReplicas: 1, ReplicaTimeout: 100 * time.Millisecond})
 	s.Replica().Stop(t)
 	defer s.Replica().Cont(t)
 	if _, _, err := lock.Acquire(context.Background(), "b", time.Minute); !errors.Is(err, leader.ErrNotReplicated) {
@@ -711,7 +711,7 @@ func TestRedis_SentinelWithReplicaAcknowledgement(t *testing.T) {
 	// connection's WAIT wait for the server's whole offset; where a WAIT
 	// counts only its connection's own writes, checkpoint.lua's second
 	// write of the value is what it waits for.
-	fresh, _ := leader.NewRedisLock(s.FailoverClient(t), cfg)
+	fresh, _ := leader.NewRedisStore(s.FailoverClient(t), cfg)
 	if err := fresh.Checkpoint(context.Background(), held, "cron:x", 2); !errors.Is(err, leader.ErrNotReplicated) {
 		t.Fatalf("Checkpoint() on a new connection with a frozen replica = %v, want ErrNotReplicated", err)
 	}
@@ -724,7 +724,7 @@ func TestRedis_ClusterManyElectionsNoCrossSlot(t *testing.T) {
 	nodes := map[string]bool{}
 	for i := range 200 {
 		cfg := leader.Config{Name: fmt.Sprintf("election-%d", i)}
-		lock, err := leader.NewRedisLock(c, cfg)
+		lock, err := leader.NewRedisStore(c, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -916,7 +916,7 @@ func TestRedis_AcquireRefusedWhileSpreadGroupLive(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	cfg := redisConfig(t, "a")
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

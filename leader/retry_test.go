@@ -13,11 +13,11 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
-// retried is a RedisLock whose client (go-redis's default MaxRetries)
+// retried is a RedisStore whose client (go-redis's default MaxRetries)
 // goes through a fault proxy, and a client straight to the server.
 type retried struct {
 	p      *faultproxy.Proxy
-	lock   *leader.RedisLock
+	lock   *leader.RedisStore
 	direct *redis.Client
 	cfg    leader.Config
 }
@@ -33,7 +33,7 @@ func newRetried(t *testing.T) retried {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { _ = c.Close() })
 	cfg := redisConfig(t, "a")
-	lock, err := leader.NewRedisLock(c, cfg)
+	lock, err := leader.NewRedisStore(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestRedis_ReleaseRunTwice(t *testing.T) {
 func TestRedis_ReleaseRerunAfterFollowerTook(t *testing.T) {
 	r := newRetried(t)
 	ctx := context.Background()
-	follower, err := leader.NewRedisLock(r.direct, r.cfg)
+	follower, err := leader.NewRedisStore(r.direct, r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,29 +32,22 @@ func (e *Elector) redisAnswered(err error) {
 		e.status.RedisErr = err
 	}
 	e.mu.Unlock()
-	if m, ok := e.metrics.(RedisMetrics); ok {
-		if config {
-			m.Redis(nil)
-		} else {
-			m.Redis(err)
-		}
-	}
-	if m, ok := e.metrics.(RedisConfigMetrics); config && ok {
-		m.RedisConfigError(err)
+	if config {
+		e.metrics.Redis(nil)
+		e.metrics.RedisConfigError(err)
+	} else {
+		e.metrics.Redis(err)
 	}
 	e.noteEviction()
 }
 
 // protocolRefused records that acquires are refused for version skew
-// (err a *ProtocolError), or no longer (nil), and tells the metrics if
-// they listen.
+// (err a *ProtocolError), or no longer (nil), and tells the metrics.
 func (e *Elector) protocolRefused(err error) {
 	e.mu.Lock()
 	e.status.ProtocolErr = err
 	e.mu.Unlock()
-	if m, ok := e.metrics.(ProtocolMetrics); ok {
-		m.ProtocolRefused(err != nil)
-	}
+	e.metrics.ProtocolRefused(err != nil)
 }
 
 // beat records that the term loop started a renewal (busy) or handled one.

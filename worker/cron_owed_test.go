@@ -17,7 +17,7 @@ import (
 // failLoadOnce is a lock whose first checkpoint read of each key in fail
 // fails: one lost read at the start of a term.
 type failLoadOnce struct {
-	*leadertest.Lock
+	*leadertest.Store
 	mu   sync.Mutex
 	fail map[string]bool
 }
@@ -30,11 +30,11 @@ func (f *failLoadOnce) LoadCheckpoint(ctx context.Context, key string) (int64, b
 	if failing {
 		return 0, false, errors.New("injected: checkpoint read lost")
 	}
-	return f.Lock.LoadCheckpoint(ctx, key)
+	return f.Store.LoadCheckpoint(ctx, key)
 }
 
 // recordKey stores tick under the checkpoint key, as an earlier term did.
-func recordKey(t *testing.T, lock *leadertest.Lock, key string, tick time.Time) {
+func recordKey(t *testing.T, lock *leadertest.Store, key string, tick time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	_, rec, err := lock.Acquire(ctx, "earlier", time.Second)
@@ -66,7 +66,7 @@ func TestCron_OwedTickSurvivesAFailedRead(t *testing.T) {
 		recordKey(t, inner, cronDoneKey("a-owed"), base.Add(-20*time.Second))
 		recordKey(t, inner, cronKey("a-owed"), base.Add(-10*time.Second))
 		recordKey(t, inner, cronKey("b-once"), base.Add(-30*time.Second))
-		lock := &failLoadOnce{Lock: inner, fail: map[string]bool{cronKey("a-owed"): true, cronKey("b-once"): true}}
+		lock := &failLoadOnce{Store: inner, fail: map[string]bool{cronKey("a-owed"): true, cronKey("b-once"): true}}
 		r := newCronRig(t, lock)
 		owed, once := &ticks{base: base}, &ticks{base: base}
 		for _, err := range []error{
@@ -94,7 +94,7 @@ func TestCron_OwedTickSurvivesAFailedRead(t *testing.T) {
 // first (a write whose reply was lost, or that too few replicas
 // acknowledged), else not (a lost request).
 type failWriteOnce struct {
-	*leadertest.Lock
+	*leadertest.Store
 	mu       sync.Mutex
 	fail     map[string]bool
 	executed bool
@@ -107,10 +107,10 @@ func (f *failWriteOnce) Checkpoint(ctx context.Context, lease leader.Lease, key 
 	delete(f.fail, key)
 	f.mu.Unlock()
 	if !failing {
-		return f.Lock.Checkpoint(ctx, lease, key, n)
+		return f.Store.Checkpoint(ctx, lease, key, n)
 	}
 	if f.executed {
-		if err := f.Lock.Checkpoint(ctx, lease, key, n); err != nil {
+		if err := f.Store.Checkpoint(ctx, lease, key, n); err != nil {
 			return err
 		}
 	}
@@ -154,7 +154,7 @@ func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
 					recordKey(t, inner, cronDoneKey("a"), base.Add(-20*time.Second))
 					recordKey(t, inner, cronKey("a"), base.Add(-10*time.Second))
 				}
-				lock := &failWriteOnce{Lock: inner, fail: map[string]bool{cronKey("a"): true}, executed: tc.executed, err: tc.err}
+				lock := &failWriteOnce{Store: inner, fail: map[string]bool{cronKey("a"): true}, executed: tc.executed, err: tc.err}
 				r := newCronRig(t, lock)
 				got := &ticks{base: base}
 				if err := r.w.Cron("a", "*/10 * * * * *", got.run, WithDelivery(AtLeastOnce)); err != nil {
@@ -174,7 +174,7 @@ func TestCron_OwedTickSurvivesAFailedWrite(t *testing.T) {
 // failLoad is a lock whose checkpoint reads of the keys in fail always
 // fail, with that key's error.
 type failLoad struct {
-	*leadertest.Lock
+	*leadertest.Store
 	fail map[string]error
 }
 
@@ -182,7 +182,7 @@ func (f *failLoad) LoadCheckpoint(ctx context.Context, key string) (int64, bool,
 	if err := f.fail[key]; err != nil {
 		return 0, false, err
 	}
-	return f.Lock.LoadCheckpoint(ctx, key)
+	return f.Store.LoadCheckpoint(ctx, key)
 }
 
 // TestCron_UnreadableCheckpointStopsNoOtherJob: one job's checkpoint can
@@ -197,7 +197,7 @@ func TestCron_UnreadableCheckpointStopsNoOtherJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Now().UTC()
 		inner := leadertest.New()
-		lock := &failLoad{Lock: inner, fail: map[string]error{
+		lock := &failLoad{Store: inner, fail: map[string]error{
 			cronKey("a-skip"): errors.New("injected: checkpoint read lost"),
 			cronKey("c-owed"): fmt.Errorf("load checkpoint: %w", &strconv.NumError{Func: "ParseInt", Num: "x", Err: strconv.ErrSyntax}),
 		}}

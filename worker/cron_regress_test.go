@@ -33,14 +33,14 @@ type cronRig struct {
 }
 
 // newCronRig returns a worker on lock; TTL 3s, renew 1s, deadline 2s.
-func newCronRig(t *testing.T, lock leader.Lock, opts ...Option) *cronRig {
+func newCronRig(t *testing.T, lock leader.Store, opts ...Option) *cronRig {
 	t.Helper()
 	m := &countMetrics{n: map[string]float64{}}
 	core, logs := observer.New(zapcore.InfoLevel)
 	log := zap.New(core)
 	c := leader.Config{Name: "jobs", ID: "a", TTL: 3 * time.Second, RenewInterval: time.Second,
 		RenewDeadline: 2 * time.Second, RetryInterval: 500 * time.Millisecond}
-	e, err := leader.NewWithLock(lock, c, leader.WithLogger(log))
+	e, err := leader.NewWithStore(lock, c, leader.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func (r *cronRig) skipped(job string) float64 {
 func (r *cronRig) count(msg string) int { return len(r.logs.FilterMessageSnippet(msg).All()) }
 
 // record stores tick as the job's last fired tick, as an earlier term did.
-func record(t *testing.T, lock *leadertest.Lock, job string, tick time.Time) {
+func record(t *testing.T, lock *leadertest.Store, job string, tick time.Time) {
 	t.Helper()
 	recordKey(t, lock, cronKey(job), tick)
 }
@@ -301,7 +301,7 @@ func TestCron_LateRunGetsItsOwnTick(t *testing.T) {
 // is answered), which then starts late, as after a GC pause or a
 // suspended host.
 type stallLoad struct {
-	*leadertest.Lock
+	*leadertest.Store
 	key     string
 	release chan struct{}
 }
@@ -314,7 +314,7 @@ func (s *stallLoad) LoadCheckpoint(ctx context.Context, key string) (int64, bool
 			return 0, false, errors.New("injected: no reply")
 		}
 	}
-	return s.Lock.LoadCheckpoint(ctx, key)
+	return s.Store.LoadCheckpoint(ctx, key)
 }
 
 // TestCron_LateLoopAppliesMisfirePolicy: when the scheduler loop runs late
@@ -323,7 +323,7 @@ func (s *stallLoad) LoadCheckpoint(ctx context.Context, key string) (int64, bool
 // them once (after the due tick). Before, they were dropped silently.
 func TestCron_LateLoopAppliesMisfirePolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lock := &stallLoad{Lock: leadertest.New(), key: cronKey("c-stall"), release: make(chan struct{})}
+		lock := &stallLoad{Store: leadertest.New(), key: cronKey("c-stall"), release: make(chan struct{})}
 		base := time.Now().UTC()
 		// Reads made again every 100ms: the loop starts within 100ms of 0:35.
 		r := newCronRig(t, lock, WithPolicy(Policy{RestartBackoff: 100 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond}))

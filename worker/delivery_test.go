@@ -67,7 +67,7 @@ func TestCron_AtLeastOnce_LeaderDiesMidRun(t *testing.T) {
 				lock := leadertest.New()
 				l := &runLog{base: time.Now().UTC()}
 				stall, release := make(chan struct{}), make(chan struct{})
-				a := newInstance(t, &stallable{Lock: lock, stall: stall, release: release}, "a")
+				a := newInstance(t, &stallable{Store: lock, stall: stall, release: release}, "a")
 				b := newInstance(t, lock, "b")
 				for _, in := range []*instance{a, b} {
 					id := configuredID(in.e.ID())
@@ -245,7 +245,7 @@ func TestCron_AtLeastOnce_FirstTickCutOffRunsAgain(t *testing.T) {
 		lock := leadertest.New()
 		l := &runLog{base: time.Now().UTC()}
 		stall, release := make(chan struct{}), make(chan struct{})
-		a := newInstance(t, &stallable{Lock: lock, stall: stall, release: release}, "a")
+		a := newInstance(t, &stallable{Store: lock, stall: stall, release: release}, "a")
 		b := newInstance(t, lock, "b")
 		for _, in := range []*instance{a, b} {
 			id := configuredID(in.e.ID())

@@ -13,7 +13,7 @@ import (
 // A pull job runs while this instance leads, with the term in its context,
 // and is cancelled when the term ends.
 func ExampleWorker_Pull() {
-	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "orders-sync", ID: "a"})
+	e, err := leader.NewWithStore(leadertest.New(), leader.Config{Name: "orders-sync", ID: "a"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func ExampleWorker_Pull() {
 // runs once, late, with MisfireRunOnce, and AtLeastOnce runs a tick again
 // until its completion is recorded. (Runs until ctx ends; not run here.)
 func ExampleWorker_Cron() {
-	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "reports"})
+	e, err := leader.NewWithStore(leadertest.New(), leader.Config{Name: "reports"})
 	if err != nil {
 		log.Fatal(err)
 	}

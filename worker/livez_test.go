@@ -18,7 +18,7 @@ import (
 func TestHandler_LivezIgnoresAHungRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stall, release := make(chan struct{}), make(chan struct{})
-		in := newInstance(t, &stallable{Lock: leadertest.New(), stall: stall, release: release}, "a")
+		in := newInstance(t, &stallable{Store: leadertest.New(), stall: stall, release: release}, "a")
 		if err := in.w.Pull("job", func(ctx context.Context) error { <-ctx.Done(); return nil }); err != nil {
 			t.Fatal(err)
 		}

@@ -25,11 +25,11 @@ func TestWorker_ElectorLogsThroughWorkerLogger(t *testing.T) {
 		core, logs := observer.New(zapcore.InfoLevel)
 		ownCore, own := observer.New(zapcore.InfoLevel)
 		lock := leadertest.New()
-		plain, err := leader.NewWithLock(lock, cfg("a"))
+		plain, err := leader.NewWithStore(lock, cfg("a"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		mine, err := leader.NewWithLock(lock, cfg("b"), leader.WithLogger(zap.New(ownCore)))
+		mine, err := leader.NewWithStore(lock, cfg("b"), leader.WithLogger(zap.New(ownCore)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -140,7 +140,7 @@ type unit struct {
 	name string
 	e    *leader.Elector
 	w    *Worker
-	pm   leader.ProtocolMetrics // e's, when the metrics listen: nil otherwise
+	m    leader.Metrics // e's; nil for none
 
 	// Guarded by Spread.mu.
 	running  bool // a campaign goroutine runs
@@ -458,8 +458,7 @@ func (s *Spread) newUnits(hub *leader.Hub, jobs []*job) ([]*unit, error) {
 			return nil, err
 		}
 		w.jobs = []*job{j}
-		pm, _ := m.(leader.ProtocolMetrics)
-		units = append(units, &unit{name: j.name, e: e, w: w, pm: pm})
+		units = append(units, &unit{name: j.name, e: e, w: w, m: m})
 	}
 	return units, nil
 }
@@ -470,7 +469,7 @@ func (s *Spread) newUnits(hub *leader.Hub, jobs []*job) ([]*unit, error) {
 // once; they come over the hub's one pub/sub connection. Without them
 // (Redis down) the heartbeat still rebalances, a heartbeat later.
 func (s *Spread) watch(ctx context.Context, hub *leader.Hub, wg *sync.WaitGroup) (stop func()) {
-	gl, err := hub.NewRedisLock(s.cfg)
+	gl, err := hub.NewRedisStore(s.cfg)
 	if err != nil {
 		return func() {}
 	}

@@ -314,8 +314,8 @@ func (c *control) start(u *unit) {
 		// elect-mode Run to clear): a member no longer campaigning for the
 		// job (at its share, or stopped) refuses nothing. Cleared before
 		// the unit may campaign again, so never over a newer refusal.
-		if u.pm != nil && u.e.Status().ProtocolErr != nil {
-			u.pm.ProtocolRefused(false)
+		if u.m != nil && u.e.Status().ProtocolErr != nil {
+			u.m.ProtocolRefused(false)
 		}
 		u.running, u.cancel = false, nil
 		if err != nil && u.err == nil {

@@ -21,7 +21,7 @@ func TestWorker_CronDefaultsToUTC(t *testing.T) {
 	time.Local = time.FixedZone("UTC+9", 9*3600)
 	defer func() { time.Local = saved }()
 	synctest.Test(t, func(t *testing.T) {
-		e, err := leader.NewWithLock(leadertest.New(), cfg("a"))
+		e, err := leader.NewWithStore(leadertest.New(), cfg("a"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,7 @@ type instance struct {
 	stop func() error
 }
 
-func newInstance(t *testing.T, lock leader.Lock, id string, opts ...worker.Option) *instance {
+func newInstance(t *testing.T, lock leader.Store, id string, opts ...worker.Option) *instance {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := workerprom.New(reg)
@@ -51,7 +51,7 @@ func newInstance(t *testing.T, lock leader.Lock, id string, opts ...worker.Optio
 	core, logs := observer.New(zapcore.InfoLevel)
 	log := zap.New(core)
 	c := cfg(id)
-	e, err := leader.NewWithLock(lock, c, leader.WithLogger(log), leader.WithMetrics(m.Elector(c.Name)))
+	e, err := leader.NewWithStore(lock, c, leader.WithLogger(log), leader.WithMetrics(m.Elector(c.Name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestWorker_CronAcrossFailover(t *testing.T) {
 				release := make(chan struct{})
 				// a's calls hang once stalled (b's go through): a separate
 				// Lock view per instance, sharing one store.
-				aLock := &stallable{Lock: lock, stall: stall, release: release}
+				aLock := &stallable{Store: lock, stall: stall, release: release}
 				a := newInstance(t, aLock, "a")
 				b := newInstance(t, lock, "b")
 				for _, in := range []*instance{a, b} {
@@ -354,7 +354,7 @@ func TestWorker_CronAcrossFailover(t *testing.T) {
 // stallable makes one instance's lock calls hang after stall closes, until
 // release closes: a leader cut off from Redis.
 type stallable struct {
-	*leadertest.Lock
+	*leadertest.Store
 	stall, release chan struct{}
 }
 
@@ -373,17 +373,17 @@ func (s *stallable) Renew(ctx context.Context, l leader.Lease, ttl time.Duration
 		return errors.New("connection reset")
 	default:
 	}
-	return s.Lock.Renew(ctx, l, ttl)
+	return s.Store.Renew(ctx, l, ttl)
 }
 
 func (s *stallable) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
 	s.wait()
-	return s.Lock.Acquire(ctx, id, ttl)
+	return s.Store.Acquire(ctx, id, ttl)
 }
 
 func (s *stallable) Checkpoint(ctx context.Context, l leader.Lease, key string, n int64) error {
 	s.wait()
-	return s.Lock.Checkpoint(ctx, l, key, n)
+	return s.Store.Checkpoint(ctx, l, key, n)
 }
 
 func TestWorker_CronFiresOnlyOnLeaderWithTerm(t *testing.T) {
@@ -520,7 +520,7 @@ solo_election_term{election="jobs"} 42
 `), "solo_election_leader", "solo_election_term"); err != nil {
 		t.Fatal(err)
 	}
-	em.Transition(leader.TransitionLost, 42)
+	em.Transition(leader.TransitionExpired, 42)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP solo_election_leader 1 while this instance leads the election.
 # TYPE solo_election_leader gauge

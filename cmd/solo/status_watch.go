@@ -110,7 +110,7 @@ func (w *watcher) change(name string, c leader.Change) {
 	h := c.Holder
 	at, what := c.At, "seen"
 	switch c.Kind {
-	case leader.ChangeElected:
+	case leader.TransitionElected:
 		if !h.Since.IsZero() {
 			at, what = h.Since, "term start"
 		}
@@ -119,7 +119,7 @@ func (w *watcher) change(name string, c leader.Change) {
 			s.expiry = c.At.Add(h.TTL)
 		}
 		w.seen[name] = s
-	case leader.ChangeExpired:
+	case leader.TransitionExpired:
 		s, ok := w.seen[name]
 		if !ok || s.term != h.Term || s.id != h.ID {
 			s = leaseSeen{}

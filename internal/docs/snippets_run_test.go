@@ -222,7 +222,7 @@ func TestSnippet_Lock(t *testing.T) {
 // again with a term older than one claimed since: refused.
 func TestSnippet_Fence(t *testing.T) {
 	db := openDB(t)
-	e, err := leader.NewWithLock(leadertest.New(), leader.Config{Name: "orders-sync", ID: "a"})
+	e, err := leader.NewWithStore(leadertest.New(), leader.Config{Name: "orders-sync", ID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,12 +190,12 @@ func newCandidate(cfg CandidateConfig) (*candidate, error) {
 		return c, nil
 	}
 	lcfg := cfg.LeaderConfig()
-	lock, err := leader.NewRedisLock(c.client, lcfg)
+	lock, err := leader.NewRedisStore(c.client, lcfg)
 	if err != nil {
 		c.close()
 		return nil, err
 	}
-	c.e, err = leader.NewWithLock(&recordingLock{Lock: lock, out: c.out}, lcfg,
+	c.e, err = leader.NewWithStore(&recordingStore{Store: lock, out: c.out}, lcfg,
 		leader.WithLogger(c.log), leader.WithMetrics(recordingMetrics{out: c.out}))
 	if err != nil {
 		c.close()
@@ -456,16 +456,16 @@ func (o *emitter) emit(ev Event) {
 	_, _ = os.Stdout.Write(b)
 }
 
-// recordingLock reports every acquire, renew and release round trip with
+// recordingStore reports every acquire, renew and release round trip with
 // its send time and duration.
-type recordingLock struct {
-	leader.Lock
+type recordingStore struct {
+	leader.Store
 	out *emitter
 }
 
-func (l *recordingLock) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
+func (l *recordingStore) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
 	t0 := Mono()
-	out, rec, err := l.Lock.Acquire(ctx, id, ttl)
+	out, rec, err := l.Store.Acquire(ctx, id, ttl)
 	ev := Event{Mono: t0, Dur: Mono() - t0, Kind: KindAcquire, Term: rec.Term}
 	switch {
 	case errors.Is(err, leader.ErrNotReplicated):
@@ -482,9 +482,9 @@ func (l *recordingLock) Acquire(ctx context.Context, id string, ttl time.Duratio
 	return out, rec, err
 }
 
-func (l *recordingLock) Renew(ctx context.Context, lease leader.Lease, ttl time.Duration) error {
+func (l *recordingStore) Renew(ctx context.Context, lease leader.Lease, ttl time.Duration) error {
 	t0 := Mono()
-	err := l.Lock.Renew(ctx, lease, ttl)
+	err := l.Store.Renew(ctx, lease, ttl)
 	ev := Event{Mono: t0, Dur: Mono() - t0, Kind: KindRenew, Term: lease.Term, Result: ResultOK}
 	switch {
 	case errors.Is(err, leader.ErrLeaseLost):
@@ -496,9 +496,9 @@ func (l *recordingLock) Renew(ctx context.Context, lease leader.Lease, ttl time.
 	return err
 }
 
-func (l *recordingLock) Release(ctx context.Context, lease leader.Lease) error {
+func (l *recordingStore) Release(ctx context.Context, lease leader.Lease) error {
 	t0 := Mono()
-	err := l.Lock.Release(ctx, lease)
+	err := l.Store.Release(ctx, lease)
 	ev := Event{Mono: t0, Dur: Mono() - t0, Kind: KindRelease, Term: lease.Term, Result: ResultOK}
 	switch {
 	case errors.Is(err, leader.ErrLeaseLost):
@@ -511,13 +511,14 @@ func (l *recordingLock) Release(ctx context.Context, lease leader.Lease) error {
 }
 
 // recordingMetrics reports the elector's transitions and overruns.
-type recordingMetrics struct{ out *emitter }
-
-func (m recordingMetrics) Transition(t leader.Transition, term uint64) {
-	m.out.emit(Event{Kind: Kind(t), Term: term})
+type recordingMetrics struct {
+	leader.NopMetrics
+	out *emitter
 }
 
-func (m recordingMetrics) Renew(time.Duration, error) {}
+func (m recordingMetrics) Transition(t leader.Transition, term uint64) {
+	m.out.emit(Event{Kind: Kind(t.Label()), Term: term})
+}
 
 func (m recordingMetrics) Overrun(term uint64) {
 	m.out.emit(Event{Kind: KindOverrun, Term: term})

@@ -25,7 +25,7 @@ func newInstance(t *testing.T, id string, opts ...worker.Option) *instance {
 	t.Helper()
 	c := leader.Config{Name: "jobs", ID: id, TTL: 3 * time.Second, RenewInterval: time.Second,
 		RenewDeadline: 2 * time.Second, RetryInterval: 500 * time.Millisecond}
-	e, err := leader.NewWithLock(leadertest.New(), c)
+	e, err := leader.NewWithStore(leadertest.New(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

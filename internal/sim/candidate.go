@@ -58,13 +58,13 @@ func newCandidate(w *world, idx int) (*candidate, error) {
 	cfg := w.p.Cfg
 	cfg.ID = cp.ID
 	c.cl.rdb = newRDB(c.cl)
-	rl, err := leader.NewRedisLock(c.cl.rdb, cfg)
+	rl, err := leader.NewRedisStore(c.cl.rdb, cfg)
 	if err != nil {
 		return nil, err
 	}
 	c.cl.rl = rl
 	log := zap.New(&logCore{w: w, cand: idx})
-	e, err := leader.NewWithLock(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c}), leader.WithHooks(c.hooks()))
+	e, err := leader.NewWithStore(c.cl, cfg, leader.WithLogger(log), leader.WithMetrics(metrics{c: c}), leader.WithHooks(c.hooks()))
 	if err != nil {
 		return nil, err
 	}
@@ -531,7 +531,10 @@ func (c *candidate) resign(wg *sync.WaitGroup) {
 
 // metrics hooks the elector's transitions: Elected is the leader
 // function's start, reported just before the elector calls it.
-type metrics struct{ c *candidate }
+type metrics struct {
+	leader.NopMetrics
+	c *candidate
+}
 
 func (m metrics) Transition(t leader.Transition, term uint64) {
 	w := m.c.w
@@ -541,10 +544,8 @@ func (m metrics) Transition(t leader.Transition, term uint64) {
 		w.elected(m.c.idx, term)
 		return
 	}
-	w.event(m.c.idx, evLog, 0, 0, int64(term), 0, fmt.Sprintf("transition %s (term %d)", t, term))
+	w.event(m.c.idx, evLog, 0, 0, int64(term), 0, fmt.Sprintf("transition %s (term %d)", t.Label(), term))
 }
-
-func (m metrics) Renew(time.Duration, error) {}
 
 func (m metrics) Overrun(term uint64) {
 	w := m.c.w

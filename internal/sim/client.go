@@ -22,8 +22,8 @@ var (
 )
 
 // client is one candidate's connection to the simulated Redis: the real
-// leader.RedisLock (rdb.go) over a network that delays, loses and
-// reorders, as a leader.Lock and leader.Checkpointer (neither Proclaimer
+// leader.RedisStore (rdb.go) over a network that delays, loses and
+// reorders, as a leader.Store and leader.Checkpointer (neither Proclaimer
 // nor Withdrawer), with its own model of SUBSCRIBE (Watch).
 type client struct {
 	w    *world
@@ -31,7 +31,7 @@ type client struct {
 	idx  int
 	plan CandPlan
 	rdb  *redis.Client
-	rl   *leader.RedisLock
+	rl   *leader.RedisStore
 	// The apply time of the last write of this client's requests, in
 	// epoch lastEpoch (WAIT waits for it), under w.mu.
 	lastApply time.Time
@@ -50,7 +50,7 @@ type client struct {
 }
 
 var (
-	_ leader.Lock         = (*client)(nil)
+	_ leader.Store        = (*client)(nil)
 	_ leader.Checkpointer = (*client)(nil)
 )
 
@@ -350,7 +350,7 @@ func fmtReply(r any) string {
 	return fmt.Sprint(r)
 }
 
-// Acquire implements leader.Lock: RedisLock's, with the diagnosis of
+// Acquire implements leader.Store: RedisStore's, with the diagnosis of
 // starts around it.
 func (cl *client) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
 	sent := time.Now()
@@ -368,22 +368,22 @@ func (cl *client) Acquire(ctx context.Context, id string, ttl time.Duration) (le
 	return out, rec, err
 }
 
-// Renew implements leader.Lock.
+// Renew implements leader.Store.
 func (cl *client) Renew(ctx context.Context, l leader.Lease, ttl time.Duration) error {
 	return cl.rl.Renew(ctx, l, ttl)
 }
 
-// Release implements leader.Lock.
+// Release implements leader.Store.
 func (cl *client) Release(ctx context.Context, l leader.Lease) error {
 	return cl.rl.Release(ctx, l)
 }
 
-// Inspect implements leader.Lock.
+// Inspect implements leader.Store.
 func (cl *client) Inspect(ctx context.Context) (leader.Record, error) {
 	return cl.rl.Inspect(ctx)
 }
 
-// RequestResign implements leader.Lock.
+// RequestResign implements leader.Store.
 func (cl *client) RequestResign(ctx context.Context, term uint64) (int64, error) {
 	return cl.rl.RequestResign(ctx, term)
 }
@@ -448,7 +448,7 @@ func (cl *client) LoadCheckpoint(ctx context.Context, key string) (int64, bool, 
 	return n, ok, err
 }
 
-// Watch implements leader.Lock: SUBSCRIBE, which may be slow (a dial that
+// Watch implements leader.Store: SUBSCRIBE, which may be slow (a dial that
 // takes long or never completes until ctx ends) or fail.
 func (cl *client) Watch(ctx context.Context) (leader.Watch, error) {
 	w := cl.w

@@ -13,11 +13,11 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// A candidate's leader.RedisLock is the real one, on a go-redis client
+// A candidate's leader.RedisStore is the real one, on a go-redis client
 // whose hooks never reach a network: every command, or pipeline, is one
 // round trip of the simulated network (client.roundTripKey) executed by
 // the simulated server (world.exec). So the simulator runs the shipped
-// scripts with the KEYS and ARGV RedisLock sends, the WAIT it pipelines
+// scripts with the KEYS and ARGV RedisStore sends, the WAIT it pipelines
 // after them, its EVALSHA-then-EVAL fallback, and its reading of the
 // replies.
 

@@ -5,7 +5,7 @@ import "time"
 // execWrite runs one plain write command (not a script) on the primary at
 // fake time now and replicates its effects as one write, under w.mu: what
 // the candidates and spread members send outside scripts (ZREM of
-// RedisLock.Withdraw when an Elector's Run ends).
+// RedisStore.Withdraw when an Elector's Run ends).
 func (w *world) execWrite(now time.Time, args []string, res *execResult) any {
 	c := &cmdCtx{ks: &w.prim.ks, srv: w.srvNs(now)}
 	r, err := c.do(args)

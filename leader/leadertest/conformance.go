@@ -21,7 +21,7 @@ import (
 // are checked when the store implements them. Leases that must expire
 // are taken with a short TTL and polled for, so a slow machine slows the
 // suite down but does not fail it.
-func TestStore(t *testing.T, newStore func(t *testing.T) leader.Lock) {
+func TestStore(t *testing.T, newStore func(t *testing.T) leader.Store) {
 	t.Helper()
 	for _, c := range storeChecks {
 		t.Run(c.name, func(t *testing.T) {
@@ -32,7 +32,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) leader.Lock) {
 }
 
 // store is the interface under test.
-type store = leader.Lock
+type store = leader.Store
 
 var storeChecks = []struct {
 	name  string
@@ -154,11 +154,11 @@ func (st *storeTest) waitFree(l leader.Lease, ttl time.Duration) {
 // lease just acquired or adopted with ttl.
 func (st *storeTest) checkInfo(rec leader.Record, ttl time.Duration, what string) {
 	st.t.Helper()
-	if rec.Info.TTL != 0 && rec.Info.TTL != ttl {
-		st.t.Fatalf("Inspect %s: Info.TTL %s, want the TTL the holder took the lease with, %s", what, rec.Info.TTL, ttl)
+	if rec.LeaseTTL != 0 && rec.LeaseTTL != ttl {
+		st.t.Fatalf("Inspect %s: LeaseTTL %s, want the TTL the holder took the lease with, %s", what, rec.LeaseTTL, ttl)
 	}
-	if s := rec.Info.Since; !s.IsZero() && (s.After(time.Now().Add(time.Minute)) || s.Before(time.Now().Add(-time.Minute))) {
-		st.t.Fatalf("Inspect %s: Info.Since %s, want the time of the acquire (now)", what, s)
+	if s := rec.Since; !s.IsZero() && (s.After(time.Now().Add(time.Minute)) || s.Before(time.Now().Add(-time.Minute))) {
+		st.t.Fatalf("Inspect %s: Since %s, want the time of the acquire (now)", what, s)
 	}
 }
 
@@ -284,8 +284,8 @@ func checkAdopt(st *storeTest) {
 		st.t.Fatalf("Inspect after an adopting Acquire with a TTL of %s reports %s left: the lease was not refreshed", longTTL, got.TTL)
 	}
 	st.checkInfo(got, longTTL, "after an adopting Acquire")
-	if s := before.Info.Since; !s.IsZero() && !got.Info.Since.Equal(s) {
-		st.t.Fatalf("an adopting Acquire moved Info.Since from %s to %s: it is when the lease was acquired", s, got.Info.Since)
+	if s := before.Since; !s.IsZero() && !got.Since.Equal(s) {
+		st.t.Fatalf("an adopting Acquire moved Since from %s to %s: it is when the lease was acquired", s, got.Since)
 	}
 }
 
@@ -322,7 +322,7 @@ func checkRelease(st *storeTest) {
 	if b.Term <= a.Term {
 		st.t.Fatalf("Acquire after the release of %q minted %q: terms only grow", a.Lease, b.Lease)
 	}
-	// The same Release again may answer nil or ErrLeaseLost: RedisLock
+	// The same Release again may answer nil or ErrLeaseLost: RedisStore
 	// answers a repeated release of the lease it just released as the
 	// first (go-redis re-sends a script whose connection broke), the fake
 	// refuses it. Either way it must leave the next lease alone.
@@ -459,20 +459,20 @@ func checkProclaim(st *storeTest) {
 	}
 	a := st.acquire("a", longTTL, leader.Acquired, "Acquire of a free lease")
 	st.noErr(p.Proclaim(st.ctx, a.Lease, "addr-1"), "Proclaim by the holder")
-	if rec := st.mustHold(a.Lease, longTTL, "after a Proclaim"); rec.Info.Value != "addr-1" {
-		st.t.Fatalf("Inspect after the holder proclaimed %q reports Info.Value %q", "addr-1", rec.Info.Value)
+	if rec := st.mustHold(a.Lease, longTTL, "after a Proclaim"); rec.Value != "addr-1" {
+		st.t.Fatalf("Inspect after the holder proclaimed %q reports Value %q", "addr-1", rec.Value)
 	}
 	for _, l := range []leader.Lease{{Term: a.Term + 1, ID: "a"}, {Term: a.Term, ID: "b"}} {
 		st.wantErr(p.Proclaim(st.ctx, l, "addr-2"), leader.ErrLeaseLost,
 			fmt.Sprintf("Proclaim under %q while %q holds the lease", l, a.Lease), "only the holder proclaims")
 	}
-	if rec := st.mustHold(a.Lease, longTTL, "after refused Proclaims"); rec.Info.Value != "addr-1" {
-		st.t.Fatalf("Inspect reports Info.Value %q after Proclaims under other leases, want the holder's %q: only the holder proclaims", rec.Info.Value, "addr-1")
+	if rec := st.mustHold(a.Lease, longTTL, "after refused Proclaims"); rec.Value != "addr-1" {
+		st.t.Fatalf("Inspect reports Value %q after Proclaims under other leases, want the holder's %q: only the holder proclaims", rec.Value, "addr-1")
 	}
 	st.release(a.Lease, "a proclaimed lease")
 	b := st.acquire("b", longTTL, leader.Acquired, "Acquire after a Release")
-	if rec := st.mustHold(b.Lease, longTTL, "after a new Acquire"); rec.Info.Value != "addr-2" {
-		st.t.Fatalf("the next lease proclaims %q, want %q, the value last given to Proclaim: it is kept for leases taken later", rec.Info.Value, "addr-2")
+	if rec := st.mustHold(b.Lease, longTTL, "after a new Acquire"); rec.Value != "addr-2" {
+		st.t.Fatalf("the next lease proclaims %q, want %q, the value last given to Proclaim: it is kept for leases taken later", rec.Value, "addr-2")
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/solo-run/solo/leader/leadertest"
 )
 
-// TestStore_Lock runs the store conformance suite against the fake; the
+// TestStore_Fake runs the store conformance suite against the fake; the
 // suite's own goroutines must all have ended with it.
-func TestStore_Lock(t *testing.T) {
+func TestStore_Fake(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	leadertest.TestStore(t, func(*testing.T) leader.Lock { return leadertest.New() })
+	leadertest.TestStore(t, func(*testing.T) leader.Store { return leadertest.New() })
 }

@@ -140,8 +140,8 @@ func (m *Metrics) Elector(election string) leader.Metrics {
 	}
 	m.leading.WithLabelValues(election)
 	m.term.WithLabelValues(election)
-	for _, t := range []leader.Transition{leader.TransitionElected, leader.TransitionReleased, leader.TransitionLost, leader.TransitionStepDown} {
-		m.transitions.WithLabelValues(election, string(t))
+	for _, t := range []leader.Transition{leader.TransitionElected, leader.TransitionReleased, leader.TransitionExpired, leader.TransitionStepDown} {
+		m.transitions.WithLabelValues(election, t.Label())
 	}
 	for _, r := range []string{"ok", "lost", "error"} {
 		m.renew.WithLabelValues(election, r)
@@ -185,12 +185,13 @@ func (m *Metrics) JobRunning(election, job string, delta int) {
 }
 
 type electorMetrics struct {
+	leader.NopMetrics
 	m        *Metrics
 	election string
 }
 
 func (e electorMetrics) Transition(t leader.Transition, term uint64) {
-	e.m.transitions.WithLabelValues(e.election, string(t)).Inc()
+	e.m.transitions.WithLabelValues(e.election, t.Label()).Inc()
 	if t == leader.TransitionElected {
 		e.m.leading.WithLabelValues(e.election).Set(1)
 		e.m.term.WithLabelValues(e.election).Set(float64(term))
@@ -210,7 +211,7 @@ func (e electorMetrics) Renew(took time.Duration, err error) {
 	e.m.renew.WithLabelValues(e.election, result).Observe(took.Seconds())
 }
 
-// Redis implements leader.RedisMetrics.
+// Redis implements leader.Metrics.
 func (e electorMetrics) Redis(err error) {
 	v := 1.0
 	if err != nil {
@@ -219,7 +220,7 @@ func (e electorMetrics) Redis(err error) {
 	e.m.redisUp.WithLabelValues(e.election).Set(v)
 }
 
-// ProtocolRefused implements leader.ProtocolMetrics.
+// ProtocolRefused implements leader.Metrics.
 func (e electorMetrics) ProtocolRefused(refused bool) {
 	v := 0.0
 	if refused {
@@ -228,10 +229,10 @@ func (e electorMetrics) ProtocolRefused(refused bool) {
 	e.m.protoRefused.WithLabelValues(e.election).Set(v)
 }
 
-// RedisConfigError implements leader.RedisConfigMetrics.
+// RedisConfigError implements leader.Metrics.
 func (e electorMetrics) RedisConfigError(error) { e.m.HeartbeatConfigError(e.election) }
 
-// RedisEviction implements leader.EvictionMetrics.
+// RedisEviction implements leader.Metrics.
 func (e electorMetrics) RedisEviction(s leader.EvictionState) {
 	v := 0.0
 	switch s {

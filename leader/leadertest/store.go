@@ -1,9 +1,9 @@
-// Package leadertest provides an in-memory leader.Lock for tests of code
+// Package leadertest provides an in-memory leader.Store for tests of code
 // built on package leader: state-machine tests of the elector, of workers,
-// and of users' own jobs. It keeps the Redis lock's semantics (exact-value
+// and of users' own jobs. It keeps the Redis store's semantics (exact-value
 // renew and release, terms that only grow, adopt on a retried acquire) and
 // lets a test inject errors, lost replies, hangs and chaos (steal, expire).
-// TestStore checks any store, this one and RedisLock among them, against
+// TestStore checks any store, this one and RedisStore among them, against
 // the contract package leader states for it.
 //
 // Expiry is computed from time.Now, so inside a testing/synctest bubble the
@@ -21,10 +21,10 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
-// Op names a Lock operation for hooks and call counts.
+// Op names a Store operation for hooks and call counts.
 type Op string
 
-// The operations of leader.Lock.
+// The operations of leader.Store.
 const (
 	OpAcquire       Op = "acquire"
 	OpRenew         Op = "renew"
@@ -44,9 +44,9 @@ const (
 // instance until a channel closes, to simulate a hung call.
 type Hook func(ctx context.Context, op Op) error
 
-// Lock is an in-memory leader.Lock, safe for concurrent use by many
+// Store is an in-memory leader.Store, safe for concurrent use by many
 // electors of one election.
-type Lock struct {
+type Store struct {
 	mu       sync.Mutex
 	lease    leader.Lease
 	held     bool
@@ -57,46 +57,46 @@ type Lock struct {
 	calls    map[Op]int
 	watchers map[*watch]struct{}
 	cps      map[string]int64
-	info     leader.LeaseInfo     // of the current lease
+	info     leader.Record        // what the current lease's holder recorded
 	value    string               // proclaimed with the next lease
 	cands    map[string]time.Time // waiting candidates and when they drop out
 }
 
 var (
-	_ leader.Lock         = (*Lock)(nil)
-	_ leader.Checkpointer = (*Lock)(nil)
-	_ leader.Proclaimer   = (*Lock)(nil)
-	_ leader.Withdrawer   = (*Lock)(nil)
+	_ leader.Store        = (*Store)(nil)
+	_ leader.Checkpointer = (*Store)(nil)
+	_ leader.Proclaimer   = (*Store)(nil)
+	_ leader.Withdrawer   = (*Store)(nil)
 )
 
-// New returns an empty Lock.
-func New() *Lock {
-	return &Lock{calls: map[Op]int{}, watchers: map[*watch]struct{}{}, cps: map[string]int64{}, cands: map[string]time.Time{}}
+// New returns an empty Store.
+func New() *Store {
+	return &Store{calls: map[Op]int{}, watchers: map[*watch]struct{}{}, cps: map[string]int64{}, cands: map[string]time.Time{}}
 }
 
 // SetBefore installs a hook run before every operation (nil removes it).
-func (l *Lock) SetBefore(h Hook) {
+func (l *Store) SetBefore(h Hook) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.before = h
 }
 
 // SetAfter installs a hook run after every operation (nil removes it).
-func (l *Lock) SetAfter(h Hook) {
+func (l *Store) SetAfter(h Hook) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.after = h
 }
 
 // Calls returns how many times op was called.
-func (l *Lock) Calls(op Op) int {
+func (l *Store) Calls(op Op) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.calls[op]
 }
 
 // Holder returns the current lease and its time left, if any.
-func (l *Lock) Holder() (leader.Lease, time.Duration, bool) {
+func (l *Store) Holder() (leader.Lease, time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expireLocked()
@@ -107,7 +107,7 @@ func (l *Lock) Holder() (leader.Lease, time.Duration, bool) {
 }
 
 // LastTerm returns the last term handed out.
-func (l *Lock) LastTerm() uint64 {
+func (l *Store) LastTerm() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.term
@@ -115,25 +115,25 @@ func (l *Lock) LastTerm() uint64 {
 
 // Steal gives the lease to id under a new term, as a competing writer
 // would, without any notice. It returns the new lease.
-func (l *Lock) Steal(id string, ttl time.Duration) leader.Lease {
+func (l *Store) Steal(id string, ttl time.Duration) leader.Lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.term++
 	l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
-	l.info = leader.LeaseInfo{TTL: ttl, Since: time.Now()}
+	l.info = leader.Record{LeaseTTL: ttl, Since: time.Now()}
 	return l.lease
 }
 
 // Expire deletes the lease without any notice, as an early expiry or a
 // data loss would.
-func (l *Lock) Expire() {
+func (l *Store) Expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held = false
 }
 
-// Acquire implements leader.Lock.
-func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
+// Acquire implements leader.Store.
+func (l *Store) Acquire(ctx context.Context, id string, ttl time.Duration) (leader.Outcome, leader.Record, error) {
 	var out leader.Outcome
 	var rec leader.Record
 	err := l.do(ctx, OpAcquire, func() {
@@ -141,15 +141,15 @@ func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leade
 		switch {
 		case l.held && l.lease.ID == id:
 			l.expires = time.Now().Add(ttl)
-			l.info.TTL = ttl
+			l.info.LeaseTTL = ttl
 			delete(l.cands, id)
 			out, rec = leader.Adopted, leader.Record{Lease: l.lease, TTL: ttl}
 		case l.held:
-			// Listed as RedisLock lists it: until the holder's time left
-			// plus two TTLs (RedisLock adds RetryInterval, unknown here).
+			// Listed as RedisStore lists it: until the holder's time left
+			// plus two TTLs (RedisStore adds RetryInterval, unknown here).
 			left := time.Until(l.expires)
 			l.cands[id] = time.Now().Add(left + 2*ttl)
-			for len(l.cands) > leader.MaxCandidates { // bounded as RedisLock's: drop the soonest gone
+			for len(l.cands) > leader.MaxCandidates { // bounded as RedisStore's: drop the soonest gone
 				var first string
 				for c, until := range l.cands {
 					if first == "" || until.Before(l.cands[first]) {
@@ -162,7 +162,7 @@ func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leade
 		default:
 			l.term++
 			l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
-			l.info = leader.LeaseInfo{TTL: ttl, Value: l.value, Since: time.Now()}
+			l.info = leader.Record{LeaseTTL: ttl, Value: l.value, Since: time.Now()}
 			delete(l.cands, id)
 			out, rec = leader.Acquired, leader.Record{Lease: l.lease, TTL: ttl}
 			l.publishLocked(leader.Event{Kind: leader.EventElected, Lease: l.lease})
@@ -171,8 +171,8 @@ func (l *Lock) Acquire(ctx context.Context, id string, ttl time.Duration) (leade
 	return out, rec, err
 }
 
-// Renew implements leader.Lock.
-func (l *Lock) Renew(ctx context.Context, lease leader.Lease, ttl time.Duration) error {
+// Renew implements leader.Store.
+func (l *Store) Renew(ctx context.Context, lease leader.Lease, ttl time.Duration) error {
 	lost := false
 	err := l.do(ctx, OpRenew, func() {
 		l.expireLocked()
@@ -188,8 +188,8 @@ func (l *Lock) Renew(ctx context.Context, lease leader.Lease, ttl time.Duration)
 	return err
 }
 
-// Release implements leader.Lock.
-func (l *Lock) Release(ctx context.Context, lease leader.Lease) error {
+// Release implements leader.Store.
+func (l *Store) Release(ctx context.Context, lease leader.Lease) error {
 	lost := false
 	err := l.do(ctx, OpRelease, func() {
 		l.expireLocked()
@@ -207,8 +207,8 @@ func (l *Lock) Release(ctx context.Context, lease leader.Lease) error {
 	return err
 }
 
-// Inspect implements leader.Lock.
-func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
+// Inspect implements leader.Store.
+func (l *Store) Inspect(ctx context.Context) (leader.Record, error) {
 	var rec leader.Record
 	none := false
 	err := l.do(ctx, OpInspect, func() {
@@ -219,7 +219,7 @@ func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
 				rec.Candidates = append(rec.Candidates, id)
 			}
 		}
-		// Soonest gone first, as RedisLock lists them (ties by ID).
+		// Soonest gone first, as RedisStore lists them (ties by ID).
 		slices.SortFunc(rec.Candidates, func(a, b string) int {
 			return cmp.Or(l.cands[a].Compare(l.cands[b]), strings.Compare(a, b))
 		})
@@ -227,7 +227,9 @@ func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
 			none = true
 			return
 		}
-		rec.Lease, rec.TTL, rec.Info = l.lease, time.Until(l.expires), l.info
+		cands := rec.Candidates
+		rec = l.info
+		rec.Lease, rec.TTL, rec.Candidates = l.lease, time.Until(l.expires), cands
 	})
 	if err == nil && none {
 		return rec, leader.ErrNoLeader
@@ -235,8 +237,8 @@ func (l *Lock) Inspect(ctx context.Context) (leader.Record, error) {
 	return rec, err
 }
 
-// RequestResign implements leader.Lock.
-func (l *Lock) RequestResign(ctx context.Context, term uint64) (int64, error) {
+// RequestResign implements leader.Store.
+func (l *Store) RequestResign(ctx context.Context, term uint64) (int64, error) {
 	var n int64
 	err := l.do(ctx, OpRequestResign, func() {
 		n = int64(len(l.watchers))
@@ -245,9 +247,9 @@ func (l *Lock) RequestResign(ctx context.Context, term uint64) (int64, error) {
 	return n, err
 }
 
-// Watch implements leader.Lock. Its channel holds up to 64 pending notices;
+// Watch implements leader.Store. Its channel holds up to 64 pending notices;
 // more are dropped, as a slow pub/sub subscriber's would be.
-func (l *Lock) Watch(ctx context.Context) (leader.Watch, error) {
+func (l *Store) Watch(ctx context.Context) (leader.Watch, error) {
 	w := &watch{l: l, ch: make(chan leader.Event, 64)}
 	err := l.do(ctx, OpWatch, func() { l.watchers[w] = struct{}{} })
 	if err != nil {
@@ -259,9 +261,9 @@ func (l *Lock) Watch(ctx context.Context) (leader.Watch, error) {
 // Proclaim implements leader.Proclaimer: value is kept for later leases
 // and, if lease is the current one, replaces its proclaimed value. Called
 // with a zero Lease it only sets the value the next lease proclaims (the
-// fake does not know Config.Value). The value kept is the Lock's, shared
-// by every candidate on it, where each RedisLock keeps its own.
-func (l *Lock) Proclaim(ctx context.Context, lease leader.Lease, value string) error {
+// fake does not know Config.Value). The value kept is the Store's, shared
+// by every candidate on it, where each RedisStore keeps its own.
+func (l *Store) Proclaim(ctx context.Context, lease leader.Lease, value string) error {
 	lost := false
 	err := l.do(ctx, OpProclaim, func() {
 		l.expireLocked()
@@ -279,12 +281,12 @@ func (l *Lock) Proclaim(ctx context.Context, lease leader.Lease, value string) e
 }
 
 // Withdraw implements leader.Withdrawer.
-func (l *Lock) Withdraw(ctx context.Context, id string) error {
+func (l *Store) Withdraw(ctx context.Context, id string) error {
 	return l.do(ctx, OpWithdraw, func() { delete(l.cands, id) })
 }
 
 // Checkpoint implements leader.Checkpointer.
-func (l *Lock) Checkpoint(ctx context.Context, lease leader.Lease, key string, n int64) error {
+func (l *Store) Checkpoint(ctx context.Context, lease leader.Lease, key string, n int64) error {
 	var res error
 	err := l.do(ctx, OpCheckpoint, func() {
 		l.expireLocked()
@@ -305,14 +307,14 @@ func (l *Lock) Checkpoint(ctx context.Context, lease leader.Lease, key string, n
 }
 
 // LoadCheckpoint implements leader.Checkpointer.
-func (l *Lock) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
+func (l *Store) LoadCheckpoint(ctx context.Context, key string) (int64, bool, error) {
 	var n int64
 	var ok bool
 	err := l.do(ctx, OpLoad, func() { n, ok = l.cps[key] })
 	return n, ok, err
 }
 
-func (l *Lock) do(ctx context.Context, op Op, f func()) error {
+func (l *Store) do(ctx context.Context, op Op, f func()) error {
 	l.mu.Lock()
 	l.calls[op]++
 	before, after := l.before, l.after
@@ -331,7 +333,7 @@ func (l *Lock) do(ctx context.Context, op Op, f func()) error {
 	return nil
 }
 
-func (l *Lock) expireLocked() {
+func (l *Store) expireLocked() {
 	if l.held && !time.Now().Before(l.expires) {
 		l.held = false
 	}
@@ -343,7 +345,7 @@ func (l *Lock) expireLocked() {
 	}
 }
 
-func (l *Lock) publishLocked(ev leader.Event) {
+func (l *Store) publishLocked(ev leader.Event) {
 	for w := range l.watchers {
 		select {
 		case w.ch <- ev:
@@ -353,7 +355,7 @@ func (l *Lock) publishLocked(ev leader.Event) {
 }
 
 type watch struct {
-	l    *Lock
+	l    *Store
 	ch   chan leader.Event
 	once sync.Once
 }
