@@ -173,13 +173,3 @@ func randDuration(r *rand.Rand, d time.Duration) time.Duration {
 	}
 	return time.Duration(r.Int64N(int64(d)))
 }
-
-// isClosed reports whether ch is closed.
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
