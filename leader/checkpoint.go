@@ -38,12 +38,10 @@ type Checkpointer interface {
 
 var _ Checkpointer = (*RedisStore)(nil)
 
-// Checkpoint implements Checkpointer. The key is PREFIX:{NAME}:cp:KEY, in
-// the lease's Cluster slot, without expiry. With MinReplicas the script and
-// a WAIT share one pipeline, as for acquire: a checkpoint acknowledged by
-// fewer replicas returns ErrNotReplicated and counts as not recorded (a
-// failover could lose it), although the primary may keep it; so does a
-// "not advanced" answer, whose recorded value may be such a write.
+// Checkpoint implements Checkpointer; the key is PREFIX:{NAME}:cp:KEY, in
+// the lease's Cluster slot, without expiry. With MinReplicas, a checkpoint
+// (or a "not advanced" answer) fewer replicas acknowledged returns
+// ErrNotReplicated and counts as not recorded.
 func (l *RedisStore) Checkpoint(ctx context.Context, lease Lease, key string, n int64) error {
 	// The request's ID lets a second run of it (go-redis's retry) answer
 	// as the first.
@@ -90,15 +88,11 @@ func (l *RedisStore) LoadCheckpoint(ctx context.Context, key string) (int64, boo
 
 func (l *RedisStore) cpKey(key string) string { return l.prefix + "cp:" + key }
 
-// Checkpoint and LoadCheckpoint return when ctx ends even if the Redis
-// client ignores it (the call is then abandoned, as the elector's own are),
-// so a job draining after its term ended never hangs in one.
-//
-// Checkpoint records n under key beside the lease, fenced by the term that
-// ctx carries (TermFrom): it succeeds only while that term still holds the
-// lease, and only if n is greater than the recorded value. It returns
-// ErrLeaseLost (also when ctx carries no term or a term other than the
-// current one), ErrCheckpointNotAdvanced, or ErrNoCheckpoints.
+// Checkpoint records n under key beside the lease, fenced by the term ctx
+// carries (TermFrom): only while that term holds the lease, and only if n
+// is above the recorded value. It returns ErrLeaseLost (also for a ctx
+// without the current term), ErrCheckpointNotAdvanced or ErrNoCheckpoints.
+// It returns when ctx ends, even if the Redis client ignores ctx.
 func (e *Elector) Checkpoint(ctx context.Context, key string, n int64) error {
 	cp, ok := e.lock.(Checkpointer)
 	if !ok {
@@ -115,6 +109,7 @@ func (e *Elector) Checkpoint(ctx context.Context, key string, n int64) error {
 }
 
 // LoadCheckpoint returns the value recorded under key; ok is false if none.
+// It returns when ctx ends, as Checkpoint does.
 func (e *Elector) LoadCheckpoint(ctx context.Context, key string) (n int64, ok bool, err error) {
 	cp, ok := e.lock.(Checkpointer)
 	if !ok {

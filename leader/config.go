@@ -19,26 +19,20 @@ const (
 )
 
 // Config holds the tunables of one election. The zero value of every field
-// except Name means "use the default"; negative values are errors.
-//
-// The timings keep two leaders from acting at once (see the package doc):
-//
-//	RenewInterval < RenewDeadline < TTL × (1 − Drift)
-//
-// and TTL − RenewDeadline is the stop budget a job has, after its context is
-// cancelled on a missed deadline, before another candidate can acquire.
+// except Name means "use the default"; negative values are errors. The
+// timings must keep RenewInterval < RenewDeadline < TTL × (1 − Drift); a
+// job has the stop budget TTL − RenewDeadline to stop after a missed
+// deadline (docs/design.md, "Timing: why two leaders never run at once").
 type Config struct {
 	// Name is the election: candidates with the same Name and KeyPrefix
 	// compete for one lease. Required; must not contain '{', '}' or white
 	// space (it is the Redis Cluster hash tag of the election's keys).
 	Name string
 
-	// ID names this candidate in the lease value. The Elector always
-	// appends "-" and a random part of its own (Elector.ID returns the
-	// whole), so two processes given the same ID stay two candidates:
-	// configuration cannot make two Electors share an ID. Default
-	// "HOST-PID", so the ID reads "HOST-PID-RANDOM". Must not contain white
-	// space.
+	// ID names this candidate in the lease value; the Elector appends "-"
+	// and a random part (Elector.ID returns the whole), so two processes
+	// given the same ID stay two candidates. Default "HOST-PID". Must not
+	// contain white space.
 	ID string
 
 	// KeyPrefix starts every Redis key of the election: PREFIX:{NAME}:lease.
@@ -62,9 +56,8 @@ type Config struct {
 	// after a failed acquire or a term that ended in failure. Default TTL/5.
 	RetryInterval time.Duration
 
-	// ResignCooldown is how long a candidate that resigned stays out of the
-	// election, unless another leader shows up earlier. Default
-	// RetryInterval.
+	// ResignCooldown is how long a candidate that resigned waits before it
+	// campaigns again. Default RetryInterval.
 	ResignCooldown time.Duration
 
 	// ShutdownTimeout bounds how long Run, once its context is done, keeps
@@ -78,20 +71,12 @@ type Config struct {
 	// Default 0.01; must be in [0, 0.5).
 	Drift float64
 
-	// MinReplicas, when positive, makes acquire and renew wait (WAIT) until
-	// that many replicas acknowledged the write, on the same connection.
-	// An acquire acknowledged by fewer is refused; such a renew counts as
-	// failed. Use it with Sentinel: without it the old master takes
-	// renewals the promoted replica never sees until the clients follow,
-	// and two leaders can run at once. Even with it the old master's last
-	// acknowledged renewal can come a Sentinel reconfiguration (about 1s)
-	// after the promotion, so keep TTL×(1−Drift) − RenewDeadline −
-	// RenewInterval above that plus the jobs' stop time. solo run derives
-	// MinReplicas 1, RenewInterval TTL/10 and RenewDeadline TTL/2 for a
-	// Sentinel URL; a library user (an embedded worker) must set them
-	// itself: New only logs SentinelWarning, at error, for a Sentinel
-	// failover client with MinReplicas 0 (docs/operations.md). Default 0
-	// (off).
+	// MinReplicas, when positive, makes acquire, renew and checkpoints wait
+	// (WAIT) for that many replicas: an acquire acknowledged by fewer is
+	// refused, such a renew fails. Set it with Sentinel, with RenewInterval
+	// TTL/10 and RenewDeadline TTL/2 (solo run derives them for a Sentinel
+	// URL; New logs SentinelWarning without it). Default 0 (off). The
+	// failover margin: docs/design.md, "Deployments".
 	MinReplicas int
 
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default

@@ -78,9 +78,8 @@ type Status struct {
 	// zero before any holder was seen.
 	Holder Lease
 	// RedisErr is the error of this elector's last acquire or renew that
-	// got no answer from Redis (down, frozen, unreachable), nil once one
-	// is answered again. It is ErrNotStarted... never: before the first
-	// call it is nil, and Reached is false.
+	// got no answer from Redis (down, frozen, unreachable); nil before the
+	// first call and once one is answered again.
 	RedisErr error
 	// Reached is true once Redis answered one of this elector's calls.
 	Reached bool
@@ -89,13 +88,10 @@ type Status struct {
 	// share an election with (version skew); nil once an acquire is
 	// answered otherwise.
 	ProtocolErr error
-	// ConfigErr is the error (a *RedisConfigError) of this elector's last
-	// acquire or renew that Redis refused as a configuration error: an ACL
-	// that lacks a command, key or channel, a wrong or missing password, a
-	// command the server does not know; or of the notices' subscription
-	// when Redis refused it (the election works on without notices, but
-	// solo run exits 2 on any ConfigErr and /readyz fails). Retrying cannot
-	// cure it; it is nil once a call is answered without one.
+	// ConfigErr is the *RedisConfigError of this elector's last acquire,
+	// renew or notice subscription that Redis refused as a configuration
+	// error (ACL, password, unknown command); nil once a call is answered
+	// without one.
 	ConfigErr error
 }
 
@@ -194,12 +190,9 @@ func (e *Elector) Status() Status {
 
 // Resign steps down gracefully if this elector leads: it cancels the
 // leader function's context, keeps renewing while the function drains,
-// releases the lease, tells the other candidates, and stays out of the
-// election for ResignCooldown unless no other candidate takes over.
-//
-// Resign blocks until the lease was released (or the step-down otherwise
-// ended) or ctx is done; the step-down goes on after ctx ends. It returns
-// ErrNotLeader when there is no term to end, or ctx's error.
+// releases the lease and waits ResignCooldown before campaigning again.
+// It blocks until the step-down ended or ctx is done (the step-down goes
+// on), and returns ErrNotLeader when there is no term to end, or ctx's error.
 func (e *Elector) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	termDone := e.termDone
@@ -223,37 +216,15 @@ func (e *Elector) Resign(ctx context.Context) error {
 	}
 }
 
-// Run campaigns until ctx is done. Each time it wins, it calls fn with a
-// context that carries the term (TermFrom) and is cancelled when the term
-// ends: renew deadline passed, lease found lost, Resign, a resign request
-// from another process, or ctx done. It waits for fn to return, releases
-// the lease if it is still held, and campaigns again; after a term that
-// ended in failure (fn error or panic, lost lease) it backs off for
-// RetryInterval first. An error from fn is logged and ends the term only;
-// an error wrapping ErrResigned ends it as Resign does (release, then
-// ResignCooldown), for a function that drained its own work first.
-//
-// fn starts only on an acquire whose reply arrived before its renew
-// deadline (send time + RenewDeadline, on this host's monotonic clock),
-// whatever the Redis client's own timeouts are. Every store call is bounded
-// by Run itself: a call the client never ends delays neither the renew
-// deadline nor shutdown (its goroutine ends when the client returns).
-//
-// Run never releases the lease while fn runs. When ctx ends it cancels fn,
-// renews while fn drains for up to ShutdownTimeout, then releases; if fn
-// has not returned by then, renewing stops, the lease is left to expire and
-// Run returns ErrStopTimeout. A later Run of the same Elector waits until
-// that function has returned before it campaigns (it returns ErrStopTimeout
-// again if its ctx ends first), so one Elector never runs two functions.
-// Otherwise Run returns nil once ctx is done. Redis errors are retried
-// within the timing rules and logged, never returned. A call Redis refuses
-// as a configuration error (ErrRedisConfig: an ACL that lacks a command,
-// key or channel, a wrong password, an unknown command) is retried too,
-// every RetryInterval, so that a configuration fixed live needs no
-// restart; it is logged once at error level and reported in
-// Status.ConfigErr and to Metrics.RedisConfigError, and a renewal refused so
-// ends the term at once. It returns ErrAlreadyRunning if this Elector
-// already runs.
+// Run campaigns until ctx is done and calls fn for each term won, with a
+// context carrying the term (TermFrom) that is cancelled when the term ends
+// (renew deadline, lease lost, Resign, resign request, ctx done). After fn
+// returns it releases the lease if still held and campaigns again; an fn
+// error wrapping ErrResigned acts as Resign, others are logged. Redis errors
+// are logged and retried. It returns nil once ctx is done, ErrStopTimeout
+// if fn outlived ShutdownTimeout (the lease is left to expire; a later Run
+// first waits for fn), or ErrAlreadyRunning. The timing rules:
+// docs/design.md, "Timing: why two leaders never run at once".
 func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return errors.New("leader: nil leader function")

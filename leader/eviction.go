@@ -15,10 +15,8 @@ import (
 
 // ErrEvictionPolicy is wrapped by the *RedisConfigError of a call refused
 // because the Redis server may evict solo's keys: maxmemory is set and
-// maxmemory-policy is not noeviction. Every volatile-* policy evicts a
-// key with a TTL first (a lease, a lock), and every allkeys-* policy any
-// key (a term): the holder hears of it only at its next renewal, after
-// another owner may have taken it.
+// maxmemory-policy is not noeviction (why that is unsafe: docs/design.md,
+// "Deployments").
 var ErrEvictionPolicy = errors.New("leader: redis may evict solo's keys (maxmemory set, maxmemory-policy not noeviction)")
 
 // EvictionFix is what to change when Redis may evict solo's keys.
@@ -47,12 +45,10 @@ const (
 	EvictionUnsafe
 )
 
-// EvictionGuard checks that the Redis server behind a client cannot evict
-// solo's keys, with INFO memory (fields maxmemory and maxmemory_policy;
-// CONFIG GET is often refused on managed Redis). A Cluster client's every
-// master is read; one that may evict makes the answer unsafe. A guard is
-// shared by the locks of one client (an Elector's RedisStore, a Hub's, a
-// lock.Client's) and is safe for concurrent use.
+// EvictionGuard checks, with INFO memory, that the Redis server behind a
+// client cannot evict solo's keys; on Cluster every master is read, and one
+// that may evict makes the answer unsafe. A guard is shared by the users of
+// one client (RedisStore, Hub, lock.Client) and is safe for concurrent use.
 type EvictionGuard struct {
 	client  redis.UniversalClient
 	reading chan struct{} // size one: held while a Refresh (shared: any read) reads
@@ -93,17 +89,12 @@ func (g *EvictionGuard) SetPeriod(d time.Duration) {
 	}
 }
 
-// Check returns the *RedisConfigError (wrapping ErrEvictionPolicy) while
-// the server may evict solo's keys, and nil while it cannot or INFO cannot
-// tell. It reads INFO memory (one round trip) when the last answer is
-// older than the period (EvictionPeriod), or was unsafe or missing, so
-// that a fix is seen at the next call; else it answers from memory. It
-// never waits for another call's read: a read stuck on a dead server
-// (a Redlock master) must not hold up a later call that would reach it
-// once it is back. An INFO that got no answer (an outage, or an error
-// reply other than a refusal, such as BUSY) returns its error, as the
-// call it guards would meet, and keeps the last answer: the next call
-// reads again.
+// Check returns a *RedisConfigError wrapping ErrEvictionPolicy while the
+// server may evict solo's keys, and nil while it cannot or INFO cannot
+// tell. It reads INFO memory (one round trip) unless a safe or unverified
+// answer younger than the period (EvictionPeriod) is at hand. An INFO that
+// got no answer (an outage, BUSY) returns its error and keeps the last
+// answer. See docs/design.md, "Deployments".
 func (g *EvictionGuard) Check(ctx context.Context) error {
 	begun := time.Now()
 	if g.fresh(begun, false) {

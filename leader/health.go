@@ -5,26 +5,12 @@ import (
 	"time"
 )
 
-// Healthy is a liveness check of this process's own renewal loop: it
-// returns an error wrapping ErrRenewStuck while this elector leads and its
-// term loop is wedged, and nil otherwise — also when it does not lead, and
-// whatever Redis does.
-//
-// The loop is wedged when it has not attempted a renewal in time: no
-// renewal started within RenewInterval + tolerance of its last one's
-// answer (or of the term's start), or a renewal in flight for longer than
-// RenewDeadline + tolerance, which its own timeout and the deadline timer
-// never allow; or the renew deadline ended the term (the job is stopped
-// by then) and the loop has not handled that within RenewInterval +
-// tolerance. A renewal that fails or hangs because Redis is down, frozen
-// or slow is not a wedge: the loop keeps trying and steps down at the
-// renew deadline, and restarting the process would not bring Redis back.
-// A negative tolerance counts as zero.
-//
-// This differs from client-go's leader-election healthz adaptor, which
-// fails while a renewal is overdue, that is while the lock's store is
-// unreachable: a liveness probe on it restarts every leader in a Redis
-// outage.
+// Healthy is a liveness check of this elector's own renewal loop: it
+// returns an error wrapping ErrRenewStuck while the loop is wedged (while
+// leading, no renewal attempted within RenewInterval + tolerance, or one in
+// flight past RenewDeadline + tolerance; or a term the renew deadline ended
+// not handled within RenewInterval + tolerance), else nil: a Redis outage
+// does not fail it. A negative tolerance counts as zero.
 func (e *Elector) Healthy(tolerance time.Duration) error {
 	e.mu.Lock()
 	st, beat, busy, expired := e.status, e.loopBeat, e.renewBusy, e.expiredAt

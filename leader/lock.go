@@ -12,12 +12,11 @@ import (
 // in-memory fake. Every method is one atomic step on the store.
 type Store interface {
 	// Acquire takes the lease for id with the given TTL if nobody holds it,
-	// minting a new term. If id already holds it (a retry after a lost
-	// reply) the lease is refreshed to ttl and adopted. Otherwise it
-	// reports the holder. It never takes a lease another candidate holds.
-	// With an error wrapping ErrNotReplicated the lease was taken but is
-	// not safe to lead on; it is returned in the Record, left in place for
-	// the caller to release.
+	// minting a new term; if id holds it already (a retry after a lost
+	// reply) it refreshes and adopts it; otherwise it reports the holder,
+	// never taking a lease another candidate holds. With an error wrapping
+	// ErrNotReplicated the lease was taken but is not safe to lead on: the
+	// Record carries it, left in place for the caller to release.
 	Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error)
 
 	// Renew extends the lease to ttl if it is still exactly l. Returns

@@ -17,11 +17,9 @@ type Holder struct {
 	Term uint64 `json:"term"`
 	// TTL is the time left on the lease when Redis answered.
 	TTL time.Duration `json:"ttl"`
-	// Since is when the term began: the acquire's time on the Redis
-	// server's clock as the holder recorded it beside the lease, or else
-	// read off the term itself (a term is the server's clock in
-	// microseconds at the acquire, or one more than the previous term when
-	// that is larger).
+	// Since is when the term began, on the Redis server's clock: as the
+	// holder recorded it, else read off the term (docs/design.md, "Redis
+	// data, per election").
 	Since time.Time `json:"since"`
 	// LeaseTTL is the lease length the holder uses, from the info it keeps
 	// beside the lease; zero when unknown (a lease taken by an older solo).

@@ -18,20 +18,11 @@ type Change struct {
 }
 
 // Observe follows the election cfg names without taking part, calling fn
-// for every change of leadership, in order, from Observe's goroutine: the
-// current holder first (TransitionElected), then each release, resignation,
-// expiry and new term. It blocks until ctx is done and then returns nil; fn
-// must not block for long (Observe does not read notices meanwhile, and
-// notices that overflow the subscription are dropped by Redis — the PTTL
-// check below still catches up). Only Name, KeyPrefix, TTL and
-// RetryInterval of cfg are used; a bad cfg is a *ConfigError.
-//
-// It is driven by the election's notices ("elected", "released", "resign")
-// and the holder's remaining TTL, with no polling: at rest it reads the
-// lease once per holder TTL, when it would have expired, as a follower
-// does. Without live notices (Redis unreachable, the subscription down) it
-// reads it every RetryInterval instead. Redis errors are retried; they are
-// never passed to fn.
+// from its goroutine for each change of leadership, in order: the current
+// holder (TransitionElected), then each release, resignation, expiry and
+// new term; fn must not block long. It uses Name, KeyPrefix, TTL and
+// RetryInterval of cfg (a bad cfg is a *ConfigError), retries Redis errors
+// and returns nil once ctx is done (docs/design.md, "Observing an election").
 func Observe(ctx context.Context, client redis.UniversalClient, cfg Config, fn func(Change)) error {
 	lock, cfg, err := lockFor(client, cfg)
 	if err != nil {

@@ -13,11 +13,10 @@ var (
 
 // Proclaim replaces the value this elector proclaims with its leadership
 // (Config.Value at first), as etcd's Election.Proclaim does: while it
-// leads, the stored value changes at once, in one round trip fenced by the
-// lease (it is written only if the lease is still exactly this term's),
-// and every later term starts with it. It returns ErrNotLeader when this
-// elector does not lead (the value is still kept for its later terms), a
-// *ConfigError for a bad value, and an error when the Store cannot proclaim.
+// leads, the stored value changes at once, fenced by the lease, and every
+// later term starts with it. It returns ErrNotLeader when this elector does
+// not lead (the value is still kept for its later terms), a *ConfigError
+// for a bad value, and an error when the Store cannot proclaim.
 func (e *Elector) Proclaim(ctx context.Context, value string) error {
 	if err := checkValue(value); err != nil {
 		return err

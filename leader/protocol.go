@@ -9,12 +9,8 @@ import (
 
 // Protocol is the version of what this build writes to and expects from
 // Redis for an election: its keys, the lease's value "TERM ID", the info
-// hash, the scripts' meaning, the notices. Every solo before the first
-// release (v0.1.0) that has the spread-mode exclusion speaks protocol 1
-// without saying so; from v0.1.0 on, acquire records the holder's
-// protocol in the info hash beside the lease (fields proto and
-// proto_min). docs/design.md, "Protocol and versions", has the skew
-// policy.
+// hash, the scripts' meaning, the notices. The versions and the skew
+// policy: docs/design.md, "Protocol and versions".
 const Protocol = 1
 
 // MinPeerProtocol is the oldest protocol this build shares an election
@@ -29,8 +25,8 @@ const MinPeerProtocol = 1
 var protocol, minPeerProtocol = Protocol, MinPeerProtocol
 
 // SpokenProtocol returns the protocol this build speaks and the oldest it
-// shares an election with (Protocol and MinPeerProtocol, but in the skew
-// test's stand-in build).
+// shares an election with: Protocol and MinPeerProtocol, except in a test
+// build standing in for the next protocol.
 func SpokenProtocol() (proto, minPeer int) { return protocol, minPeerProtocol }
 
 // ErrProtocolSkew is wrapped by the *ProtocolError of an acquire refused
@@ -40,10 +36,8 @@ var ErrProtocolSkew = errors.New("leader: the holder speaks an incompatible prot
 
 // ProtocolError is an acquire refused for version skew: the lease is held
 // by a build whose protocol this one does not share an election with. The
-// script refuses atomically with the holder's record and does not list the
-// caller as a candidate; the Elector does not campaign while it lasts
-// (Status.ProtocolErr, logged once at error level) and tries again every
-// RetryInterval, so it campaigns once the holder is gone.
+// Elector does not campaign while it lasts (Status.ProtocolErr) and asks
+// again every RetryInterval (docs/design.md, "Protocol and versions").
 type ProtocolError struct {
 	// Holder is the lease that refused the acquire.
 	Holder Lease

@@ -42,12 +42,8 @@ var (
 // acknowledged. It counts as a failed renew (retried), not as a lost lease.
 var errRenewNotReplicated = errors.New("leader: renew not acknowledged by enough replicas")
 
-// RedisStore is the Store kept in Redis. Every operation is one Lua script,
-// one round trip (EVALSHA; the first use on a server adds one EVAL; an
-// acquire adds INFO memory when its EvictionGuard is due: at most once a
-// minute while the server is safe). With
-// MinReplicas set, the script and a WAIT share one pipeline, so the WAIT
-// covers exactly that write on that connection.
+// RedisStore is the Store kept in Redis: every operation is one Lua
+// script, one round trip (docs/design.md, "Redis data, per election").
 type RedisStore struct {
 	client         redis.UniversalClient
 	prefix         string // PREFIX:{NAME}:
@@ -128,14 +124,9 @@ func infoKeyOf(leaseKey string) string {
 	return strings.TrimSuffix(leaseKey, "lease") + "info"
 }
 
-// Acquire implements Store. May return ErrNotReplicated: the script took
-// (or adopted) the lease but fewer than MinReplicas replicas acknowledged
-// it, so a failover could lose it. The lease is then left in place and
-// returned with the error: the caller must not lead on it, and hands it
-// back itself (the Elector does, after marking the term as one it never
-// leads on). Handing it back here instead would race with the caller: a
-// delayed release could delete the same lease after the caller's retry
-// adopted it with enough acknowledgements.
+// Acquire implements Store. With MinReplicas it may return ErrNotReplicated
+// with the lease it took or adopted: fewer replicas acknowledged it, so the
+// caller must not lead on it and releases it itself.
 func (l *RedisStore) Acquire(ctx context.Context, id string, ttl time.Duration) (Outcome, Record, error) {
 	if err := l.evictionGuard().Check(ctx); err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
@@ -156,6 +147,8 @@ func (l *RedisStore) Acquire(ctx context.Context, id string, ttl time.Duration) 
 	if err != nil {
 		return Held, Record{}, fmt.Errorf("acquire %s: %w", l.leaseKey, err)
 	}
+	// Left in place for the caller: a release from here could race with
+	// the caller's retry and delete the lease that retry adopted.
 	if outcome != Held && l.minReplicas > 0 && acked < int64(l.minReplicas) {
 		return outcome, rec, fmt.Errorf("acquire %s: %d of %d replicas acknowledged: %w", l.leaseKey, acked, l.minReplicas, ErrNotReplicated)
 	}
@@ -278,14 +271,10 @@ func parseInfo(rec *Record, flat []any, v string) {
 	}
 }
 
-// RequestResign implements Store. On a Cluster client PUBLISH counts only the
-// subscribers on the node that received it, while the cluster bus relays
-// the notice to every node (a Hub's one pub/sub connection lives on any of
-// them), so the count returned is the larger of that and the sum of
-// PUBSUB NUMSUB over every node (masters and replicas: each subscriber is
-// connected to one of them). A node that does not answer the count within
-// ctx and the client's timeouts is left out; its error is returned only
-// when no subscriber was found.
+// RequestResign implements Store. On a Cluster client the count is the
+// larger of PUBLISH's (the receiving node's subscribers only) and the sum of
+// PUBSUB NUMSUB over every node; a node that does not answer is left out,
+// its error returned only when no subscriber was found.
 func (l *RedisStore) RequestResign(ctx context.Context, term uint64) (int64, error) {
 	n, err := l.client.Publish(ctx, l.channel, eventMessage(Event{Kind: EventResign, Lease: Lease{Term: term}})).Result()
 	if err != nil {
@@ -311,11 +300,10 @@ func (l *RedisStore) RequestResign(ctx context.Context, term uint64) (int64, err
 	return n, nil
 }
 
-// Watch implements Store. It returns at once: the SUBSCRIBE is sent by the
-// watch's own goroutine, so a slow link never delays a caller (notices are
-// an optimisation, campaigning is not). The subscription reconnects on its
-// own; Live is false until the server confirmed it and while it is down.
-// With a Hub it shares the hub's connection.
+// Watch implements Store. It returns at once, without waiting for the
+// SUBSCRIBE; the subscription reconnects on its own, and Live is false
+// until the server confirmed it and while it is down. With a Hub it shares
+// the hub's connection.
 func (l *RedisStore) Watch(ctx context.Context) (Watch, error) {
 	if l.hub != nil {
 		return l.hub.watch(l)

@@ -46,7 +46,7 @@ func (t Transition) String() string {
 }
 
 // Label returns the transition's value of the transition label of
-// solo_leader_transitions_total: its String, but "lost" for
+// solo_election_transitions_total: its String, but "lost" for
 // TransitionExpired (the label alerts and dashboards select on).
 func (t Transition) Label() string {
 	if t == TransitionExpired {

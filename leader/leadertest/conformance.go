@@ -12,15 +12,12 @@ import (
 	"github.com/solo-run/solo/leader"
 )
 
-// TestStore checks that a store keeps the contract package leader states
-// for an election's store, as testing/fstest.TestFS does for a file
-// system: one subtest per rule, each failure naming the rule broken.
-// newStore returns a store on a fresh, empty election; it is called once
-// per subtest, from subtests that run in parallel. The optional
-// interfaces (leader.Proclaimer, leader.Withdrawer, leader.Checkpointer)
-// are checked when the store implements them. Leases that must expire
-// are taken with a short TTL and polled for, so a slow machine slows the
-// suite down but does not fail it.
+// TestStore checks that the stores newStore returns keep the contract of
+// leader.Store, as testing/fstest.TestFS does for a file system: one
+// parallel subtest per rule, each failure naming the rule broken. newStore
+// returns a store on a fresh, empty election, once per subtest. The
+// optional interfaces (Proclaimer, Withdrawer, Checkpointer) are checked
+// when implemented; a slow machine slows the suite but does not fail it.
 func TestStore(t *testing.T, newStore func(t *testing.T) leader.Store) {
 	t.Helper()
 	for _, c := range storeChecks {

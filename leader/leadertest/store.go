@@ -258,11 +258,10 @@ func (l *Store) Watch(ctx context.Context) (leader.Watch, error) {
 	return w, nil
 }
 
-// Proclaim implements leader.Proclaimer: value is kept for later leases
-// and, if lease is the current one, replaces its proclaimed value. Called
-// with a zero Lease it only sets the value the next lease proclaims (the
-// fake does not know Config.Value). The value kept is the Store's, shared
-// by every candidate on it, where each RedisStore keeps its own.
+// Proclaim implements leader.Proclaimer. With a zero Lease it only sets
+// the value the next lease proclaims (the fake does not know Config.Value).
+// The value is kept per Store, shared by every candidate on it (each
+// RedisStore keeps its own).
 func (l *Store) Proclaim(ctx context.Context, lease leader.Lease, value string) error {
 	lost := false
 	err := l.do(ctx, OpProclaim, func() {
