@@ -92,6 +92,7 @@ type Hub struct {
 	queues map[string]*batch.Batcher[*hubRenew] // by node address; "" on a non-cluster client
 	// qclosed is set by Close; later renewals fail and no batcher starts.
 	qclosed bool
+	dropped sync.WaitGroup // closes of the queues removed while idle
 
 	// Notices: one subscription per channel watched; the health check
 	// interval is the shortest TTL watched.
@@ -176,6 +177,7 @@ func (h *Hub) Close() error {
 			close(r.done)
 		})
 	}
+	h.dropped.Wait() // no more start: qclosed is set
 	return nil
 }
 

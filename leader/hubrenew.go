@@ -78,12 +78,18 @@ func (h *Hub) newQueue(addr string) *batch.Batcher[*hubRenew] {
 }
 
 // dropQueue removes the queue q of addr once it is idle; a renewal queued
-// meanwhile keeps it.
+// meanwhile keeps it. It runs on q's sending goroutine, which returns
+// after it: q is closed on a goroutine of the Hub's, which Close waits
+// for, so Close also waits for the sender of a queue removed. Once Close
+// has begun, it closes q itself.
 func (h *Hub) dropQueue(addr string, q *batch.Batcher[*hubRenew]) {
 	h.qmu.Lock()
 	defer h.qmu.Unlock()
 	if h.queues[addr] == q && q.Idle() {
 		delete(h.queues, addr)
+		if !h.qclosed {
+			h.dropped.Go(func() { q.Close(nil) })
+		}
 	}
 }
 

@@ -156,9 +156,10 @@ type termEvent struct {
 // next waits for the term's next event. It settles first (the simulator's
 // hook, a no-op in production), takes what is ready in one fixed order
 // (the deadline, a renewal's answer, the function's return, a Resign, Run's
-// end, a notice, the watch, the renewal timer, the stop budget, the
-// shutdown timeout), and only when nothing is, blocks for whatever comes
-// first. One path, in production and under the simulator.
+// end, the renewal timer, the stop budget, the shutdown timeout, a notice,
+// the watch: last, so what peers publish cannot starve a timer), and only
+// when nothing is, blocks for whatever comes first. One path, in
+// production and under the simulator.
 func (t *term) next() termEvent {
 	c, e := t.c, t.c.e
 	var renewAtC <-chan time.Time
@@ -173,11 +174,11 @@ func (t *term) next() termEvent {
 		{gotFn, func() bool { return recvValNow(t.fnDone, &t.fnErr) }},
 		{gotResign, func() bool { return recvValNow(e.resignCh, &x.req) }},
 		{gotCtx, func() bool { return recvNow(t.ctxDone) }},
-		{gotEvent, func() bool { return recvVal2Now(c.events, &x.ev, &x.evOK) }},
-		{gotWatch, func() bool { return recvValNow(c.watchReady, &x.w) }},
 		{gotRenewAt, func() bool { return recvNow(renewAtC) }},
 		{gotBudget, func() bool { return recvNow(t.budgetC) }},
 		{gotShutdown, func() bool { return recvNow(t.shutdownC) }},
+		{gotEvent, func() bool { return recvVal2Now(c.events, &x.ev, &x.evOK) }},
+		{gotWatch, func() bool { return recvValNow(c.watchReady, &x.w) }},
 	})
 	if x.got != 0 {
 		return x

@@ -64,7 +64,9 @@ func New[C interface {
 // Join hands a call to the Batcher. With Inline and a lane free it takes
 // the lane and returns true: the caller sends its call itself and then
 // calls Done. Otherwise the call newCall makes is queued for the next
-// batch (Unqueue takes it back) and returned.
+// batch (Unqueue takes it back) and returned; once Close was called, a
+// call that finds a lane free is sent on the caller's goroutine, as Done's
+// batches are, and is answered when Join returns.
 func (b *Batcher[C]) Join(newCall func() C) (c C, inline bool) {
 	b.mu.Lock()
 	if b.inflight < b.o.Lanes {
@@ -75,6 +77,11 @@ func (b *Batcher[C]) Join(newCall func() C) (c C, inline bool) {
 		}
 		c = newCall()
 		b.queue = append(b.queue, c)
+		if b.closed {
+			b.mu.Unlock()
+			b.drain(nil) // answered before Join returns
+			return c, false
+		}
 		b.wg.Go(func() { b.drain(nil) })
 		b.mu.Unlock()
 		return c, false

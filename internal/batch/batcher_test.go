@@ -148,3 +148,30 @@ func waitFor(t *testing.T, f func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestBatcher_JoinAfterClose: once Close was called no goroutine starts;
+// a queued call that finds a lane free is sent on its caller's goroutine
+// and answered when Join returns.
+func TestBatcher_JoinAfterClose(t *testing.T) {
+	slow := func(b []*call) {
+		time.Sleep(20 * time.Millisecond)
+		for _, c := range b {
+			close(c.done)
+		}
+	}
+	b := New(Options[*call]{Send: slow, Lanes: 1, Linger: time.Second})
+	b.Close(nil)
+	c, inline := b.Join(newCall("late"))
+	if inline {
+		t.Fatal("a batcher without Inline answered inline")
+	}
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("Join after Close returned before its call was answered: a goroutine nobody waits for sends it")
+	}
+	if !b.Idle() {
+		t.Fatal("the lane is still taken after the call was answered")
+	}
+	goleak.VerifyNone(t)
+}

@@ -78,8 +78,14 @@ func (m *Mux) chunk(n int) int {
 // silent one (a black-holed link, a dead peer the kernel has not given up
 // on yet: ~15 min on Linux), and its own resubscribe is not one the counts
 // could follow.
+//
+// A connection replaced because a subscription was refused waits longer
+// each time (refusalPause): a Redis whose ACL refuses a channel is not
+// sent every SUBSCRIBE again every second.
 func (m *Mux) receive(ps *redis.PubSub) {
 	pinged := false
+	var backoff time.Duration // the pause after the last refused connection
+	since := time.Now()       // when ps became current
 	for {
 		every := m.interval()
 		msg, err := ps.ReceiveTimeout(m.ctx, every)
@@ -87,7 +93,7 @@ func (m *Mux) receive(ps *redis.PubSub) {
 			return
 		}
 		if err != nil {
-			m.refuse(err)
+			refused := m.refuse(err)
 			var ne interface{ Timeout() bool }
 			if errors.As(err, &ne) && ne.Timeout() && !pinged {
 				pinged = true
@@ -96,9 +102,15 @@ func (m *Mux) receive(ps *redis.PubSub) {
 				}
 			}
 			pinged = false
-			if ps = m.redial(ps, min(every, m.cfg.Pause)); ps == nil {
+			pause := min(every, m.cfg.Pause)
+			if refused {
+				backoff = refusalPause(backoff, pause, time.Since(since))
+				pause = backoff
+			}
+			if ps = m.redial(ps, pause); ps == nil {
 				return
 			}
+			since = time.Now()
 			continue
 		}
 		pinged = false
@@ -117,18 +129,37 @@ func (m *Mux) receive(ps *redis.PubSub) {
 	}
 }
 
-// refuse records err when it is a refusal, and reports an episode's first.
-func (m *Mux) refuse(err error) {
+// refuse records err when it is a refusal, reports an episode's first,
+// and returns whether err is one.
+func (m *Mux) refuse(err error) bool {
 	if m.cfg.Refusal == nil {
-		return
+		return false
 	}
 	ce := m.cfg.Refusal(err)
 	if ce == nil {
-		return
+		return false
 	}
 	if old := m.refused.Swap(&ce); old == nil && m.cfg.Refused != nil {
 		m.cfg.Refused(ce)
 	}
+	return true
+}
+
+// maxRefusalPause is the longest a refused connection waits before the
+// next is dialled: how long a fixed ACL may take to be noticed.
+const maxRefusalPause = 30 * time.Second
+
+// refusalPause returns the pause before redialling after a connection,
+// current for up, was refused: base after the first refusal, or after a
+// connection that lasted longer than maxRefusalPause; otherwise twice the
+// last pause, up to maxRefusalPause. Confirmed subscriptions of other
+// channels on a refused connection do not reset it, so a refusal of some
+// channels of many backs off as one of all.
+func refusalPause(last, base, up time.Duration) time.Duration {
+	if last == 0 || up > maxRefusalPause {
+		return base
+	}
+	return max(min(2*last, maxRefusalPause), base)
 }
 
 // redial marks the connection and every subscription not live, closes old,

@@ -35,7 +35,8 @@ type Config struct {
 	Every time.Duration
 	// Pause is the most a replaced connection waits before it is dialled
 	// (at most Every), so a Redis that refuses connections is not dialled
-	// in a loop.
+	// in a loop. One replaced because a subscription was refused waits
+	// twice as long each time in a row, up to 30s.
 	Pause time.Duration
 	// Chunk is the most channels one SUBSCRIBE or UNSUBSCRIBE names; 0
 	// names them all in one.
