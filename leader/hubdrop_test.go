@@ -23,7 +23,7 @@ func TestHub_CloseWaitsForDroppedQueues(t *testing.T) {
 	for range 50 {
 		hub := NewHub(client)
 		hub.idle = time.Millisecond
-		l, err := hub.NewRedisLock(Config{Name: "drop", TTL: time.Minute})
+		l, err := hub.NewRedisStore(Config{Name: "drop", TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,16 +12,16 @@ import (
 	"github.com/solo-run/solo/leader/leadertest"
 )
 
-// floodLock is the in-memory lock whose watches, once flood is closed,
+// floodStore is the in-memory store whose watches, once flood is closed,
 // always have a notice ready: a peer PUBLISHing on the election's channel
 // without pause.
-type floodLock struct {
-	*leadertest.Lock
+type floodStore struct {
+	*leadertest.Store
 	flood chan struct{}
 	wg    sync.WaitGroup
 }
 
-// floodWatch is a watch of a floodLock.
+// floodWatch is a watch of a floodStore.
 type floodWatch struct {
 	ch   chan leader.Event
 	stop chan struct{}
@@ -35,7 +35,7 @@ func (w *floodWatch) Close() error {
 	return nil
 }
 
-func (l *floodLock) Watch(ctx context.Context) (leader.Watch, error) {
+func (l *floodStore) Watch(ctx context.Context) (leader.Watch, error) {
 	w := &floodWatch{ch: make(chan leader.Event, 1), stop: make(chan struct{})}
 	ev := leader.Event{Kind: leader.EventReleased, Lease: leader.Lease{ID: "peer", Term: 1 << 40}}
 	l.wg.Go(func() {
@@ -62,7 +62,7 @@ func (l *floodLock) Watch(ctx context.Context) (leader.Watch, error) {
 // always ready again when the loop looks, together with the due timer.
 func TestElector_NoticeFloodDoesNotStarveRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lock := &floodLock{Lock: leadertest.New(), flood: make(chan struct{})}
+		lock := &floodStore{Store: leadertest.New(), flood: make(chan struct{})}
 		cfg := fastConfig("a")
 		slow := leader.WithHooks(hooks.Hooks{Settle: func(string) { time.Sleep(time.Millisecond) }})
 		e := newElector(t, lock, cfg, slow)
