@@ -32,48 +32,14 @@ const (
 var errHubClosed = errors.New("leader: hub closed")
 
 // Hub shares one client's connections among many elections of one process:
-// it multiplexes the notices of every election built with it over ONE
-// pub/sub connection, and batches their renewals into pipelines.
-//
-// Without a Hub every running Elector holds a pub/sub connection of its own
-// (go-redis keeps about 64 KiB of buffers per connection, and pings each
-// one every TTL) and sends each renewal as a round trip of its own. That is
-// the right default for one or a few elections per process. With hundreds
-// or thousands of elections in one process, build them all with one Hub
-// (WithHub, Hub.NewRedisStore): the process then holds the client's pool
-// plus one pub/sub connection, one health PING per interval in all, and
-// renewals due at about the same time share a pipeline.
-//
-// Renewals under Config.MinReplicas are not batched: their WAIT must follow
-// their own write on the same connection, so they keep their own round trip.
-//
-// Renewals are queued per Redis node and each queue has its own batcher,
-// which sends one pipeline at a time: renewals queued while a pipeline is in
-// flight share the next one. On a single-node or Sentinel failover client
-// there is one queue. On a Cluster client each renewal goes to the queue of
-// the master that serves its election's slot (as the client's slot map
-// knows it; the pipeline still follows MOVED and ASK), so the masters'
-// pipelines run independently.
-//
-// What a frozen or slow node costs: its pipeline is held until the
-// client's timeouts or the latest renew deadline in the batch end it, and
-// the renewals queued behind it wait for it, so the elections whose slots
-// it serves miss their renew deadline and lose their terms once it has
-// been frozen for longer than that, as they would without a Hub. The
-// elections on the other masters are not delayed: their queues, batchers
-// and the client's per-node connection pools are separate. Notices are
-// the exception: all elections share the hub's one pub/sub connection,
-// which lives on one node. While that node is frozen the watches are not
-// live — followers wait RetryInterval instead of the holder's TTL and miss
-// release notices, and resign requests (RequestResign) do not reach the
-// leaders — until it answers again or the hub replaces the connection.
-// Renewals never depend on notices.
-//
-// A Hub owns a pub/sub multiplexer (internal/pubsub: two goroutines,
-// started by the first Watch) and one renewal batcher per queue, started
-// by the queue's first renewal and ended after a minute without work;
-// Close stops them all. Close it after the Electors and RedisStores using
-// it stopped: afterwards their Watch and Renew fail.
+// their notices share one pub/sub connection, and their renewals due
+// together share a pipeline (per Redis node; renewals under
+// Config.MinReplicas keep their own round trip). Build hundreds of
+// elections with one Hub (WithHub, Hub.NewRedisStore); for a few, none is
+// needed. A frozen node delays only the elections it serves, except for
+// notices, which live on one node. Close it after the Electors and stores
+// using it stopped. See docs/design.md, "Many elections in one process:
+// the Hub".
 type Hub struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // client, when it is a Cluster client: queues per master
