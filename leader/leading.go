@@ -167,19 +167,32 @@ func (t *term) next() termEvent {
 		renewAtC = t.live.Due()
 	}
 	var x termEvent
-	e.hooks.SettleAt("elector " + e.cfg.Name)
-	x.got = pollTerm([]termPoll{
-		{gotPassed, func() bool { return recvNow(t.passed) }},
-		{gotRenew, func() bool { return recvValNow(t.renewCh, &x.res) }},
-		{gotFn, func() bool { return recvValNow(t.fnDone, &t.fnErr) }},
-		{gotResign, func() bool { return recvValNow(e.resignCh, &x.req) }},
-		{gotCtx, func() bool { return recvNow(t.ctxDone) }},
-		{gotRenewAt, func() bool { return recvNow(renewAtC) }},
-		{gotBudget, func() bool { return recvNow(t.budgetC) }},
-		{gotShutdown, func() bool { return recvNow(t.shutdownC) }},
-		{gotEvent, func() bool { return recvVal2Now(c.events, &x.ev, &x.evOK) }},
-		{gotWatch, func() bool { return recvValNow(c.watchReady, &x.w) }},
-	})
+	if e.hooks.Settle != nil { // the key is built only for the simulator
+		e.hooks.Settle("elector " + e.cfg.Name)
+	}
+	// The fixed order, without allocating: each case is tried in turn.
+	switch {
+	case recvNow(t.passed):
+		x.got = gotPassed
+	case recvValNow(t.renewCh, &x.res):
+		x.got = gotRenew
+	case recvValNow(t.fnDone, &t.fnErr):
+		x.got = gotFn
+	case recvValNow(e.resignCh, &x.req):
+		x.got = gotResign
+	case recvNow(t.ctxDone):
+		x.got = gotCtx
+	case recvNow(renewAtC):
+		x.got = gotRenewAt
+	case recvNow(t.budgetC):
+		x.got = gotBudget
+	case recvNow(t.shutdownC):
+		x.got = gotShutdown
+	case recvVal2Now(c.events, &x.ev, &x.evOK):
+		x.got = gotEvent
+	case recvValNow(c.watchReady, &x.w):
+		x.got = gotWatch
+	}
 	if x.got != 0 {
 		return x
 	}
@@ -408,24 +421,6 @@ func callLeader(ctx context.Context, fn func(context.Context) error) (err error)
 		}
 	}()
 	return fn(ctx)
-}
-
-// termPoll is one of the term loop's receives: try receives without
-// blocking; got names the case.
-type termPoll struct {
-	got int
-	try func() bool
-}
-
-// pollTerm tries each receive in order, without blocking, and returns the
-// got of the first that succeeded, or 0: the term loop's fixed order.
-func pollTerm(polls []termPoll) int {
-	for _, p := range polls {
-		if p.try() {
-			return p.got
-		}
-	}
-	return 0
 }
 
 // recvNow receives from ch if a value (or its close) is there; a nil ch
