@@ -160,3 +160,32 @@ func (a *lockAggregate) summary() string {
 		strings.Join(modes, "; "), strings.Join(judged, "; "), strings.Join(finds, "")) + fmt.Sprintf("lock: %d terms held, %d re-entries, %d fenced writes (%d stale refused), %d TryLock not obtained, %d lock errors, %d unlock errors, %d acquires confirmed after RenewDeadline; holds lost {%s}",
 		a.s.Holds, a.s.Reentries, a.s.Writes, a.s.StaleRefused, a.s.NotObtained, a.s.LockErrors, a.s.UnlockErrors, a.s.LateConfirms, strings.Join(lost, "; "))
 }
+
+// TestSim_LockPinned replays lock schedules that once failed, each with
+// the shape that broke it still drawn:
+//
+//   - 25777 (fair): an attempt's reply is lost and go-redis re-sends its
+//     request, which is still on its way when the next attempt adopts the
+//     hold; the copy lands after the Unlock and queued the finished call
+//     (L6) until the hold's lease abandoned the adopted owner.
+func TestSim_LockPinned(t *testing.T) {
+	for _, tc := range []struct {
+		seed  uint64
+		shape []string // substrings of the schedule's log that show its shape
+	}{
+		{25777, []string{"go-redis retries the request", "adopted term", "fair"}},
+	} {
+		var res *sim.Result
+		synctest.Test(t, func(t *testing.T) { res = sim.RunLock(tc.seed, lockOptions()) })
+		if res.Failed() {
+			t.Errorf("%s", res.Report(200))
+			continue
+		}
+		log := res.Log(0) + res.Plan.String()
+		for _, s := range tc.shape {
+			if !strings.Contains(log, s) {
+				t.Errorf("seed %d no longer draws its shape (%q missing: the plan's drawing changed): pin another", tc.seed, s)
+			}
+		}
+	}
+}

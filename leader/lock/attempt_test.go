@@ -55,6 +55,10 @@ type lag struct {
 	before  time.Duration // the script runs this late (the caller waits)
 	reply   time.Duration // then its reply comes this late
 	request time.Duration // the request reaches the server this late, after the caller gave up (at its context's end)
+	// copy: the script runs at once but its reply is lost, and a copy of
+	// the request (go-redis re-sending it after a dropped connection)
+	// reaches the server this late.
+	copy time.Duration
 }
 
 // laggard is a go-redis hook that delays the script calls rule picks, by
@@ -103,17 +107,18 @@ func (g *laggard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		g.mu.Unlock()
 		l := g.rule(script, n)
 		switch {
+		case l.copy > 0:
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+			g.wg.Go(func() { g.send(l.copy, script, args) })
+			cmd.SetErr(errors.New("laggard: reply lost"))
+			return cmd.Err()
 		case l.request > 0:
 			landed := make(chan struct{})
 			g.wg.Go(func() {
 				defer close(landed)
-				time.Sleep(l.request)
-				if err := g.late.Do(context.Background(), args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-					g.t.Errorf("delayed %s: %v", script, err)
-				}
-				g.mu.Lock()
-				g.sent = append(g.sent, script)
-				g.mu.Unlock()
+				g.send(l.request, script, args)
 			})
 			// The caller gives up at its context's end (the inline
 			// deadline, the goroutine mode's bound); its request is on
@@ -133,6 +138,17 @@ func (g *laggard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// send sends args (script's request) after d on the laggard's own client.
+func (g *laggard) send(d time.Duration, script string, args []any) {
+	time.Sleep(d)
+	if err := g.late.Do(context.Background(), args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		g.t.Errorf("delayed %s: %v", script, err)
+	}
+	g.mu.Lock()
+	g.sent = append(g.sent, script)
+	g.mu.Unlock()
 }
 
 // lockExists reports whether name's lock hash exists, and its PTTL.
@@ -247,15 +263,29 @@ func TestAttempt_AbandonIsRightInEitherOrder(t *testing.T) {
 }
 
 // TestAttempt_EarlierAttemptLandingAfterUnlock: a Lock call's
-// first attempt is stalled on its connection; the retry takes the lock,
-// and the caller unlocks. When the first attempt lands, it must take
-// nothing (before the fix it took the lock for an owner that no longer
-// existed: "held by nobody for its TTL"), and with WithFair it must not
-// queue the finished call (before: the next waiter waited for the dead
-// call's slot, "C waited …").
+// first attempt lands late, and the caller unlocks before it does. Either
+// the attempt is stalled on its connection and the retry takes the lock
+// ("stalled"), or it ran at once, its reply was lost, the retry adopted
+// its hold, and a copy of its request (go-redis re-sending it) is stalled
+// ("copy"). When the late request lands, it must take nothing (before the
+// fix it took the lock for an owner that no longer existed: "held by
+// nobody for its TTL"), and with WithFair it must not queue the finished
+// call (before: the next waiter waited for the dead call's slot, "C
+// waited …"). The adopted owner of "copy" is abandoned when its hold's
+// term ends.
 func TestAttempt_EarlierAttemptLandingAfterUnlock(t *testing.T) {
-	for _, fair := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "fair"}[fair], func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fair bool
+		lag  lag
+	}{
+		{"plain/stalled", false, lag{request: 1600 * time.Millisecond}},
+		{"fair/stalled", true, lag{request: 1600 * time.Millisecond}},
+		{"plain/copy", false, lag{copy: 1600 * time.Millisecond}},
+		{"fair/copy", true, lag{copy: 1600 * time.Millisecond}},
+	} {
+		fair := tc.fair
+		t.Run(tc.name, func(t *testing.T) {
 			srv, rdb := startRedis(t)
 			name := lockName(t)
 			cfg := lock.Config{TTL: 1500 * time.Millisecond, RenewInterval: 500 * time.Millisecond,
@@ -270,7 +300,7 @@ func TestAttempt_EarlierAttemptLandingAfterUnlock(t *testing.T) {
 			}
 			g := newLaggard(t, srv, func(script string, n int) lag {
 				if script == acquire && n == 0 {
-					return lag{request: 1600 * time.Millisecond}
+					return tc.lag
 				}
 				return lag{}
 			})

@@ -211,6 +211,7 @@ func (c *Client) Close() error {
 	for _, l := range holds {
 		l.expire(ErrClosed)
 		l.stopWatchdog()
+		l.abandonStray()
 	}
 	c.wg.Wait()
 	if c.batch != nil {

@@ -204,13 +204,19 @@ func (c *lockCall) failed(ctx context.Context, owner string, rep hooks.AcquireRe
 // attempt's hold, or a grant): the call returns the hold, or tries again
 // when it was confirmed too late.
 func (c *lockCall) took(ctx context.Context, owner string, rep hooks.AcquireReply, sent time.Time) (*Hold, error, bool) {
-	if rep.Code == hooks.CodeAdopted {
-		// An earlier attempt's hold, from now on this call's hold (or
-		// released by held): never abandoned.
-		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == ownerOf(rep.Field) })
+	// An earlier attempt's hold, adopted: a copy of that attempt's
+	// request (go-redis re-sends one after a dropped connection) may
+	// still land, after the hold ended too. The hold's lease abandons
+	// that owner when its term ends; the call never does, as the abandon
+	// would delete the hold. If no hold is made (held released it), the
+	// owner stays unknown, for the next attempt or the call's end.
+	var stray string
+	if o := ownerOf(fieldOf(rep, owner)); rep.Code == hooks.CodeAdopted && slices.Contains(c.unknown, o) {
+		stray = o
 	}
-	h, err := c.m.held(ctx, owner, rep, sent)
+	h, err := c.m.held(ctx, owner, rep, sent, stray)
 	if err == nil {
+		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == stray })
 		return c.hold(ctx, h)
 	}
 	c.spend(fieldOf(rep, owner)) // held handed it back
@@ -323,7 +329,7 @@ func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen 
 		!m.grantable() {
 		return nil, nil, false
 	}
-	h, err = m.held(ctx, ownerOf(field), hooks.AcquireReply{Code: hooks.CodeAdopted, Term: term, Field: field}, sent)
+	h, err = m.held(ctx, ownerOf(field), hooks.AcquireReply{Code: hooks.CodeAdopted, Term: term, Field: field}, sent, "")
 	return h, err, true
 }
 
@@ -363,8 +369,10 @@ func (m *Mutex) endCall(ctx context.Context, call *lockCall, queued bool) {
 }
 
 // held turns a confirmed acquire into a hold, unless its reply came too
-// late (or ctx ended meanwhile): then the lock is handed back.
-func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, sent time.Time) (*Hold, error) {
+// late (or ctx ended meanwhile): then the lock is handed back. stray,
+// unless "", is the adopted owner whose request may still land: the
+// lease abandons it when its term ends.
+func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, sent time.Time, stray string) (*Hold, error) {
 	term, field := rep.Term, fieldOf(rep, owner)
 	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
 		// The lock may already have expired and passed to another owner.
@@ -380,6 +388,7 @@ func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, 
 		return nil, err
 	}
 	l := newLease(m, term, field)
+	l.stray = stray
 	if !m.c.track(l) {
 		l.end(ErrClosed)
 		m.releaseField(ctx, field)
