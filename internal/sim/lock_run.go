@@ -524,12 +524,13 @@ func (lw *lockWorld) deleting(field string, last bool) {
 }
 
 // abandoning is L4 when abandon deletes field's hash: only a term nobody
-// was handed may be abandoned.
+// was handed, or one whose holds all ended (a call's adopted owner,
+// abandoned when its hold's term is over), may be abandoned.
 func (lw *lockWorld) abandoning(field string) {
 	r := lw.rec(field)
 	r.deleted = true
-	if r.started && lw.affected(r) == "" {
-		lw.w.violate(InvLockCount, fmt.Sprintf("%q abandoned although it was handed out (%d holds not unlocked)", field, r.app))
+	if r.started && r.ctx.Err() == nil && lw.affected(r) == "" {
+		lw.w.violate(InvLockCount, fmt.Sprintf("%q abandoned while its hold is live (%d holds not unlocked)", field, r.app))
 	}
 }
 

@@ -168,12 +168,17 @@ func (a *lockAggregate) summary() string {
 //     request, which is still on its way when the next attempt adopts the
 //     hold; the copy lands after the Unlock and queued the finished call
 //     (L6) until the hold's lease abandoned the adopted owner.
+//   - 208364: an adoption confirmed after its renew deadline is handed
+//     back; the owner stays out of the call's adoptable attempts (its
+//     release is on its way: adopting it again let that release delete
+//     the next hold, L1 and L4) but is abandoned when the call ends.
 func TestSim_LockPinned(t *testing.T) {
 	for _, tc := range []struct {
 		seed  uint64
 		shape []string // substrings of the schedule's log that show its shape
 	}{
 		{25777, []string{"go-redis retries the request", "adopted term", "fair"}},
+		{208364, []string{"acquire confirmed after its renew deadline; not holding it", "adopted term"}},
 	} {
 		var res *sim.Result
 		synctest.Test(t, func(t *testing.T) { res = sim.RunLock(tc.seed, lockOptions()) })

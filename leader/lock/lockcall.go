@@ -43,6 +43,12 @@ type lockCall struct {
 	// next attempt may adopt what one of them took; when the call ends,
 	// they are abandoned.
 	unknown []string
+	// retired lists the owners taken out of unknown because the call
+	// handed their hold back (confirmed too late, too few replicas): a
+	// release of that exact field may still be on its way, so no attempt
+	// adopts them again, but a copy of their request may still land, so
+	// the call's end abandons them too.
+	retired []string
 	// spent lists the grant fields this call handed back (confirmed too
 	// late, or too few replicas): never held by it, as the hand-back may
 	// land after any later attempt. Only a grant can come back: its owner
@@ -174,7 +180,7 @@ func (c *lockCall) failed(ctx context.Context, owner string, rep hooks.AcquireRe
 		// could lose it. Handed back by its exact field, never held; its
 		// outcome is known.
 		field := fieldOf(rep, owner)
-		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == ownerOf(field) })
+		c.retire(ownerOf(field))
 		c.spend(field)
 		m.releaseField(ctx, field)
 	case !errors.Is(err, errNotSent):
@@ -209,7 +215,7 @@ func (c *lockCall) took(ctx context.Context, owner string, rep hooks.AcquireRepl
 	// still land, after the hold ended too. The hold's lease abandons
 	// that owner when its term ends; the call never does, as the abandon
 	// would delete the hold. If no hold is made (held released it), the
-	// owner stays unknown, for the next attempt or the call's end.
+	// call's end abandons it.
 	var stray string
 	if o := ownerOf(fieldOf(rep, owner)); rep.Code == hooks.CodeAdopted && slices.Contains(c.unknown, o) {
 		stray = o
@@ -219,6 +225,7 @@ func (c *lockCall) took(ctx context.Context, owner string, rep hooks.AcquireRepl
 		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == stray })
 		return c.hold(ctx, h)
 	}
+	c.retire(stray)
 	c.spend(fieldOf(rep, owner)) // held handed it back
 	if !c.wait || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return c.giveUp(ctx, err)
@@ -291,7 +298,7 @@ func (c *lockCall) hold(ctx context.Context, h *Hold) (*Hold, error, bool) {
 // outcome is unknown may have queued the call (and a release granted it
 // the lock since): its grant goes too.
 func (c *lockCall) giveUp(ctx context.Context, err error) (*Hold, error, bool) {
-	c.m.endCall(ctx, c, c.queued || (c.grantOwn != "" && len(c.unknown) > 0))
+	c.m.endCall(ctx, c, c.queued || (c.grantOwn != "" && len(c.unknown)+len(c.retired) > 0))
 	return nil, err, true
 }
 
@@ -342,6 +349,16 @@ func (c *lockCall) spend(field string) {
 	}
 }
 
+// retire moves owner, when among the call's unknown attempts, to retired:
+// its hold was handed back, so it is never adopted again, and it is
+// abandoned when the call ends.
+func (c *lockCall) retire(owner string) {
+	if i := slices.Index(c.unknown, owner); i >= 0 {
+		c.unknown = slices.Delete(c.unknown, i, i+1)
+		c.retired = append(c.retired, owner)
+	}
+}
+
 // ownerOf returns the owner of a field "TERM OWNER".
 func ownerOf(field string) string { return field[strings.IndexByte(field, ' ')+1:] }
 
@@ -352,11 +369,11 @@ func ownerOf(field string) string { return field[strings.IndexByte(field, ' ')+1
 // its way: one that lands after it takes nothing, one that landed before
 // is undone. It never names the hold the call returns.
 func (m *Mutex) endCall(ctx context.Context, call *lockCall, queued bool) {
-	if len(call.unknown) == 0 && !queued {
+	if len(call.unknown) == 0 && len(call.retired) == 0 && !queued {
 		return
 	}
-	id, owners := m.c.callID(call.seq), call.unknown
-	call.unknown = nil
+	id, owners := m.c.callID(call.seq), append(call.unknown, call.retired...)
+	call.unknown, call.retired = nil, nil
 	if queued && m.grants {
 		// A release may have granted the lock to the call just now: the
 		// abandon deletes that grant too (and leaves it a tombstone).
