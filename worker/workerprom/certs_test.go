@@ -1,0 +1,84 @@
+package workerprom_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/solo-run/solo/internal/redistest"
+	"github.com/solo-run/solo/leader/redisurl"
+	"github.com/solo-run/solo/worker/workerprom"
+)
+
+// notAfter returns the notAfter of the PEM certificate in file, in Unix
+// seconds.
+func notAfter(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	x, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.FormatInt(x.NotAfter.Unix(), 10)
+}
+
+// TestWatchTLS: against a real redis-server over TLS, with a client
+// certificate, solo_tls_cert_expiry_seconds shows the client certificate's
+// notAfter from the start and the server's and its CA's once a connection
+// was made; watching twice changes nothing. With skip_verify=true nothing
+// verified the server: no ca. A client without TLS exports nothing.
+func TestWatchTLS(t *testing.T) {
+	ca := redistest.NewCA(t, "solo-test")
+	cert, key := ca.Issue(t, "server", "127.0.0.1")
+	clientCert, clientKey := ca.Issue(t, "client")
+	srv := redistest.StartTLS(t, redistest.TLS{CertFile: cert, KeyFile: key, CAFile: ca.File, AuthClients: true})
+
+	gauge := func(lines ...string) string {
+		return "# HELP solo_tls_cert_expiry_seconds Unix time at which a TLS certificate solo uses with Redis expires (notAfter): cert client (its own), server (the earliest the servers presented), ca (the authorities that verified them).\n" +
+			"# TYPE solo_tls_cert_expiry_seconds gauge\n" + strings.Join(lines, "\n") + "\n"
+	}
+	check := func(url string, before, after string) {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		client, err := redisurl.NewClient(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		for range 2 {
+			if err := workerprom.WatchTLS(reg, client); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(before), "solo_tls_cert_expiry_seconds"); err != nil {
+			t.Fatalf("before the first connection: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := client.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(after), "solo_tls_cert_expiry_seconds"); err != nil {
+			t.Fatalf("after PING: %v", err)
+		}
+	}
+	client := `solo_tls_cert_expiry_seconds{cert="client"} ` + notAfter(t, clientCert)
+	server := `solo_tls_cert_expiry_seconds{cert="server"} ` + notAfter(t, cert)
+	caLine := `solo_tls_cert_expiry_seconds{cert="ca"} ` + notAfter(t, ca.File)
+	base := "rediss://" + srv.TLSAddr() + "?tls_cert_file=" + clientCert + "&tls_key_file=" + clientKey
+	check(base+"&tls_ca_file="+ca.File, gauge(client), gauge(caLine, client, server))
+	check(base+"&skip_verify=true", gauge(client), gauge(client, server))
+	check("redis://"+srv.Addr(), "", "")
+}
