@@ -19,7 +19,9 @@ import (
 // instances of one election. The leader is SIGSTOPped and Redis frozen, so
 // nobody can take over: SoloElectionNoLeader must fire for the election
 // once its `for` (30s) has passed, and resolve after both are continued and
-// a leader is back.
+// a leader is back. The thawed leader finds its lease gone, a loss no
+// scrape saw happen (it answered none while frozen): SoloLeaseLost must
+// fire for it, and the dashboard's lease-loss panel must draw it.
 func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes about a minute")
@@ -77,7 +79,7 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 	// follower's first scrape before the leader's may have left the alert
 	// pending (never firing: its for: is 30s) until the next evaluation.
 	waitFor(t, 30*time.Second, "SoloElectionNoLeader inactive while a leader leads", func() error {
-		if state := alertState(t, api, election); state != "" {
+		if state := alertState(t, api, "SoloElectionNoLeader", election); state != "" {
 			return fmt.Errorf("SoloElectionNoLeader is %s before anything was frozen", state)
 		}
 		return nil
@@ -88,7 +90,7 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 	redis.signal(t, syscall.SIGSTOP)
 	frozen := time.Now()
 	waitFor(t, 120*time.Second, "SoloElectionNoLeader to fire", func() error {
-		if state := alertState(t, api, election); state != "firing" {
+		if state := alertState(t, api, "SoloElectionNoLeader", election); state != "firing" {
 			return fmt.Errorf("alert state %q", state)
 		}
 		return nil
@@ -102,12 +104,18 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 	leader.p.signal(t, syscall.SIGCONT)
 	thawed := time.Now()
 	waitFor(t, 120*time.Second, "SoloElectionNoLeader to resolve", func() error {
-		if state := alertState(t, api, election); state != "" {
+		if state := alertState(t, api, "SoloElectionNoLeader", election); state != "" {
 			return fmt.Errorf("alert state %q", state)
 		}
 		return nil
 	})
 	t.Logf("resolved %s after the thaw", time.Since(thawed).Round(time.Second))
+	waitFor(t, 60*time.Second, "SoloLeaseLost to fire for the thawed leader", func() error {
+		if state := alertState(t, api, "SoloLeaseLost", election); state != "firing" {
+			return fmt.Errorf("alert state %q", state)
+		}
+		return nil
+	})
 
 	// The dashboard's main panels draw this run from Prometheus's data
 	// (every query a finite sample), as TestDashboardPicture draws
@@ -126,18 +134,21 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		return nil
 	})
 	panels := []string{
-		"Leader per election", "Term", "Failovers (terms won) per hour", "Transitions", "Leases lost and step-downs",
-		"Renew latency against the deadline", "Renewals by result", "Job runs",
+		"Leader per election", "Leading since (term age)", "Failovers (terms won) per hour", "Transitions", "Leases lost and step-downs",
+		"Renew latency against the deadline", "Renewals by result", "Job runs", "Redis up per instance", "Job running",
 	}
 	pic := drawDashboard(t, api, election, panels, seen.Add(-time.Second), time.Now(), nil)
+	if n := drewAbove(pic, "Leases lost and step-downs", 0); n == 0 {
+		t.Errorf("the panel Leases lost and step-downs drew no loss or step-down of the thawed leader")
+	}
 	pic.Title = "TestAlert_NoLeaderEndToEnd"
 	pic.Markers = []dashpic.Marker{{T: frozen, Label: "leader and Redis frozen"}, {T: thawed, Label: "thawed"}}
 	renderPicture(t, pic, filepath.Join(t.TempDir(), "dashboard.svg"))
 }
 
-// alertState returns the state (pending, firing) of SoloElectionNoLeader
-// for election in Prometheus's /api/v1/alerts, or "" when it is not active.
-func alertState(t *testing.T, api, election string) string {
+// alertState returns the state (pending, firing) of the alert name for
+// election in Prometheus's /api/v1/alerts, or "" when it is not active.
+func alertState(t *testing.T, api, name, election string) string {
 	t.Helper()
 	body, err := httpGet(context.Background(), api+"alerts")
 	if err != nil {
@@ -155,7 +166,7 @@ func alertState(t *testing.T, api, election string) string {
 		t.Fatalf("alerts: %v: %s", err, body)
 	}
 	for _, a := range resp.Data.Alerts {
-		if a.Labels["alertname"] == "SoloElectionNoLeader" && a.Labels["election"] == election {
+		if a.Labels["alertname"] == name && a.Labels["election"] == election {
 			return a.State
 		}
 	}
@@ -177,4 +188,22 @@ func promQuery(api, q string) (int, error) {
 		return 0, err
 	}
 	return len(resp.Data.Result), nil
+}
+
+// drewAbove returns how many points of the chart titled title are above v.
+func drewAbove(pic dashpic.Picture, title string, v float64) int {
+	n := 0
+	for _, c := range pic.Charts {
+		if c.Title != title {
+			continue
+		}
+		for _, s := range c.Series {
+			for _, p := range s.Points {
+				if p.V > v {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
