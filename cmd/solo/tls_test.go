@@ -2,21 +2,38 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/internal/redistest"
 )
 
-// TestStatus_TLS runs solo status against a redis-server that requires
-// client certificates, with the TLS files given as config keys through
-// their environment variables.
-func TestStatus_TLS(t *testing.T) {
+// mutualTLS is a redis-server that requires client certificates, the CA
+// that signed its certificate (cert, for 127.0.0.1) and a client's.
+type mutualTLS struct {
+	ca                          *redistest.CA
+	srv                         *redistest.Server
+	cert, clientCert, clientKey string
+}
+
+func startMutualTLS(t *testing.T) mutualTLS {
+	t.Helper()
 	ca := redistest.NewCA(t, "solo-test")
 	cert, key := ca.Issue(t, "server", "127.0.0.1")
 	clientCert, clientKey := ca.Issue(t, "client")
 	srv := redistest.StartTLS(t, redistest.TLS{CertFile: cert, KeyFile: key, CAFile: ca.File, AuthClients: true})
+	return mutualTLS{ca: ca, srv: srv, cert: cert, clientCert: clientCert, clientKey: clientKey}
+}
+
+// TestStatus_TLS runs solo status against a redis-server that requires
+// client certificates, with the TLS files given as config keys through
+// their environment variables.
+func TestStatus_TLS(t *testing.T) {
+	m := startMutualTLS(t)
+	ca, srv, clientCert, clientKey := m.ca, m.srv, m.clientCert, m.clientKey
 	other := redistest.NewCA(t, "other")
 
 	status := func(extra ...string) (int, string) {
@@ -76,4 +93,46 @@ func TestConfig_RedisTLS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRun_TLSMetrics runs solo run in mode always against a redis-server
+// over mutual TLS: its /metrics shows the expiry of the client
+// certificate, of the server's and of the CA that verified it
+// (solo_tls_cert_expiry_seconds, which SoloTLSCertExpiring alerts on), and
+// its mode (solo_worker_mode, which keeps SoloElectionNoLeader quiet).
+func TestRun_TLSMetrics(t *testing.T) {
+	m := startMutualTLS(t)
+	addr := freeAddr(t)
+	env := append(testEnv("rediss://"+m.srv.TLSAddr(), "tls-metrics", "a"),
+		"SOLO_REDIS_TLS_CA_FILE="+m.ca.File, "SOLO_REDIS_TLS_CERT_FILE="+m.clientCert, "SOLO_REDIS_TLS_KEY_FILE="+m.clientKey,
+		"SOLO_HTTP_ADDR="+addr, "SOLO_ELECTION_MODE=always")
+	startSolo(t, env, "run", "--", "sleep", "1000")
+	expiry := func(file string) float64 { return float64(redistest.NotAfter(t, file).Unix()) }
+	want := map[string]float64{
+		`solo_tls_cert_expiry_seconds{cert="client"}`:            expiry(m.clientCert),
+		`solo_tls_cert_expiry_seconds{cert="server"}`:            expiry(m.cert),
+		`solo_tls_cert_expiry_seconds{cert="ca"}`:                expiry(m.ca.File),
+		`solo_worker_mode{election="tls-metrics",mode="always"}`: 1,
+	}
+	var body string
+	defer func() {
+		if t.Failed() {
+			t.Logf("/metrics:\n%s", body)
+		}
+	}()
+	waitFor(t, 20*time.Second, "the certificates' expiry and the mode on /metrics", func() bool {
+		_, body = httpGet(t, "http://"+addr+"/metrics")
+		got := map[string]float64{}
+		for line := range strings.SplitSeq(body, "\n") {
+			if series, value, ok := strings.Cut(line, " "); ok {
+				got[series], _ = strconv.ParseFloat(value, 64)
+			}
+		}
+		for series, v := range want {
+			if g, ok := got[series]; !ok || g != v {
+				return false
+			}
+		}
+		return true
+	})
 }

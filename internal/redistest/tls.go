@@ -156,3 +156,22 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 		t.Fatal(err)
 	}
 }
+
+// NotAfter returns the expiry (notAfter) of the first certificate in the
+// PEM file certFile, as CA.Issue and NewCA write them.
+func NotAfter(t testing.TB, certFile string) time.Time {
+	t.Helper()
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", certFile)
+	}
+	x, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatalf("%s: %v", certFile, err)
+	}
+	return x.NotAfter
+}

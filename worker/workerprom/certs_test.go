@@ -2,9 +2,6 @@ package workerprom_test
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,22 +14,6 @@ import (
 	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker/workerprom"
 )
-
-// notAfter returns the notAfter of the PEM certificate in file, in Unix
-// seconds.
-func notAfter(t *testing.T, file string) string {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(b)
-	x, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strconv.FormatInt(x.NotAfter.Unix(), 10)
-}
 
 // TestWatchTLS: against a real redis-server over TLS, with a client
 // certificate, solo_tls_cert_expiry_seconds shows the client certificate's
@@ -74,9 +55,10 @@ func TestWatchTLS(t *testing.T) {
 			t.Fatalf("after PING: %v", err)
 		}
 	}
-	client := `solo_tls_cert_expiry_seconds{cert="client"} ` + notAfter(t, clientCert)
-	server := `solo_tls_cert_expiry_seconds{cert="server"} ` + notAfter(t, cert)
-	caLine := `solo_tls_cert_expiry_seconds{cert="ca"} ` + notAfter(t, ca.File)
+	expiry := func(file string) string { return strconv.FormatInt(redistest.NotAfter(t, file).Unix(), 10) }
+	client := `solo_tls_cert_expiry_seconds{cert="client"} ` + expiry(clientCert)
+	server := `solo_tls_cert_expiry_seconds{cert="server"} ` + expiry(cert)
+	caLine := `solo_tls_cert_expiry_seconds{cert="ca"} ` + expiry(ca.File)
 	base := "rediss://" + srv.TLSAddr() + "?tls_cert_file=" + clientCert + "&tls_key_file=" + clientKey
 	check(base+"&tls_ca_file="+ca.File, gauge(client), gauge(caLine, client, server))
 	check(base+"&skip_verify=true", gauge(client), gauge(client, server))
