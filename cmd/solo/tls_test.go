@@ -11,29 +11,12 @@ import (
 	"github.com/solo-run/solo/internal/redistest"
 )
 
-// mutualTLS is a redis-server that requires client certificates, the CA
-// that signed its certificate (cert, for 127.0.0.1) and a client's.
-type mutualTLS struct {
-	ca                          *redistest.CA
-	srv                         *redistest.Server
-	cert, clientCert, clientKey string
-}
-
-func startMutualTLS(t *testing.T) mutualTLS {
-	t.Helper()
-	ca := redistest.NewCA(t, "solo-test")
-	cert, key := ca.Issue(t, "server", "127.0.0.1")
-	clientCert, clientKey := ca.Issue(t, "client")
-	srv := redistest.StartTLS(t, redistest.TLS{CertFile: cert, KeyFile: key, CAFile: ca.File, AuthClients: true})
-	return mutualTLS{ca: ca, srv: srv, cert: cert, clientCert: clientCert, clientKey: clientKey}
-}
-
 // TestStatus_TLS runs solo status against a redis-server that requires
 // client certificates, with the TLS files given as config keys through
 // their environment variables.
 func TestStatus_TLS(t *testing.T) {
-	m := startMutualTLS(t)
-	ca, srv, clientCert, clientKey := m.ca, m.srv, m.clientCert, m.clientKey
+	m := redistest.StartTLSWithCA(t, true)
+	ca, srv, clientCert, clientKey := m.CA, m.Server, m.ClientCert, m.ClientKey
 	other := redistest.NewCA(t, "other")
 
 	status := func(extra ...string) (int, string) {
@@ -101,17 +84,17 @@ func TestConfig_RedisTLS(t *testing.T) {
 // (solo_tls_cert_expiry_seconds, which SoloTLSCertExpiring alerts on), and
 // its mode (solo_worker_mode, which keeps SoloElectionNoLeader quiet).
 func TestRun_TLSMetrics(t *testing.T) {
-	m := startMutualTLS(t)
+	m := redistest.StartTLSWithCA(t, true)
 	addr := freeAddr(t)
-	env := append(testEnv("rediss://"+m.srv.TLSAddr(), "tls-metrics", "a"),
-		"SOLO_REDIS_TLS_CA_FILE="+m.ca.File, "SOLO_REDIS_TLS_CERT_FILE="+m.clientCert, "SOLO_REDIS_TLS_KEY_FILE="+m.clientKey,
+	env := append(testEnv("rediss://"+m.Server.TLSAddr(), "tls-metrics", "a"),
+		"SOLO_REDIS_TLS_CA_FILE="+m.CA.File, "SOLO_REDIS_TLS_CERT_FILE="+m.ClientCert, "SOLO_REDIS_TLS_KEY_FILE="+m.ClientKey,
 		"SOLO_HTTP_ADDR="+addr, "SOLO_ELECTION_MODE=always")
 	startSolo(t, env, "run", "--", "sleep", "1000")
 	expiry := func(file string) float64 { return float64(redistest.NotAfter(t, file).Unix()) }
 	want := map[string]float64{
-		`solo_tls_cert_expiry_seconds{cert="client"}`:            expiry(m.clientCert),
-		`solo_tls_cert_expiry_seconds{cert="server"}`:            expiry(m.cert),
-		`solo_tls_cert_expiry_seconds{cert="ca"}`:                expiry(m.ca.File),
+		`solo_tls_cert_expiry_seconds{cert="client"}`:            expiry(m.ClientCert),
+		`solo_tls_cert_expiry_seconds{cert="server"}`:            expiry(m.CertFile),
+		`solo_tls_cert_expiry_seconds{cert="ca"}`:                expiry(m.CA.File),
 		`solo_worker_mode{election="tls-metrics",mode="always"}`: 1,
 	}
 	var body string

@@ -18,10 +18,8 @@ import (
 // expiry of the server's certificate and of its CA on the graph's
 // registry once the elector connected (solo_tls_cert_expiry_seconds).
 func TestModule_TLSCertExpiry(t *testing.T) {
-	ca := redistest.NewCA(t, "solo-test")
-	cert, key := ca.Issue(t, "server", "127.0.0.1")
-	srv := redistest.StartTLS(t, redistest.TLS{CertFile: cert, KeyFile: key, CAFile: ca.File})
-	client, err := redisurl.NewClient("rediss://" + srv.TLSAddr() + "?tls_ca_file=" + ca.File)
+	s := redistest.StartTLSWithCA(t, false)
+	client, err := redisurl.NewClient("rediss://" + s.Server.TLSAddr() + "?tls_ca_file=" + s.CA.File)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +37,8 @@ func TestModule_TLSCertExpiry(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 	want := map[string]float64{
-		"server": float64(redistest.NotAfter(t, cert).Unix()),
-		"ca":     float64(redistest.NotAfter(t, ca.File).Unix()),
+		"server": float64(redistest.NotAfter(t, s.CertFile).Unix()),
+		"ca":     float64(redistest.NotAfter(t, s.CA.File).Unix()),
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

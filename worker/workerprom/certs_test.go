@@ -21,10 +21,8 @@ import (
 // was made; watching twice changes nothing. With skip_verify=true nothing
 // verified the server: no ca. A client without TLS exports nothing.
 func TestWatchTLS(t *testing.T) {
-	ca := redistest.NewCA(t, "solo-test")
-	cert, key := ca.Issue(t, "server", "127.0.0.1")
-	clientCert, clientKey := ca.Issue(t, "client")
-	srv := redistest.StartTLS(t, redistest.TLS{CertFile: cert, KeyFile: key, CAFile: ca.File, AuthClients: true})
+	s := redistest.StartTLSWithCA(t, true)
+	ca, srv, cert, clientCert, clientKey := s.CA, s.Server, s.CertFile, s.ClientCert, s.ClientKey
 
 	gauge := func(lines ...string) string {
 		return "# HELP solo_tls_cert_expiry_seconds Unix time at which a TLS certificate solo uses with Redis expires (notAfter): cert client (its own), server (the earliest the servers presented), ca (the authorities that verified them).\n" +
