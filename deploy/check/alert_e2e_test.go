@@ -21,7 +21,9 @@ import (
 // once its `for` (30s) has passed, and resolve after both are continued and
 // a leader is back. The thawed leader finds its lease gone, a loss no
 // scrape saw happen (it answered none while frozen): SoloLeaseLost must
-// fire for it, and the dashboard's lease-loss panel must draw it.
+// fire for it, and the dashboard's lease-loss panel must draw it. A third
+// instance runs another election in mode always: no leader, by design,
+// and SoloElectionNoLeader must never fire for it.
 func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes about a minute")
@@ -46,6 +48,14 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		instances = append(instances, &instance{name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), p: p})
 		targets = append(targets, promTarget{instance: "solo-" + name, addr: fmt.Sprintf("127.0.0.1:%d", port)})
 	}
+	// An election run in mode always: no leader by design, its program
+	// runs. SoloElectionNoLeader must never fire for it.
+	const always = "e2e-always"
+	alwaysPort := freePort(t)
+	startProc(t, "solo-always", []string{"SOLO_CONFIG=/dev/null", "SOLO_REDIS_URL=redis://" + redisAddr + "/0",
+		"SOLO_ELECTION_NAME=" + always, "SOLO_ELECTION_MODE=always", "SOLO_ELECTION_ID=c",
+		fmt.Sprintf("SOLO_HTTP_ADDR=127.0.0.1:%d", alwaysPort)}, solo, "run", "--", "sleep", "1000")
+	targets = append(targets, promTarget{instance: "solo-always", addr: fmt.Sprintf("127.0.0.1:%d", alwaysPort)})
 	// The leader is the instance whose /metrics says so.
 	var leader *instance
 	waitFor(t, 30*time.Second, "a leader", func() error {
@@ -70,6 +80,9 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		}
 		if v == 0 {
 			return fmt.Errorf("no leading series yet")
+		}
+		if v, err = promQuery(api, `solo_worker_mode{election="`+always+`",mode="always"} == 1`); err != nil || v == 0 {
+			return fmt.Errorf("no mode always series yet (%v)", err)
 		}
 		seen = time.Now()
 		return nil
@@ -99,6 +112,11 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		t.Fatalf("SoloElectionNoLeader fired %s after the freeze, before its for: 30s", took)
 	}
 	t.Logf("fired %s after the freeze", time.Since(frozen).Round(time.Second))
+	// More than its for: (30s) since the mode always instance was first
+	// scraped, with no leader all along.
+	if state := alertState(t, api, "SoloElectionNoLeader", always); state != "" {
+		t.Errorf("SoloElectionNoLeader is %s for %s, run in mode always", state, always)
+	}
 
 	redis.signal(t, syscall.SIGCONT)
 	leader.p.signal(t, syscall.SIGCONT)
