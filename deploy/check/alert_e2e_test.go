@@ -23,7 +23,8 @@ import (
 // scrape saw happen (it answered none while frozen): SoloLeaseLost must
 // fire for it, and the dashboard's lease-loss panel must draw it. A third
 // instance runs another election in mode always: no leader, by design,
-// and SoloElectionNoLeader must never fire for it.
+// and SoloElectionNoLeader must never fire for it. A fourth, killed and
+// restarted twice, must raise SoloInstanceCrashLooping.
 func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes about a minute")
@@ -56,6 +57,14 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		"SOLO_ELECTION_NAME=" + always, "SOLO_ELECTION_MODE=always", "SOLO_ELECTION_ID=c",
 		fmt.Sprintf("SOLO_HTTP_ADDR=127.0.0.1:%d", alwaysPort)}, solo, "run", "--", "sleep", "1000")
 	targets = append(targets, promTarget{instance: "solo-always", addr: fmt.Sprintf("127.0.0.1:%d", alwaysPort)})
+	// An instance that crash-loops (killed, restarted) while another
+	// election's leader leads: SoloInstanceCrashLooping must fire once
+	// two restarts were scraped.
+	crashPort := freePort(t)
+	crashEnv := []string{"SOLO_CONFIG=/dev/null", "SOLO_REDIS_URL=redis://" + redisAddr + "/0",
+		"SOLO_ELECTION_NAME=e2e-crash", "SOLO_ELECTION_TTL=2s", fmt.Sprintf("SOLO_HTTP_ADDR=127.0.0.1:%d", crashPort)}
+	crash := startProc(t, "solo-crash", crashEnv, solo, "run", "--", "sleep", "1000")
+	targets = append(targets, promTarget{instance: "solo-crash", addr: fmt.Sprintf("127.0.0.1:%d", crashPort)})
 	// The leader is the instance whose /metrics says so.
 	var leader *instance
 	waitFor(t, 30*time.Second, "a leader", func() error {
@@ -87,6 +96,24 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 		seen = time.Now()
 		return nil
 	})
+	for restarts := 1; restarts <= 2; restarts++ {
+		waitFor(t, 30*time.Second, "Prometheus to scrape solo-crash's life", func() error {
+			if n, err := promQuery(api, fmt.Sprintf(`changes(process_start_time_seconds{instance="solo-crash"}[15m]) >= %d`, restarts-1)); err != nil || n == 0 {
+				return fmt.Errorf("not yet (%v)", err)
+			}
+			return nil
+		})
+		crash.signal(t, syscall.SIGKILL)
+		<-crash.done
+		crash = startProc(t, fmt.Sprintf("solo-crash-%d", restarts), crashEnv, solo, "run", "--", "sleep", "1000")
+	}
+	waitFor(t, 30*time.Second, "SoloInstanceCrashLooping to fire for solo-crash", func() error {
+		if state := alertStateOf(t, api, "SoloInstanceCrashLooping", "instance", "solo-crash"); state != "firing" {
+			return fmt.Errorf("alert state %q", state)
+		}
+		return nil
+	})
+
 	// Inactive once the leader is seen. A follower exports
 	// solo_election_leader 0 from start-up, so an evaluation that saw the
 	// follower's first scrape before the leader's may have left the alert
@@ -168,6 +195,12 @@ func TestAlert_NoLeaderEndToEnd(t *testing.T) {
 // election in Prometheus's /api/v1/alerts, or "" when it is not active.
 func alertState(t *testing.T, api, name, election string) string {
 	t.Helper()
+	return alertStateOf(t, api, name, "election", election)
+}
+
+// alertStateOf is alertState for the alert whose label key is value.
+func alertStateOf(t *testing.T, api, name, key, value string) string {
+	t.Helper()
 	body, err := httpGet(context.Background(), api+"alerts")
 	if err != nil {
 		t.Fatalf("GET alerts: %v", err)
@@ -184,7 +217,7 @@ func alertState(t *testing.T, api, name, election string) string {
 		t.Fatalf("alerts: %v: %s", err, body)
 	}
 	for _, a := range resp.Data.Alerts {
-		if a.Labels["alertname"] == name && a.Labels["election"] == election {
+		if a.Labels["alertname"] == name && a.Labels[key] == value {
 			return a.State
 		}
 	}
