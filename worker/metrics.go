@@ -12,6 +12,8 @@ type Metrics interface {
 	Elector(election string) leader.Metrics
 	// WorkerCreated: a Worker of election was built (New).
 	WorkerCreated(election string)
+	// WorkerMode: the Worker of election was built in mode (WithMode).
+	WorkerMode(election string, mode Mode)
 	// SpreadCreated: a Spread of group was built (NewSpread).
 	SpreadCreated(group string)
 	// JobAdded: job was registered on the Worker of election.
@@ -46,6 +48,7 @@ var _ Metrics = NopMetrics{}
 
 func (NopMetrics) Elector(string) leader.Metrics    { return nil }
 func (NopMetrics) WorkerCreated(string)             {}
+func (NopMetrics) WorkerMode(string, Mode)          {}
 func (NopMetrics) SpreadCreated(string)             {}
 func (NopMetrics) JobAdded(string, string)          {}
 func (NopMetrics) JobRunning(string, string, int)   {}

@@ -107,6 +107,7 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	}
 	cfg := e.Config()
 	w.metrics.WorkerCreated(cfg.Name)
+	w.metrics.WorkerMode(cfg.Name, w.mode)
 	w.log = w.log.Named("worker").With(zap.String("election", cfg.Name), zap.String("id", cfg.ID))
 	return w, nil
 }

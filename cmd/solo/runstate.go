@@ -115,6 +115,9 @@ func (r *runState) connect() error {
 	r.reg = prometheus.NewRegistry()
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), r.sink.total)
 	metrics, err := workerprom.New(r.reg)
+	if err == nil {
+		err = workerprom.WatchTLS(r.reg, client)
+	}
 	if err != nil {
 		_ = client.Close()
 		return err

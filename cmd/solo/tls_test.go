@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/internal/redistest"
@@ -13,10 +15,8 @@ import (
 // client certificates, with the TLS files given as config keys through
 // their environment variables.
 func TestStatus_TLS(t *testing.T) {
-	ca := redistest.NewCA(t, "solo-test")
-	cert, key := ca.Issue(t, "server", "127.0.0.1")
-	clientCert, clientKey := ca.Issue(t, "client")
-	srv := redistest.StartTLS(t, redistest.TLS{CertFile: cert, KeyFile: key, CAFile: ca.File, AuthClients: true})
+	m := redistest.StartTLSWithCA(t, true)
+	ca, srv, clientCert, clientKey := m.CA, m.Server, m.ClientCert, m.ClientKey
 	other := redistest.NewCA(t, "other")
 
 	status := func(extra ...string) (int, string) {
@@ -76,4 +76,46 @@ func TestConfig_RedisTLS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRun_TLSMetrics runs solo run in mode always against a redis-server
+// over mutual TLS: its /metrics shows the expiry of the client
+// certificate, of the server's and of the CA that verified it
+// (solo_tls_cert_expiry_seconds, which SoloTLSCertExpiring alerts on), and
+// its mode (solo_worker_mode, which keeps SoloElectionNoLeader quiet).
+func TestRun_TLSMetrics(t *testing.T) {
+	m := redistest.StartTLSWithCA(t, true)
+	addr := freeAddr(t)
+	env := append(testEnv("rediss://"+m.Server.TLSAddr(), "tls-metrics", "a"),
+		"SOLO_REDIS_TLS_CA_FILE="+m.CA.File, "SOLO_REDIS_TLS_CERT_FILE="+m.ClientCert, "SOLO_REDIS_TLS_KEY_FILE="+m.ClientKey,
+		"SOLO_HTTP_ADDR="+addr, "SOLO_ELECTION_MODE=always")
+	startSolo(t, env, "run", "--", "sleep", "1000")
+	expiry := func(file string) float64 { return float64(redistest.NotAfter(t, file).Unix()) }
+	want := map[string]float64{
+		`solo_tls_cert_expiry_seconds{cert="client"}`:            expiry(m.ClientCert),
+		`solo_tls_cert_expiry_seconds{cert="server"}`:            expiry(m.CertFile),
+		`solo_tls_cert_expiry_seconds{cert="ca"}`:                expiry(m.CA.File),
+		`solo_worker_mode{election="tls-metrics",mode="always"}`: 1,
+	}
+	var body string
+	defer func() {
+		if t.Failed() {
+			t.Logf("/metrics:\n%s", body)
+		}
+	}()
+	waitFor(t, 20*time.Second, "the certificates' expiry and the mode on /metrics", func() bool {
+		_, body = httpGet(t, "http://"+addr+"/metrics")
+		got := map[string]float64{}
+		for line := range strings.SplitSeq(body, "\n") {
+			if series, value, ok := strings.Cut(line, " "); ok {
+				got[series], _ = strconv.ParseFloat(value, 64)
+			}
+		}
+		for series, v := range want {
+			if g, ok := got[series]; !ok || g != v {
+				return false
+			}
+		}
+		return true
+	})
 }

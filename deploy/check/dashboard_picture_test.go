@@ -22,7 +22,7 @@ import (
 // TestDashboardPicture into docs/img/dashboard-failover.svg.
 var picturePanels = []string{
 	"Leader per election",
-	"Term", "Failovers (terms won) per hour",
+	"Leading since (term age)", "Failovers (terms won) per hour",
 	"Transitions", "Time since last success",
 	"Renew latency against the deadline",
 	"Renewals by result", "Job runs",

@@ -47,6 +47,28 @@ func StartTLS(t testing.TB, c TLS, args ...string) *Server {
 	})
 }
 
+// TLSSetup is a test's TLS world, made by StartTLSWithCA: a CA, a
+// redis-server serving TLS with a certificate the CA signed for 127.0.0.1
+// (CertFile), and a client certificate and key the CA signed.
+type TLSSetup struct {
+	CA                    *CA
+	Server                *Server
+	CertFile              string
+	ClientCert, ClientKey string
+}
+
+// StartTLSWithCA makes a CA, issues a server and a client certificate
+// and starts a redis-server serving TLS with the server's, requiring
+// client certificates when authClients is true.
+func StartTLSWithCA(t testing.TB, authClients bool) TLSSetup {
+	t.Helper()
+	ca := NewCA(t, "solo-test")
+	cert, key := ca.Issue(t, "server", "127.0.0.1")
+	clientCert, clientKey := ca.Issue(t, "client")
+	srv := StartTLS(t, TLS{CertFile: cert, KeyFile: key, CAFile: ca.File, AuthClients: authClients})
+	return TLSSetup{CA: ca, Server: srv, CertFile: cert, ClientCert: clientCert, ClientKey: clientKey}
+}
+
 // TLSAddr returns the server's TLS address, "127.0.0.1:port", or "" for a
 // server not started by StartTLS.
 func (s *Server) TLSAddr() string {
@@ -155,4 +177,23 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// NotAfter returns the expiry (notAfter) of the first certificate in the
+// PEM file certFile, as CA.Issue and NewCA write them.
+func NotAfter(t testing.TB, certFile string) time.Time {
+	t.Helper()
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", certFile)
+	}
+	x, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatalf("%s: %v", certFile, err)
+	}
+	return x.NotAfter
 }

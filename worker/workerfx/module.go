@@ -194,6 +194,9 @@ func (p moduleParams) workerOptions(mo moduleOptions) (*zap.Logger, *workerprom.
 		if metrics, err = workerprom.New(p.Registerer); err != nil {
 			return nil, nil, nil, err
 		}
+		if err := workerprom.WatchTLS(p.Registerer, p.Client); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	opts := []worker.Option{worker.WithLogger(log), worker.WithFence(p.fence())}
 	if metrics != nil {

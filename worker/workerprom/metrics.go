@@ -35,6 +35,7 @@ var _ worker.Metrics = (*Metrics)(nil)
 //	solo_job_running{election,job}              runs of the job in progress on this instance (0 or 1)
 //	solo_election_protocol_refused{election}    1 while this instance does not campaign: the holder speaks a protocol this build does not share an election with (leader.ErrProtocolSkew)
 //	solo_election_redis_config_errors_total{election} calls Redis refused as a configuration error (NOPERM, WRONGPASS, NOAUTH, unknown command, an eviction policy)
+//	solo_worker_mode{election,mode}             1 for the mode of this instance's worker (elect, standby, always; mode.go)
 //	solo_election_redis_evicting{election}      1 while Redis may evict solo's keys (maxmemory with a policy other than noeviction: the instance does not campaign), -1 while INFO cannot tell (an ACL without +info), else 0
 //
 // Every series but solo_job_last_success_timestamp_seconds exists from
@@ -64,6 +65,7 @@ type Metrics struct {
 	protoRefused   *prometheus.GaugeVec
 	redisConfig    *prometheus.CounterVec
 	evicting       *prometheus.GaugeVec
+	workerMode     *prometheus.GaugeVec
 }
 
 // New creates the metrics and registers them on reg. Called again
@@ -99,6 +101,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Calls of this instance (acquire, renew; a spread group's heartbeat) that Redis refused as a configuration error: NOPERM (ACL), WRONGPASS, NOAUTH, unknown command. Retrying does not cure them: fix the configuration (docs/operations.md#acl)."}, el),
 		evicting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_redis_evicting",
 			Help: "1 while Redis may evict this election's keys (maxmemory set, maxmemory-policy not noeviction): the instance does not campaign, a leader steps down; -1 while INFO memory is refused (the ACL user lacks +info) so the policy cannot be verified; else 0 (docs/operations.md#memory)."}, el),
+		workerMode: newWorkerMode(),
 		jobSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
 	}
 	err := errors.Join(
@@ -108,7 +111,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		register(reg, &m.jobOverruns), register(reg, &m.jobSkipped), register(reg, &m.fenceClaims),
 		register(reg, &m.failedTermsN), register(reg, &m.gaveUp), register(reg, &m.redisUp),
 		register(reg, &m.jobRunning), register(reg, &m.protoRefused), register(reg, &m.redisConfig),
-		register(reg, &m.evicting),
+		register(reg, &m.evicting), register(reg, &m.workerMode),
 	)
 	if err != nil {
 		return nil, err
