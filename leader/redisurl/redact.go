@@ -46,8 +46,7 @@ func RedactIn(text, raw string) string {
 	q, redQ := strconv.Quote(raw), strconv.Quote(red)
 	text = strings.ReplaceAll(text, q[1:len(q)-1], redQ[1:len(redQ)-1])
 	text = strings.ReplaceAll(text, raw, red)
-	for _, sp := range secretSpans(raw) {
-		secret := raw[sp[0]:sp[1]]
+	for _, secret := range secretParts(raw) {
 		forms := []string{secret}
 		if u, err := url.PathUnescape(secret); err == nil {
 			forms = append(forms, u)
@@ -105,6 +104,15 @@ func RedactError(err error, raw string) error {
 		return err
 	}
 	return &redactedError{msg: red, err: err}
+}
+
+// secretParts returns the secrets of s, as written: see Redact.
+func secretParts(s string) []string {
+	var parts []string
+	for _, sp := range secretSpans(s) {
+		parts = append(parts, s[sp[0]:sp[1]])
+	}
+	return parts
 }
 
 // secretSpans returns the byte ranges [start, end) of s that hold secrets,

@@ -493,6 +493,8 @@ func checkQuery(rawQuery string, sc scheme) (url.Values, string) {
 	for _, name := range names {
 		o, known := options[name]
 		switch {
+		case !known && slices.ContainsFunc(secretParts("?"+rawQuery), func(p string) bool { return strings.Contains(p, name) }):
+			return nil, "unknown option in a password option's value: percent-encode '&' in a password as %26"
 		case !known:
 			return nil, fmt.Sprintf("unknown option %q", name)
 		case o.only == "tls" && !sc.tls:

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 
 	"github.com/solo-run/solo/leader/redisurl"
@@ -13,6 +14,13 @@ import (
 func FenceDriver(dsn string) (driver, source string, err error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		// Refused here, not by pgx: its error for a URL it cannot parse
+		// quotes the URL, best-effort redacted. Neither error shows it.
+		_, rest, _ := strings.Cut(dsn, "://")
+		at := strings.LastIndexByte(rest, '@')
+		if u, err := url.Parse(dsn); err != nil || u.Fragment != "" || at >= 0 && strings.ContainsAny(rest[:at], "/?#") {
+			return "", "", errors.New("not a URL net/url can parse: percent-encode the password (/ as %2F, ? as %3F, # as %23, @ as %40, % as %25, a space as %20)")
+		}
 		return "pgx", dsn, nil
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(dsn, "sqlite:")
