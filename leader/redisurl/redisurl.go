@@ -506,36 +506,44 @@ func checkQuery(rawQuery string, sc scheme) (url.Values, string) {
 		case len(q[name]) > 1:
 			return nil, fmt.Sprintf("option %s given more than once", name)
 		}
-		v := q.Get(name)
-		shown := v
-		if name == "sentinel_password" {
-			shown = "xxxxx"
-		}
-		switch o.kind {
-		case durationOption:
-			// go-redis would take "3" as 3s and "0s" as no timeout at all.
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nil, fmt.Sprintf("bad option %s=%q: want a duration such as \"1s\"", name, shown)
-			}
-			if d <= 0 {
-				return nil, fmt.Sprintf("bad option %s=%q: must be positive", name, shown)
-			}
-		case intOption:
-			n, err := strconv.Atoi(v)
-			switch {
-			case err != nil:
-				return nil, fmt.Sprintf("bad option %s=%q: want an integer", name, shown)
-			case name == "protocol" && (n < 2 || n > 3):
-				return nil, fmt.Sprintf("bad option %s=%q: must be 2 or 3", name, shown)
-			case n < o.min:
-				return nil, fmt.Sprintf("bad option %s=%q: must be at least %d", name, shown, o.min)
-			}
-		case boolOption:
-			if _, err := strconv.ParseBool(v); err != nil {
-				return nil, fmt.Sprintf("bad option %s=%q: want true or false", name, shown)
-			}
+		if reason := checkValue(name, o, q.Get(name)); reason != "" {
+			return nil, reason
 		}
 	}
 	return q, ""
+}
+
+// checkValue returns the reason the value v of the option name (of kind
+// o) is bad, or "". A sentinel_password is never quoted.
+func checkValue(name string, o option, v string) string {
+	shown := v
+	if name == "sentinel_password" {
+		shown = "xxxxx"
+	}
+	switch o.kind {
+	case durationOption:
+		// go-redis would take "3" as 3s and "0s" as no timeout at all.
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Sprintf("bad option %s=%q: want a duration such as \"1s\"", name, shown)
+		}
+		if d <= 0 {
+			return fmt.Sprintf("bad option %s=%q: must be positive", name, shown)
+		}
+	case intOption:
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("bad option %s=%q: want an integer", name, shown)
+		case name == "protocol" && (n < 2 || n > 3):
+			return fmt.Sprintf("bad option %s=%q: must be 2 or 3", name, shown)
+		case n < o.min:
+			return fmt.Sprintf("bad option %s=%q: must be at least %d", name, shown, o.min)
+		}
+	case boolOption:
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Sprintf("bad option %s=%q: want true or false", name, shown)
+		}
+	}
+	return ""
 }
