@@ -58,6 +58,7 @@ func TestSecrets_NeverShownByTheBinary(t *testing.T) {
 		{"run, sentinels", []string{"SOLO_REDIS_URL=redis+sentinel://:" + enc + "@127.0.0.1:1,127.0.0.1:2/mymaster/0?sentinel_password=S3CRx&yRC3S"}, []string{"run", "--once", "--", "true"}, exitUsage},
 		{"run, --redis raw", nil, []string{"run", "--redis", "redis://:" + secretMarked + "@" + addr, "--once", "--", "true"}, exitUsage},
 		{"run, unreachable", []string{"SOLO_REDIS_URL=redis://:" + enc + "@127.0.0.1:1/0"}, []string{"run", "--", "true"}, -1},
+		{"status --watch", []string{"SOLO_REDIS_URL=redis://default:" + enc + "@" + addr + "/0"}, []string{"status", "--watch"}, -1},
 		{"status, unreachable", []string{"SOLO_REDIS_URL=redis://:" + enc + "@127.0.0.1:1/0"}, []string{"status"}, 1},
 		{"run, fence key=value", []string{"SOLO_REDIS_URL=redis://:" + enc + "@" + addr + "/0", "SOLO_FENCE_DSN=host=127.0.0.1 password='" + strings.ReplaceAll(secretMarked, "'", "") + "'"}, []string{"run", "--once", "--", "true"}, exitUsage},
 		{"run, fence raw password", []string{"SOLO_REDIS_URL=redis://:" + enc + "@" + addr + "/0", "SOLO_FENCE_DSN=postgres://app:" + secretMarked + "@127.0.0.1:1/app"}, []string{"run", "--once", "--", "true"}, exitUsage},
@@ -68,9 +69,10 @@ func TestSecrets_NeverShownByTheBinary(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			if tt.code < 0 {
-				// solo run waits for an unreachable Redis: its log says so.
+				// solo run waits for an unreachable Redis (its log says
+				// so); solo status --watch runs until stopped.
 				p := startSolo(t, append(testEnv("", electionName(t), "a"), tt.env...), tt.args...)
-				waitFor(t, 15*time.Second, "the unreachable Redis logged", func() bool { return strings.Contains(p.output(), "unreachable") })
+				waitFor(t, 15*time.Second, "the URL shown", func() bool { return strings.Contains(p.output(), "@127.0.0.1:") })
 				p.signal(syscall.SIGTERM)
 				p.wait(10 * time.Second)
 				if out := p.output(); leaksSecret(out) {
