@@ -29,8 +29,13 @@ type campaign struct {
 	// unconfirmed is set while an acquire whose outcome is unknown (an
 	// error, a lost reply, a call abandoned at its bound) may have taken
 	// the lease for this Elector; an answered acquire clears it. Run checks
-	// for such a lease on its way out (cleanup).
+	// for such a lease on its way out (cleanup). abandoned says the last
+	// acquire was abandoned as Run stopped (not lost on the way), and
+	// handBack is a lease whose acquire was answered but whose release
+	// was cut short (Run stopping): cleanup logs each as what it is.
 	unconfirmed bool
+	abandoned   bool
+	handBack    Lease
 	collided    map[string]bool // other candidates seen with our base ID
 	listed      bool            // the last answered acquire listed us as a waiting candidate
 	// configFailing is set while calls are refused as a configuration
@@ -212,7 +217,7 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 	e := c.e
 	actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
-	c.unconfirmed = true
+	c.unconfirmed, c.abandoned = true, false
 	ch := make(chan acquireResult, 1) // the call never blocks on its answer
 	go func() {
 		o, r, err := e.lock.Acquire(actx, e.cfg.ID, e.cfg.TTL)
@@ -234,6 +239,7 @@ func (c *campaign) acquire(ctx context.Context) (Outcome, Record, error) {
 	case <-bound.C:
 		return Held, Record{}, errCallBound
 	case <-ctx.Done():
+		c.abandoned = true
 		return Held, Record{}, ctx.Err()
 	}
 }
@@ -279,7 +285,15 @@ func (c *campaign) cleanup(ctx context.Context) {
 	// function. Every release this elector sends is of a term it will never
 	// lead on (again).
 	e.lastTerm = max(e.lastTerm, rec.Term)
-	if err := c.releaseWithin(ictx, rec.Lease); err == nil {
+	if err := c.releaseWithin(ictx, rec.Lease); err != nil {
+		return
+	}
+	switch {
+	case rec.Lease == c.handBack:
+		e.log.Info("released a lease won as the elector stopped; not led on", zap.Uint64("term", rec.Term))
+	case c.abandoned:
+		e.log.Info("released a lease taken by an acquire abandoned as the elector stopped", zap.Uint64("term", rec.Term))
+	default:
 		e.log.Info("released a lease taken by an acquire whose reply never came", zap.Uint64("term", rec.Term))
 	}
 }
@@ -442,6 +456,7 @@ func (c *campaign) release(ctx context.Context, l Lease) {
 	defer stop()
 	if err := c.releaseWithin(rctx, l); err != nil {
 		c.unconfirmed = true // a lease in our name may remain: cleanup looks
+		c.handBack = l
 		c.e.log.Debug("release of a lease not led on", zap.Uint64("term", l.Term), zap.Error(err))
 	}
 }

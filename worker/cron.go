@@ -93,6 +93,17 @@ type cronEntry struct {
 	running atomic.Bool
 }
 
+// cronTick is one tick a run of a cron entry is for. why is the line that
+// says why it runs when it is not simply due (a catch-up, a late loop's
+// missed tick), with its fields: fireCron logs it only once the term has
+// recorded the tick, so a term that no longer leads (a stale ex-leader
+// woken from a pause) never claims a run it does not make.
+type cronTick struct {
+	at     time.Time
+	why    string
+	fields []zap.Field
+}
+
 // runCron schedules the term's cron jobs until ctx ends, then waits for
 // their runs. A fresh scheduler per term keeps no state between terms; the
 // last fired tick of each job lives in Redis (leader.Elector.Checkpoint),
@@ -105,9 +116,13 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 	// fire starts one run of e for ticks, in order (one tick, or two when a
 	// late loop runs a missed tick once), unless e's previous run is still
 	// going: then the ticks are skipped. Each run carries its own ticks.
-	fire := func(e *cronEntry, ticks ...time.Time) {
+	fire := func(e *cronEntry, ticks ...cronTick) {
 		if !e.running.CompareAndSwap(false, true) {
-			e.log.Info("tick skipped: the previous run is still going", zap.Times("ticks", ticks))
+			at := make([]time.Time, len(ticks))
+			for i, t := range ticks {
+				at[i] = t.at
+			}
+			e.log.Info("tick skipped: the previous run is still going", zap.Times("ticks", at))
 			w.metrics.TicksSkipped(election, e.job.name, len(ticks))
 			return
 		}
@@ -170,7 +185,7 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 // later ticks are due too, those follow the job's misfire policy, as the
 // ticks of a failover gap do: skip them (counted, logged), or run the
 // latest of them once, right after the due tick, in the same run.
-func (w *Worker) fireDue(e *cronEntry, now time.Time, fire func(*cronEntry, ...time.Time)) {
+func (w *Worker) fireDue(e *cronEntry, now time.Time, fire func(*cronEntry, ...cronTick)) {
 	j := e.job
 	due := e.next
 	var first, latest time.Time
@@ -183,13 +198,13 @@ func (w *Worker) fireDue(e *cronEntry, now time.Time, fire func(*cronEntry, ...t
 	}
 	switch {
 	case missed == 0:
-		fire(e, due)
+		fire(e, cronTick{at: due})
 	case j.misfire == MisfireRunOnce:
-		fire(e, due, latest) // runs first: a blocked log sink must not delay it
-		e.log.Info("scheduler ran late: running the latest missed tick once, after the due one",
-			zap.Time("due", due), zap.Int("missed", missed), zap.Time("tick", latest))
+		fire(e, cronTick{at: due}, cronTick{at: latest,
+			why:    "scheduler ran late: running the latest missed tick once, after the due one",
+			fields: []zap.Field{zap.Time("due", due), zap.Int("missed", missed)}})
 	default:
-		fire(e, due)
+		fire(e, cronTick{at: due})
 		w.metrics.TicksSkipped(w.elector.Config().Name, j.name, missed)
 		e.log.Info("scheduler ran late: skipping the ticks missed after the due one",
 			zap.Time("due", due), zap.Int("missed", missed), zap.Time("first", first), zap.Time("last", latest))
@@ -211,7 +226,7 @@ func (e *cronEntry) setNext(next time.Time) {
 // recorded by any term. Ticks missed in between follow the job's misfire
 // policy: skip them, or run once, late, for the latest one. A zero time
 // means the schedule has no tick left.
-func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fenced bool, fire func(*cronEntry, ...time.Time)) time.Time {
+func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fenced bool, fire func(*cronEntry, ...cronTick)) time.Time {
 	j := e.job
 	log := e.log
 	if !fenced {
@@ -245,8 +260,7 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	}
 	switch j.misfire {
 	case MisfireRunOnce:
-		fire(e, latest) // before the log line: a blocked log sink must not delay the run
-		log.Info("running a missed tick once, late", zap.Int("missed", missed), zap.Time("tick", latest))
+		fire(e, cronTick{at: latest, why: "running a missed tick once, late", fields: []zap.Field{zap.Int("missed", missed)}})
 	default:
 		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
 			zap.Time("first", first), zap.Time("last", latest))
@@ -337,7 +351,7 @@ func (w *Worker) ensureDoneRecord(ctx context.Context, j *job, cp checkpointFunc
 // catchUpOwed is catchUp for an at-least-once job: first the tick that was
 // fired but never completed (the last fired one, when it is after the last
 // completed one), then the ticks never fired by the misfire policy.
-func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, fire func(*cronEntry, ...time.Time)) time.Time {
+func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, fire func(*cronEntry, ...cronTick)) time.Time {
 	j, log := e.job, e.log
 	fired, fok, err1 := w.loadTick(ctx, log, cronKey(j.name))
 	done, dok, err2 := w.loadTick(ctx, log, cronDoneKey(j.name))
@@ -359,7 +373,7 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 	case !fok || fired < done:
 		fired = done
 	}
-	var ticks []time.Time
+	var ticks []cronTick
 	if fired > done {
 		owed := time.UnixMilli(fired).In(w.loc)
 		if owed.After(now) {
@@ -367,9 +381,8 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 			// in its time, and runs then unless its completion is recorded.
 			return owed
 		}
-		log.Info("running again a tick whose run did not complete", zap.Time("tick", owed),
-			zap.Time("last_completed", time.UnixMilli(done).In(w.loc)))
-		ticks = append(ticks, owed)
+		ticks = append(ticks, cronTick{at: owed, why: "running again a tick whose run did not complete",
+			fields: []zap.Field{zap.Time("last_completed", time.UnixMilli(done).In(w.loc))}})
 	}
 	first := j.schedule.Next(time.UnixMilli(fired).In(w.loc))
 	if first.IsZero() || first.After(now) {
@@ -384,8 +397,7 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 	}
 	switch j.misfire {
 	case MisfireRunOnce:
-		log.Info("running a missed tick once, late", zap.Int("missed", missed), zap.Time("tick", latest))
-		ticks = append(ticks, latest)
+		ticks = append(ticks, cronTick{at: latest, why: "running a missed tick once, late", fields: []zap.Field{zap.Int("missed", missed)}})
 	default:
 		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
 			zap.Time("first", first), zap.Time("last", latest))
@@ -403,17 +415,18 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 // (by a term that did not complete it) runs again unless its completion is
 // recorded; see runUntilDone. A successful run signals healthy. A panic is logged with its stack and counted
 // as a failed run.
-func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
+func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
 	if ctx.Err() != nil {
 		return
 	}
+	tick := t.at
 	log = log.With(zap.Time("tick", tick))
 	election := w.elector.Config().Name
 	if j.delivery == AtLeastOnce && cp != nil {
 		if !w.recordOwed(ctx, log, j, tick, cp) {
 			return
 		}
-		if w.runUntilDone(ctx, log, j, tick, runs, cp) {
+		if w.runUntilDone(ctx, log, j, t, runs, cp) {
 			signal(healthy)
 		}
 		return
@@ -424,11 +437,19 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, tick tim
 		case errors.Is(err, leader.ErrCheckpointNotAdvanced):
 			log.Info("tick already ran on another term; skipped")
 			return
+		case errors.Is(err, leader.ErrLeaseLost):
+			// The term ended on the server before this instance heard of
+			// it (a pause, a lost renewal): not a failed run.
+			log.Debug("tick skipped: not leader (the term ended)", zap.Error(err))
+			return
 		case err != nil:
 			log.Warn("cannot record the tick; skipped", zap.Error(err))
 			w.metrics.JobRan(election, j.name, fmt.Errorf("record tick: %w", err))
 			return
 		}
+	}
+	if t.why != "" {
+		log.Info(t.why, t.fields...)
 	}
 	if err := w.runTick(ctx, log, j, tick, runs); err != nil {
 		log.Warn("cron job failed", zap.Error(err))
@@ -482,7 +503,8 @@ func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick t
 // again with back-off. Before every run it reads the completed tick, so a
 // tick whose completion is recorded (by any term) never runs again. It
 // reports whether the tick ran to success.
-func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick time.Time, runs *runningSet, cp checkpointFunc) (ran bool) {
+func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc) (ran bool) {
+	tick := t.at
 	backoff := w.policy.RestartBackoff
 	for attempt := 1; ; attempt++ {
 		done, ok, err := w.elector.LoadCheckpoint(ctx, cronDoneKey(j.name))
@@ -493,6 +515,9 @@ func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, tick
 			log.Info("tick already completed; not run again", zap.Time("completed", time.UnixMilli(done).In(w.loc)))
 			return false
 		default:
+			if attempt == 1 && t.why != "" {
+				log.Info(t.why, t.fields...)
+			}
 			if err = w.runTick(ctx, log, j, tick, runs); err == nil {
 				w.recordDone(ctx, log, j, tick, cp)
 				return true

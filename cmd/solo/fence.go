@@ -11,6 +11,7 @@ import (
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader/fence"
+	"github.com/solo-run/solo/leader/redisurl"
 )
 
 // openFence opens the fence database of `solo run`, creates the fence table
@@ -39,7 +40,7 @@ func openFence(ctx context.Context, cfg config.FenceConfig) (*fence.Guard, func(
 	defer cancel()
 	if err := guard.EnsureTable(ectx); err != nil {
 		_ = db.Close()
-		return nil, nil, fmt.Errorf("fence database %s: %w", config.RedactDSN(cfg.DSN), err)
+		return nil, nil, fmt.Errorf("fence database %s: %w", config.RedactDSN(cfg.DSN), redisurl.RedactError(err, cfg.DSN))
 	}
 	return guard, func() { _ = db.Close() }, nil
 }

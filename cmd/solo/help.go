@@ -113,7 +113,7 @@ resigns the new leader, printing a timeline. (Not in builds with
 		name:        "version",
 		summary:     "print solo's version",
 		usage:       []string{"solo version"},
-		description: `Prints "solo VERSION": the module version of this build (v1.2.3 for go install …@v1.2.3), else "(devel)".`,
+		description: `Prints "solo VERSION (protocol P, …)", then "commit: REVISION" and "go: GOVERSION": the module version of this build (v1.2.3 for go install …@v1.2.3), else the -ldflags one (docs/release.md), else "(devel)".`,
 		exits:       []int{exitOK},
 		examples:    []string{"solo version"},
 	},

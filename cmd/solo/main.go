@@ -28,7 +28,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -50,23 +49,6 @@ const (
 	// worker.max_failed_terms failed terms in a row.
 	exitGaveUp = 5
 )
-
-// version may be set at build time with -ldflags "-X main.version=...";
-// soloVersion prefers the module version Go recorded in the binary.
-var version = ""
-
-// soloVersion returns the module version of this build (v1.2.3 when built
-// by `go install github.com/solo-run/solo/cmd/solo@v1.2.3`), else the
-// -ldflags value, else "(devel)" (a build from a work tree).
-func soloVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	if version != "" {
-		return version
-	}
-	return "(devel)"
-}
 
 // usage is the short reminder printed after a wrong command.
 const usage = "usage: solo run|status|resign|forget|demo|version [FLAGS] ...; solo --help for more\n"
@@ -180,9 +162,7 @@ func dispatch(name string, args []string, stdout, stderr io.Writer, env []string
 	case "demo":
 		return demoCommand(args, stdout, stderr, env)
 	case "version", "--version", "-version":
-		p, m := leader.SpokenProtocol()
-		fmt.Fprintf(stdout, "solo %s (protocol %d, shares an election with %d and up)\n", soloVersion(), p, m)
-		return nil
+		return versionCommand(stdout)
 	}
 	return errUnknownCommand
 }

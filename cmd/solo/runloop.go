@@ -16,7 +16,7 @@ import (
 func (r *runState) run() error {
 	r.log.Info("solo running", zap.String("election", r.lc.Name), zap.String("id", r.elector.ID()),
 		zap.String("mode", string(r.cfg.Election.Mode)), zap.String("version", soloVersion()),
-		zap.Duration("kill_after", r.killAfter))
+		zap.Int("protocol", soloProtocol()), zap.Duration("kill_after", r.killAfter))
 	// --once and --try watch the first acquire: gaveUp is what solo exits
 	// with when it stops campaigning before it ever led.
 	var gaveUp atomic.Pointer[error]

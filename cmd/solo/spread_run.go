@@ -66,7 +66,7 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.C
 		defer stop()
 	}
 	log.Info("solo running", zap.String("group", lc.Name), zap.String("member", s.Member()),
-		zap.String("mode", string(worker.ModeSpread)), zap.Int("jobs", len(cfg.Jobs)), zap.String("version", soloVersion()))
+		zap.String("mode", string(worker.ModeSpread)), zap.Int("jobs", len(cfg.Jobs)), zap.String("version", soloVersion()), zap.Int("protocol", soloProtocol()))
 	cw := watchConfig(ctx, cancel, s.RedisConfigErr) // as runCommand: exit 2
 	err = s.Run(ctx)
 	// Never exit while a program tree lives.

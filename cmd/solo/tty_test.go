@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -110,39 +109,5 @@ func TestLogs_ConsoleOnATerminal(t *testing.T) {
 				t.Fatalf("%s: want JSON lines:\n%s", tt.name, text)
 			}
 		})
-	}
-}
-
-// solo version prints the module version Go recorded in the binary:
-// "(devel)" from a work tree, or a (pseudo-)version, the same that `go
-// version -m` reads; a build without one takes -ldflags "-X
-// main.version=…". Mutation: soloVersion ignoring the -ldflags variable
-// fails with `-ldflags build: solo version = "solo (devel)\n", <nil>, want "solo
-// v1.2.3-test\n"`.
-func TestVersion(t *testing.T) {
-	info, err := exec.Command("go", "version", "-m", soloBin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorded := regexp.MustCompile(`(?m)^\tmod\tgithub.com/solo-run/solo\t(\S+)`).FindStringSubmatch(string(info))
-	if recorded == nil {
-		t.Fatalf("go version -m: no module line:\n%s", info)
-	}
-	for _, arg := range []string{"version", "--version", "-version"} {
-		out, err := exec.Command(soloBin, arg).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "solo " + recorded[1] + " (protocol 1, shares an election with 1 and up)\n"; string(out) != want {
-			t.Fatalf("solo %s = %q, want %q (the version recorded in the binary)", arg, out, want)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "solo")
-	if out, err := exec.Command("go", "build", "-tags", "solo_nodemo", "-ldflags", "-X main.version=v1.2.3-test", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "version").Output()
-	if want := "solo v1.2.3-test (protocol 1, shares an election with 1 and up)\n"; err != nil || string(out) != want {
-		t.Fatalf("-ldflags build: solo version = %q, %v, want %q", out, err, want)
 	}
 }

@@ -37,6 +37,23 @@
 // PostgreSQL ends such a transaction after [DefaultIdleTimeout]
 // ([WithIdleTimeout]), SQLite only when the process resumes or dies.
 //
+// What a stale write looks like: rarely [ErrStaleTerm]. A leader paused
+// past its lease usually learns it has lost before its write reaches
+// Check: the job's context is cancelled, so the write fails with
+// context.Canceled (or the driver's "conn closed"), and context.Cause of
+// the job's context is leader.ErrRenewDeadline or leader.ErrLeaseLost. A
+// leader frozen inside a checked transaction finds it ended by
+// PostgreSQL (SQLSTATE 25P03, idle_in_transaction_session_timeout) or
+// gets a lock timeout. All are the fence at work: the write did not
+// commit. So count, and alert on, every fenced write that failed while
+// ErrStaleTerm was returned or the context's cause was the end of the
+// term, not ErrStaleTerm alone; beside it, solo's
+// solo_election_transitions_total{transition="lost"} (SoloLeaseLost),
+// solo_job_overruns_total (SoloOverrun) and
+// solo_fence_claim_failures_total (SoloFenceClaimFailing) say a leader
+// lost its lease while running, a job outlived its term, and claims
+// failed. docs/operations.md, "Stale writes after a pause".
+//
 // SQLite (3.24+) and PostgreSQL (9.6+) are supported, the dialect detected
 // from db.Driver() or given with [WithDialect]; the package imports
 // database/sql only. The table, the statements of each dialect and the

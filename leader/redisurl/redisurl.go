@@ -48,9 +48,8 @@ import (
 // leadership; the go-redis default (3s–5s) could.
 const DefaultTimeout = time.Second
 
-// Error reports a Redis URL that Parse cannot use. URL has its password (and
-// a sentinel_password option) replaced by "xxxxx", so the error is safe to
-// log.
+// Error reports a Redis URL that Parse cannot use. URL is redacted (Redact)
+// and Reason never quotes a secret of it, so the error is safe to log.
 type Error struct {
 	URL    string
 	Reason string
@@ -139,7 +138,7 @@ var tlsOptions = []string{"skip_verify", "tls_ca_file", "tls_cert_file", "tls_ke
 // stay zero (go-redis's defaults). Errors are *Error.
 func Parse(s string) (*redis.UniversalOptions, error) {
 	fail := func(format string, args ...any) (*redis.UniversalOptions, error) {
-		return nil, &Error{URL: Redact(s), Reason: fmt.Sprintf(format, args...)}
+		return nil, &Error{URL: Redact(s), Reason: RedactIn(fmt.Sprintf(format, args...), s)}
 	}
 
 	schemeText, rest, ok := strings.Cut(s, "://")
@@ -149,6 +148,12 @@ func Parse(s string) (*redis.UniversalOptions, error) {
 	sc, ok := schemes[strings.ToLower(schemeText)]
 	if !ok {
 		return fail("unknown scheme %q (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", schemeText)
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 && strings.ContainsAny(rest[:at], "/?#") {
+		// A password with '/', '?' or '#' (as openssl rand -base64 gives)
+		// would be read as a path, options or a fragment, and quoted back
+		// in the reasons below: refuse it without a part of it.
+		return fail("an '@' after a '/', '?' or '#': percent-encode them in the password (/ as %%2F, ? as %%3F, # as %%23, @ as %%40), and an '@' in an option value as %%40")
 	}
 	if strings.Contains(rest, "#") {
 		return fail("unexpected fragment")
@@ -186,7 +191,9 @@ func Parse(s string) (*redis.UniversalOptions, error) {
 	}
 	opts, err := build(sc, user, addrs, master, db, q)
 	if err != nil {
-		return fail("%s", strings.TrimPrefix(err.Error(), "redis: "))
+		// go-redis returns url.Parse's *url.Error as is: it quotes the URL
+		// built from the parts, password included.
+		return fail("%s", strings.TrimPrefix(RedactError(err, s).Error(), "redis: "))
 	}
 	opts.TLSConfig = tlsConfig
 	return opts, nil
@@ -342,38 +349,6 @@ func ClientOptions(rawURL string) (*redis.UniversalOptions, error) {
 	return opts, nil
 }
 
-// Redact returns s with the password of its user info and the value of a
-// sentinel_password option replaced by "xxxxx". It works on text that does
-// not parse, so errors about a bad URL never leak a password.
-func Redact(s string) string {
-	const mask = "xxxxx"
-	start := 0
-	if i := strings.Index(s, "://"); i >= 0 {
-		start = i + len("://")
-	}
-	end := len(s)
-	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
-		end = start + i
-	}
-	if at := strings.LastIndexByte(s[start:end], '@'); at >= 0 {
-		if c := strings.IndexByte(s[start:start+at], ':'); c >= 0 {
-			s = s[:start+c+1] + mask + s[start+at:]
-		}
-	}
-	q := strings.IndexByte(s, '?')
-	if q < 0 {
-		return s
-	}
-	params := strings.Split(s[q+1:], "&")
-	for i, p := range params {
-		name, _, _ := strings.Cut(p, "=")
-		if n, err := url.QueryUnescape(name); err == nil && n == "sentinel_password" {
-			params[i] = name + "=" + mask
-		}
-	}
-	return s[:q+1] + strings.Join(params, "&")
-}
-
 // build hands the parts to the go-redis parser of the deployment and
 // returns its options as universal options.
 func build(sc scheme, user *url.Userinfo, addrs []string, master string, db int, q url.Values) (*redis.UniversalOptions, error) {
@@ -507,12 +482,19 @@ func checkQuery(rawQuery string, sc scheme) (url.Values, string) {
 	}
 	names := make([]string, 0, len(q))
 	for name := range q {
+		if secretName(name) && name != "sentinel_password" {
+			// Before any other name is quoted: one may be a part of the
+			// password (an '&' in it).
+			return nil, fmt.Sprintf("option %s: the password goes in the user info (redis://USER:PASSWORD@HOST/DB), percent-encoded, not in an option", name)
+		}
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
 		o, known := options[name]
 		switch {
+		case !known && slices.ContainsFunc(secretParts("?"+rawQuery), func(p string) bool { return strings.Contains(p, name) }):
+			return nil, "unknown option in a password option's value: percent-encode '&' in a password as %26"
 		case !known:
 			return nil, fmt.Sprintf("unknown option %q", name)
 		case o.only == "tls" && !sc.tls:
@@ -524,36 +506,44 @@ func checkQuery(rawQuery string, sc scheme) (url.Values, string) {
 		case len(q[name]) > 1:
 			return nil, fmt.Sprintf("option %s given more than once", name)
 		}
-		v := q.Get(name)
-		shown := v
-		if name == "sentinel_password" {
-			shown = "xxxxx"
-		}
-		switch o.kind {
-		case durationOption:
-			// go-redis would take "3" as 3s and "0s" as no timeout at all.
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nil, fmt.Sprintf("bad option %s=%q: want a duration such as \"1s\"", name, shown)
-			}
-			if d <= 0 {
-				return nil, fmt.Sprintf("bad option %s=%q: must be positive", name, shown)
-			}
-		case intOption:
-			n, err := strconv.Atoi(v)
-			switch {
-			case err != nil:
-				return nil, fmt.Sprintf("bad option %s=%q: want an integer", name, shown)
-			case name == "protocol" && (n < 2 || n > 3):
-				return nil, fmt.Sprintf("bad option %s=%q: must be 2 or 3", name, shown)
-			case n < o.min:
-				return nil, fmt.Sprintf("bad option %s=%q: must be at least %d", name, shown, o.min)
-			}
-		case boolOption:
-			if _, err := strconv.ParseBool(v); err != nil {
-				return nil, fmt.Sprintf("bad option %s=%q: want true or false", name, shown)
-			}
+		if reason := checkValue(name, o, q.Get(name)); reason != "" {
+			return nil, reason
 		}
 	}
 	return q, ""
+}
+
+// checkValue returns the reason the value v of the option name (of kind
+// o) is bad, or "". A sentinel_password is never quoted.
+func checkValue(name string, o option, v string) string {
+	shown := v
+	if name == "sentinel_password" {
+		shown = "xxxxx"
+	}
+	switch o.kind {
+	case durationOption:
+		// go-redis would take "3" as 3s and "0s" as no timeout at all.
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Sprintf("bad option %s=%q: want a duration such as \"1s\"", name, shown)
+		}
+		if d <= 0 {
+			return fmt.Sprintf("bad option %s=%q: must be positive", name, shown)
+		}
+	case intOption:
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("bad option %s=%q: want an integer", name, shown)
+		case name == "protocol" && (n < 2 || n > 3):
+			return fmt.Sprintf("bad option %s=%q: must be 2 or 3", name, shown)
+		case n < o.min:
+			return fmt.Sprintf("bad option %s=%q: must be at least %d", name, shown, o.min)
+		}
+	case boolOption:
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Sprintf("bad option %s=%q: want true or false", name, shown)
+		}
+	}
+	return ""
 }

@@ -278,7 +278,16 @@ func TestRedact(t *testing.T) {
 		{"redis://u@h", "redis://u@h"},
 		{"redis://u:p@ss@h/0", "redis://u:xxxxx@h/0"},
 		{"u:p@h:6379", "u:xxxxx@h:6379"},
-		{"redis+sentinel://h/m?a=1&sentinel_password=x&b=2", "redis+sentinel://h/m?a=1&sentinel_password=xxxxx&b=2"},
+		// A secret value runs to the next known option: a password may hold '&'.
+		{"redis+sentinel://h/m?a=1&sentinel_password=x&b=2", "redis+sentinel://h/m?a=1&sentinel_password=xxxxx"},
+		{"redis+sentinel://h/m?a=1&sentinel_password=x&dial_timeout=1s", "redis+sentinel://h/m?a=1&sentinel_password=xxxxx&dial_timeout=1s"},
+		{"redis://u:pw@h/0?password=pw2", "redis://u:xxxxx@h/0?password=xxxxx"},
+		{"rediss://:a/b+c==@h", "rediss://xxxxx@h"},
+		{"redis://:a?b@h/0", "redis://xxxxx@h/0"},
+		{"redis://:a#b@h/0", "redis://xxxxx@h/0"},
+		{"postgres://u@h/db?sslmode=disable&password=p&connect_timeout=3", "postgres://u@h/db?sslmode=disable&password=xxxxx&connect_timeout=3"},
+		// Conservative: an '@' in an option hides what comes before it.
+		{"redis://h/0?client_name=a@b", "redis://xxxxx@b"},
 	}
 	for _, tt := range tests {
 		if got := redisurl.Redact(tt.in); got != tt.want {

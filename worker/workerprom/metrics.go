@@ -17,6 +17,7 @@ var _ worker.Metrics = (*Metrics)(nil)
 // worker.WithMetrics) whose Elector gives the leader.Metrics of an
 // election (for leader.WithMetrics). A nil *Metrics records nothing.
 //
+//	solo_build_info{version,protocol,goversion}           1: the solo version, protocol and Go release of this process
 //	solo_election_leader{election}                        1 while this instance leads
 //	solo_election_term{election}                          the current (or last) term
 //	solo_election_transitions_total{election,transition}  elected, released, lost, stepdown
@@ -103,6 +104,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 while Redis may evict this election's keys (maxmemory set, maxmemory-policy not noeviction): the instance does not campaign, a leader steps down; -1 while INFO memory is refused (the ACL user lacks +info) so the policy cannot be verified; else 0 (docs/operations.md#memory)."}, el),
 		workerMode: newWorkerMode(),
 		jobSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_skipped_ticks_total", Help: "Cron ticks not run: missed in a failover gap or by a late scheduler (misfire policy skip), or skipped because the previous run was still going."}, job),
+	}
+	if err := registerBuildInfo(reg); err != nil {
+		return nil, err
 	}
 	err := errors.Join(
 		register(reg, &m.leading), register(reg, &m.term), register(reg, &m.transitions),

@@ -63,6 +63,12 @@ type RedisConfig struct {
 	// configured (a program may bring its own client).
 	URL string `yaml:"url"`
 
+	// URLFile is a file holding the URL, read at start with trailing
+	// newlines trimmed: the form that keeps the password out of argv and
+	// the environment (a mounted Kubernetes Secret). Give it or URL, not
+	// both. Default "": none.
+	URLFile string `yaml:"url_file"`
+
 	// TLSCAFile, TLSCertFile, TLSKeyFile and TLSServerName set up the TLS
 	// of a rediss URL (rediss://, rediss+sentinel://, rediss+cluster://).
 	// Each is the URL option of the same name (redisurl.Parse), added to
@@ -146,6 +152,11 @@ type FenceConfig struct {
 	// through pgx), or sqlite:PATH (SQLite through modernc.org/sqlite, on
 	// one host only). Default "": no claim.
 	DSN string `yaml:"dsn"`
+
+	// DSNFile is a file holding the DSN, read at start with trailing
+	// newlines trimmed, as redis.url_file. Give it or DSN, not both.
+	// Default "": none.
+	DSNFile string `yaml:"dsn_file"`
 
 	// Table is the fence table, created if missing. Default solo_fence.
 	Table string `yaml:"table"`
@@ -271,6 +282,9 @@ func parse(file string, data []byte, env []string) (Config, error) {
 	}
 	fromEnv, err := applyEnv(env, &c)
 	if err != nil {
+		return Config{}, err
+	}
+	if err := readSecretFiles(&c); err != nil {
 		return Config{}, err
 	}
 	minGiven := d.given[minReplicasKey]
