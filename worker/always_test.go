@@ -127,3 +127,39 @@ func electionGauge(t *testing.T, in *instance, name string) float64 {
 	}
 	return 0
 }
+
+// TestWorker_NoJobs: a worker with no job registered says so at warn when
+// it starts, naming how to register one (AsJob included), and runs on;
+// with WithJobsRequired Run refuses to start, before campaigning, with
+// ErrNoJobs naming the election and the fix. Before, it campaigned, was
+// elected and ran nothing, saying so only at info ("jobs started" with 0
+// pull and 0 cron), and no option could make it an error.
+func TestWorker_NoJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lock := leadertest.New()
+		in := newInstance(t, lock, "a")
+		in.start()
+		time.Sleep(2 * time.Second)
+		warns := in.logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("no job registered").All()
+		if len(warns) != 1 || !strings.Contains(warns[0].Message, "workerfx.AsJob(") || !strings.Contains(warns[0].Message, "WithJobsRequired") {
+			t.Errorf("warnings about no job: %v, want one naming AsJob and WithJobsRequired", warns)
+		}
+		if !in.e.IsLeader() {
+			t.Error("without WithJobsRequired the worker no longer campaigns")
+		}
+		_ = in.stop()
+
+		req := newInstance(t, leadertest.New(), "b", worker.WithJobsRequired())
+		if err := req.w.CheckJobs(); !errors.Is(err, worker.ErrNoJobs) {
+			t.Fatalf("CheckJobs() = %v, want ErrNoJobs", err)
+		}
+		err := req.w.Run(context.Background())
+		if !errors.Is(err, worker.ErrNoJobs) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "workerfx.AsJob(") {
+			t.Fatalf("Run() = %v, want ErrNoJobs naming the election and AsJob", err)
+		}
+		_ = req.w.Pull("p", func(ctx context.Context) error { <-ctx.Done(); return nil })
+		if err := req.w.CheckJobs(); err != nil {
+			t.Fatalf("with a job, CheckJobs() = %v", err)
+		}
+	})
+}

@@ -107,3 +107,12 @@ func WithLocation(loc *time.Location) Option {
 		}
 	})
 }
+
+// WithJobsRequired says the service has jobs to run: Run (and
+// workerfx's start) refuses to start, with an error wrapping ErrNoJobs,
+// when none is registered, rather than campaign and, elected, run
+// nothing. Without it such a Run logs the fact at warn and runs on.
+// Default: not required.
+func WithJobsRequired() Option {
+	return optionFunc(func(w *Worker) { w.jobsRequired = true })
+}

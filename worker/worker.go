@@ -31,6 +31,10 @@ var ErrRunning = errors.New("worker: already running")
 // fence, which that mode cannot do.
 var ErrGaveUp = errors.New("worker: gave up")
 
+// ErrNoJobs is returned (wrapped, with the fix) by Run and CheckJobs when
+// WithJobsRequired was given and no job is registered.
+var ErrNoJobs = errors.New("worker: no job registered")
+
 // errTermFailed marks a term the worker resigned because a job, or the
 // fence claim, failed MaxFailures times in a row: a failed term.
 var errTermFailed = errors.New("failed term")
@@ -51,6 +55,8 @@ type Worker struct {
 	loc      *time.Location
 	fence    Fence
 	onChange func(leader.Change)
+	// jobsRequired is WithJobsRequired.
+	jobsRequired bool
 
 	mu      sync.Mutex
 	jobs    []*job
@@ -123,6 +129,18 @@ func (w *Worker) Elector() *leader.Elector { return w.elector }
 
 // Mode returns the worker's mode.
 func (w *Worker) Mode() Mode { return w.mode }
+
+// Jobs returns the names of the registered jobs, in name order.
+func (w *Worker) Jobs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, len(w.jobs))
+	for i, j := range w.jobs {
+		names[i] = j.name
+	}
+	sort.Strings(names)
+	return names
+}
 
 // Pull registers a pull job: fn runs while this instance leads and is
 // restarted (see WithRestart, Policy) when it returns. Names are unique.
@@ -215,6 +233,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
+	if len(jobs) == 0 && w.mode != ModeStandby {
+		if err := w.CheckJobs(); err != nil {
+			return err
+		}
+		w.log.Warn(noJobsWarning)
+	}
 
 	if w.onChange != nil {
 		// The observer's lifetime is Run's: stopped and awaited on return.
@@ -252,6 +276,28 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return err
 	}
+}
+
+// registerJobs says how to register jobs.
+const registerJobs = "register them with Pull, Cron or Add (with workerfx: " +
+	"fx.Provide(workerfx.AsJob(NewJob)), or workerfx.AsJobOf(NAME, NewJob) for a Named module)"
+
+// noJobsWarning is what Run logs when no job is registered.
+const noJobsWarning = "no job registered: this instance runs nothing when it leads; " + registerJobs +
+	" (worker.WithJobsRequired makes this an error)"
+
+// CheckJobs returns an error wrapping ErrNoJobs, naming the election and
+// how to register jobs, when WithJobsRequired was given and no job is
+// registered; else nil.
+func (w *Worker) CheckJobs() error {
+	w.mu.Lock()
+	n := len(w.jobs)
+	w.mu.Unlock()
+	if n > 0 || !w.jobsRequired {
+		return nil
+	}
+	return fmt.Errorf("%w for election %q, and WithJobsRequired says jobs are required: %s",
+		ErrNoJobs, w.elector.Config().Name, registerJobs)
 }
 
 // GaveUp returns nil, or the error wrapping ErrGaveUp once the worker
