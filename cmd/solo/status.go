@@ -81,7 +81,21 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	if err != nil {
 		return err
 	}
-	t, err := resolveTargets(cfg, names)
+	ctx := context.Background()
+	var client redis.UniversalClient
+	jobs := configuredJobs(cfg)
+	if cfg.Election.Mode == worker.ModeSpread && len(jobs) == 0 {
+		// A group built in code lists its jobs nowhere but in its
+		// members' heartbeats: read them there.
+		if client, err = connect(ctx, cfg.Redis.ClientURL(), 3*time.Second); err != nil {
+			return err
+		}
+		defer client.Close()
+		if jobs, err = worker.LookupJobs(ctx, client, cfg.LeaderConfig()); err != nil {
+			return err
+		}
+	}
+	t, err := resolveTargets(cfg, names, jobs)
 	if err != nil {
 		return err
 	}
@@ -92,12 +106,12 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 			return usageErr("election %q: %w", name, err)
 		}
 	}
-	ctx := context.Background()
-	client, err := connect(ctx, cfg.Redis.ClientURL(), 3*time.Second)
-	if err != nil {
-		return err
+	if client == nil {
+		if client, err = connect(ctx, cfg.Redis.ClientURL(), 3*time.Second); err != nil {
+			return err
+		}
+		defer client.Close()
 	}
-	defer client.Close()
 	if *watch {
 		// The watch retries what fails, as for an outage: a configuration
 		// error (an ACL without the inspect script's commands) would never
@@ -154,12 +168,21 @@ func (t statusTargets) describe() string {
 	return "elections " + strings.Join(t.elections, ", ")
 }
 
+// configuredJobs returns the names of the configuration's jobs.
+func configuredJobs(cfg config.Config) []string {
+	var jobs []string
+	for _, j := range cfg.Jobs {
+		jobs = append(jobs, j.Name)
+	}
+	return jobs
+}
+
 // resolveTargets resolves status's NAMEs. In election.mode spread, no NAME
-// (or the group's own name) means every configured job of the group, and a
-// NAME that is a configured job, or its election GROUP.JOB, means that
-// job's election; any other NAME is an election of its own, as in the
-// other modes.
-func resolveTargets(cfg config.Config, names []string) (statusTargets, error) {
+// (or the group's own name) means every job of the group, jobs (the
+// configured ones, else those its members publish), and a NAME that is
+// one of jobs, or its election GROUP.JOB, means that job's election; any
+// other NAME is an election of its own, as in the other modes.
+func resolveTargets(cfg config.Config, names, jobs []string) (statusTargets, error) {
 	if cfg.Election.Mode != worker.ModeSpread {
 		if len(names) == 0 {
 			if cfg.Election.Name == "" {
@@ -170,13 +193,9 @@ func resolveTargets(cfg config.Config, names []string) (statusTargets, error) {
 		return statusTargets{elections: names}, nil
 	}
 	group := cfg.Election.Name
-	var jobs []string
-	for _, j := range cfg.Jobs {
-		jobs = append(jobs, j.Name)
-	}
 	if len(names) == 0 || len(names) == 1 && names[0] == group {
 		if len(jobs) == 0 {
-			return statusTargets{}, usageErr("election.mode spread: list the group's jobs in the configuration (jobs:)")
+			return statusTargets{}, errNoPublishedJobs(group)
 		}
 		t := statusTargets{group: group, jobs: jobs}
 		for _, j := range jobs {
