@@ -82,36 +82,11 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		return err
 	}
 	ctx := context.Background()
-	var client redis.UniversalClient
-	jobs := configuredJobs(cfg)
-	if cfg.Election.Mode == worker.ModeSpread && len(jobs) == 0 {
-		// A group built in code lists its jobs nowhere but in its
-		// members' heartbeats: read them there.
-		if client, err = connect(ctx, cfg.Redis.ClientURL(), 3*time.Second); err != nil {
-			return err
-		}
-		defer client.Close()
-		if jobs, err = worker.LookupJobs(ctx, client, cfg.LeaderConfig()); err != nil {
-			return err
-		}
-	}
-	t, err := resolveTargets(cfg, names, jobs)
+	client, t, err := openStatus(ctx, cfg, names)
 	if err != nil {
 		return err
 	}
-	for _, name := range t.elections {
-		lc := cfg.LeaderConfig()
-		lc.Name = name
-		if err := lc.Validate(); err != nil {
-			return usageErr("election %q: %w", name, err)
-		}
-	}
-	if client == nil {
-		if client, err = connect(ctx, cfg.Redis.ClientURL(), 3*time.Second); err != nil {
-			return err
-		}
-		defer client.Close()
-	}
+	defer client.Close()
 	if *watch {
 		// The watch retries what fails, as for an outage: a configuration
 		// error (an ACL without the inspect script's commands) would never
@@ -146,6 +121,55 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 		}
 	}
 	return nil
+}
+
+// openStatus resolves and validates status's targets and connects to
+// Redis: first, when the group of election.mode spread lists no job in
+// the configuration (built in code), to read the jobs its members
+// publish in their heartbeats.
+func openStatus(ctx context.Context, cfg config.Config, names []string) (client redis.UniversalClient, t statusTargets, err error) {
+	dial := func() error {
+		client, err = connect(ctx, cfg.Redis.ClientURL(), 3*time.Second)
+		return err
+	}
+	jobs := configuredJobs(cfg)
+	if cfg.Election.Mode == worker.ModeSpread && len(jobs) == 0 {
+		if err := dial(); err != nil {
+			return nil, t, err
+		}
+		if jobs, err = worker.LookupJobs(ctx, client, cfg.LeaderConfig()); err != nil {
+			_ = client.Close()
+			return nil, t, err
+		}
+	}
+	if t, err = checkTargets(cfg, names, jobs); err != nil {
+		if client != nil {
+			_ = client.Close()
+		}
+		return nil, t, err
+	}
+	if client == nil {
+		if err := dial(); err != nil {
+			return nil, t, err
+		}
+	}
+	return client, t, nil
+}
+
+// checkTargets is resolveTargets, with every election's name validated.
+func checkTargets(cfg config.Config, names, jobs []string) (statusTargets, error) {
+	t, err := resolveTargets(cfg, names, jobs)
+	if err != nil {
+		return t, err
+	}
+	for _, name := range t.elections {
+		lc := cfg.LeaderConfig()
+		lc.Name = name
+		if err := lc.Validate(); err != nil {
+			return t, usageErr("election %q: %w", name, err)
+		}
+	}
+	return t, nil
 }
 
 // statusTargets are the elections status shows or watches.
