@@ -346,7 +346,7 @@ const alwaysRemedy = "move off fetch=true with the fence instead: run the old fe
 // errAlwaysFenced is New's refusal of ModeAlways with a fence (by is how
 // the fence was given).
 func errAlwaysFenced(by string) error {
-	return fmt.Errorf("worker: mode %q with a fence (%s): mode always runs without an election, so it has no term "+
+	return fmt.Errorf("worker: mode %q with a fence (%s; solo run: fence.dsn): mode always runs without an election, so it has no term "+
 		"to claim and gives its jobs no fencing token, and every fenced write would fail (fence.ErrNoToken); %s",
 		ModeAlways, by, alwaysRemedy)
 }
