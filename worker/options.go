@@ -62,7 +62,11 @@ func WithPolicy(p Policy) Option {
 // WithMode sets the mode: ModeElect (default) runs jobs only while the
 // elector leads; ModeStandby never leads and only observes; ModeAlways
 // runs the jobs without any election, as the old fetch=true flag did —
-// unsafe when more than one instance runs it, and logged as such.
+// unsafe when more than one instance runs it, and logged as such. Having
+// no term, ModeAlways cannot fence: New refuses it with WithFence, and a
+// job's fenced write (fence.ErrNoToken) is logged at error and stops the
+// jobs (GaveUp). To move off fetch=true with a fence, run the old
+// fetch=true instance in ModeElect and the others in ModeStandby.
 func WithMode(m Mode) Option {
 	return optionFunc(func(w *Worker) {
 		if m != "" {
@@ -76,8 +80,9 @@ func WithMode(m Mode) Option {
 // term runs, so jobs need not claim themselves. A failed Claim is logged,
 // counted and retried with the pull jobs' back-off, no job running
 // meanwhile; after Policy.MaxFailures failures in a row the worker resigns
-// the term. ModeAlways claims nothing. Default: none (a job's first
-// fence.Guard.Do of a term claims it, after whatever the job read before).
+// the term. New refuses it with ModeAlways, which has no term to claim.
+// Default: none (a job's first fence.Guard.Do of a term claims it, after
+// whatever the job read before).
 func WithFence(f Fence) Option {
 	return optionFunc(func(w *Worker) { w.fence = f })
 }
@@ -101,4 +106,13 @@ func WithLocation(loc *time.Location) Option {
 			w.loc = loc
 		}
 	})
+}
+
+// WithJobsRequired says the service has jobs to run: Run (and
+// workerfx's start) refuses to start, with an error wrapping ErrNoJobs,
+// when none is registered, rather than campaign and, elected, run
+// nothing. Without it such a Run logs the fact at warn and runs on.
+// Default: not required.
+func WithJobsRequired() Option {
+	return optionFunc(func(w *Worker) { w.jobsRequired = true })
 }

@@ -392,6 +392,9 @@ func (s *Spread) Run(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
+	if err := s.noJobs(len(jobs)); err != nil {
+		return err
+	}
 
 	hub := leader.NewHub(s.client, leader.WithHooks(s.tmpl.hooks))
 	defer hub.Close()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/solo-run/solo/internal/hooks"
 	"github.com/solo-run/solo/leader"
+	"github.com/solo-run/solo/leader/fence"
 )
 
 // ErrRunning is returned when jobs are registered or Run is called while
@@ -24,8 +25,15 @@ var ErrRunning = errors.New("worker: already running")
 
 // ErrGaveUp is returned by Run (wrapped, with the count) when the election
 // had Policy.MaxFailedTerms failed terms in a row: this instance stopped
-// campaigning. GaveUp reports it too, and /readyz fails.
+// campaigning. GaveUp reports it too, and /readyz fails. In ModeAlways
+// GaveUp reports it (and /readyz fails) once the jobs stopped for good: a
+// pull job failed Policy.MaxFailures times in a row, or wrote through the
+// fence, which that mode cannot do.
 var ErrGaveUp = errors.New("worker: gave up")
+
+// ErrNoJobs is returned (wrapped, with the fix) by Run and CheckJobs when
+// WithJobsRequired was given and no job is registered.
+var ErrNoJobs = errors.New("worker: no job registered")
 
 // errTermFailed marks a term the worker resigned because a job, or the
 // fence claim, failed MaxFailures times in a row: a failed term.
@@ -47,6 +55,8 @@ type Worker struct {
 	loc      *time.Location
 	fence    Fence
 	onChange func(leader.Change)
+	// jobsRequired is WithJobsRequired.
+	jobsRequired bool
 
 	mu      sync.Mutex
 	jobs    []*job
@@ -99,6 +109,9 @@ func New(e *leader.Elector, opts ...Option) (*Worker, error) {
 	default:
 		return nil, fmt.Errorf("worker: invalid mode %q: want elect, standby or always", w.mode)
 	}
+	if w.mode == ModeAlways && w.fence != nil {
+		return nil, errAlwaysFenced("WithFence")
+	}
 	if w.policy.RestartBackoff > w.policy.RestartBackoffMax {
 		return nil, fmt.Errorf("worker: restart_backoff %s above restart_backoff_max %s", w.policy.RestartBackoff, w.policy.RestartBackoffMax)
 	}
@@ -117,6 +130,18 @@ func (w *Worker) Elector() *leader.Elector { return w.elector }
 
 // Mode returns the worker's mode.
 func (w *Worker) Mode() Mode { return w.mode }
+
+// Jobs returns the names of the registered jobs, in name order.
+func (w *Worker) Jobs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, len(w.jobs))
+	for i, j := range w.jobs {
+		names[i] = j.name
+	}
+	sort.Strings(names)
+	return names
+}
 
 // Pull registers a pull job: fn runs while this instance leads and is
 // restarted (see WithRestart, Policy) when it returns. Names are unique.
@@ -209,6 +234,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].name < jobs[j].name })
+	if len(jobs) == 0 && w.mode != ModeStandby {
+		if err := w.CheckJobs(); err != nil {
+			return err
+		}
+		w.log.Warn(noJobsWarning)
+	}
 
 	if w.onChange != nil {
 		// The observer's lifetime is Run's: stopped and awaited on return.
@@ -227,15 +258,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	case ModeStandby:
 		return w.standby(ctx)
 	case ModeAlways:
-		if w.fence != nil {
-			w.log.Warn("mode always: no term, so nothing is claimed in the fence")
-		}
-		w.log.Error("mode always: running jobs WITHOUT an election; every instance in this mode runs them at once, and writes carry no fencing term (unsafe, for migrating off fetch=true only)")
-		err := w.term(ctx, jobs, nil, nil)
-		if errors.Is(err, leader.ErrResigned) {
-			w.log.Error("jobs gave up in mode always; nothing runs until restart", zap.Error(err))
-		}
-		return nil
+		return w.always(ctx, jobs)
 	default:
 		if w.policy.MaxFailedTerms <= 0 {
 			return w.elector.Run(ctx, func(ctx context.Context) error {
@@ -256,8 +279,31 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
+// registerJobs says how to register jobs.
+const registerJobs = "register them with Pull, Cron or Add (with workerfx: " +
+	"fx.Provide(workerfx.AsJob(NewJob)), or workerfx.AsJobOf(NAME, NewJob) for a Named module)"
+
+// noJobsWarning is what Run logs when no job is registered.
+const noJobsWarning = "no job registered: this instance runs nothing when it leads; " + registerJobs +
+	" (worker.WithJobsRequired makes this an error)"
+
+// CheckJobs returns an error wrapping ErrNoJobs, naming the election and
+// how to register jobs, when WithJobsRequired was given and no job is
+// registered; else nil.
+func (w *Worker) CheckJobs() error {
+	w.mu.Lock()
+	n := len(w.jobs)
+	w.mu.Unlock()
+	if n > 0 || !w.jobsRequired {
+		return nil
+	}
+	return fmt.Errorf("%w for election %q, and WithJobsRequired says jobs are required: %s",
+		ErrNoJobs, w.elector.Config().Name, registerJobs)
+}
+
 // GaveUp returns nil, or the error wrapping ErrGaveUp once the worker
-// stopped campaigning after Policy.MaxFailedTerms failed terms in a row.
+// stopped campaigning after Policy.MaxFailedTerms failed terms in a row,
+// or, in ModeAlways, once its jobs stopped for good.
 func (w *Worker) GaveUp() error {
 	if e := w.gaveUp.Load(); e != nil {
 		return *e
@@ -290,5 +336,60 @@ func (w *Worker) standby(ctx context.Context) error {
 			w.log.Debug("observe", zap.Error(err))
 		}
 		t.Reset(cfg.RenewInterval)
+	}
+}
+
+// alwaysRemedy is how to move off fetch=true with a fence: mode always
+// has no term, so it cannot fence.
+const alwaysRemedy = "move off fetch=true with the fence instead: run the old fetch=true instance in mode elect " +
+	"and every other instance in mode standby, then switch those to elect (docs/library.md, \"Moving off fetch=true\")"
+
+// errAlwaysFenced is New's refusal of ModeAlways with a fence (by is how
+// the fence was given).
+func errAlwaysFenced(by string) error {
+	return fmt.Errorf("worker: mode %q with a fence (%s; solo run: fence.dsn): mode always runs without an election, so it has no term "+
+		"to claim and gives its jobs no fencing token, and every fenced write would fail (fence.ErrNoToken); %s",
+		ModeAlways, by, alwaysRemedy)
+}
+
+// always runs the jobs without an election (ModeAlways) until ctx ends
+// or they gave up; then, until ctx ends, GaveUp reports it and /readyz
+// fails.
+func (w *Worker) always(ctx context.Context, jobs []*job) error {
+	w.log.Error("mode always: running jobs WITHOUT an election; every instance in this mode runs them at once, and writes carry no fencing term (unsafe, for migrating off fetch=true only)")
+	wrapped := make([]*job, len(jobs))
+	for i, j := range jobs {
+		c := *j
+		c.run = w.unfenced(j.name, j.run)
+		wrapped[i] = &c
+	}
+	err := w.term(ctx, wrapped, nil, nil)
+	if !errors.Is(err, leader.ErrResigned) {
+		return nil
+	}
+	gave := fmt.Errorf("%w: mode always: the jobs stopped: %w; nothing runs until restart", ErrGaveUp, err)
+	if w.gaveUp.CompareAndSwap(nil, &gave) {
+		w.log.Error("jobs gave up in mode always; nothing runs until restart", zap.Error(err))
+		w.metrics.GaveUp(w.elector.Config().Name)
+	}
+	return nil
+}
+
+// unfenced wraps run, the job name's, for ModeAlways, where a fenced
+// write can never succeed (no term, no token): the first fence.ErrNoToken
+// is logged at error with the remedy, and the run's error then asks to
+// stop the jobs (leader.ErrResigned) rather than fail for ever.
+func (w *Worker) unfenced(name string, run func(context.Context) error) func(context.Context) error {
+	var once sync.Once
+	return func(ctx context.Context) error {
+		err := run(ctx)
+		if !errors.Is(err, fence.ErrNoToken) {
+			return err
+		}
+		once.Do(func() {
+			w.log.Error("job writes through the fence, which mode always cannot: no term, no token; "+alwaysRemedy,
+				zap.String("job", name), zap.Error(err))
+		})
+		return fmt.Errorf("%w: %w", err, leader.ErrResigned)
 	}
 }

@@ -81,19 +81,8 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	if err != nil {
 		return err
 	}
-	t, err := resolveTargets(cfg, names)
-	if err != nil {
-		return err
-	}
-	for _, name := range t.elections {
-		lc := cfg.LeaderConfig()
-		lc.Name = name
-		if err := lc.Validate(); err != nil {
-			return usageErr("election %q: %w", name, err)
-		}
-	}
 	ctx := context.Background()
-	client, err := connect(ctx, cfg.Redis.ClientURL(), 3*time.Second)
+	client, t, err := openStatus(ctx, cfg, names)
 	if err != nil {
 		return err
 	}
@@ -134,6 +123,55 @@ func statusCommand(args []string, stdout, stderr io.Writer, env []string) error 
 	return nil
 }
 
+// openStatus resolves and validates status's targets and connects to
+// Redis: first, when the group of election.mode spread lists no job in
+// the configuration (built in code), to read the jobs its members
+// publish in their heartbeats.
+func openStatus(ctx context.Context, cfg config.Config, names []string) (client redis.UniversalClient, t statusTargets, err error) {
+	dial := func() error {
+		client, err = connect(ctx, cfg.Redis.ClientURL(), 3*time.Second)
+		return err
+	}
+	jobs := configuredJobs(cfg)
+	if cfg.Election.Mode == worker.ModeSpread && len(jobs) == 0 {
+		if err := dial(); err != nil {
+			return nil, t, err
+		}
+		if jobs, err = worker.LookupJobs(ctx, client, cfg.LeaderConfig()); err != nil {
+			_ = client.Close()
+			return nil, t, err
+		}
+	}
+	if t, err = checkTargets(cfg, names, jobs); err != nil {
+		if client != nil {
+			_ = client.Close()
+		}
+		return nil, t, err
+	}
+	if client == nil {
+		if err := dial(); err != nil {
+			return nil, t, err
+		}
+	}
+	return client, t, nil
+}
+
+// checkTargets is resolveTargets, with every election's name validated.
+func checkTargets(cfg config.Config, names, jobs []string) (statusTargets, error) {
+	t, err := resolveTargets(cfg, names, jobs)
+	if err != nil {
+		return t, err
+	}
+	for _, name := range t.elections {
+		lc := cfg.LeaderConfig()
+		lc.Name = name
+		if err := lc.Validate(); err != nil {
+			return t, usageErr("election %q: %w", name, err)
+		}
+	}
+	return t, nil
+}
+
 // statusTargets are the elections status shows or watches.
 type statusTargets struct {
 	elections []string
@@ -154,12 +192,21 @@ func (t statusTargets) describe() string {
 	return "elections " + strings.Join(t.elections, ", ")
 }
 
+// configuredJobs returns the names of the configuration's jobs.
+func configuredJobs(cfg config.Config) []string {
+	var jobs []string
+	for _, j := range cfg.Jobs {
+		jobs = append(jobs, j.Name)
+	}
+	return jobs
+}
+
 // resolveTargets resolves status's NAMEs. In election.mode spread, no NAME
-// (or the group's own name) means every configured job of the group, and a
-// NAME that is a configured job, or its election GROUP.JOB, means that
-// job's election; any other NAME is an election of its own, as in the
-// other modes.
-func resolveTargets(cfg config.Config, names []string) (statusTargets, error) {
+// (or the group's own name) means every job of the group, jobs (the
+// configured ones, else those its members publish), and a NAME that is
+// one of jobs, or its election GROUP.JOB, means that job's election; any
+// other NAME is an election of its own, as in the other modes.
+func resolveTargets(cfg config.Config, names, jobs []string) (statusTargets, error) {
 	if cfg.Election.Mode != worker.ModeSpread {
 		if len(names) == 0 {
 			if cfg.Election.Name == "" {
@@ -170,13 +217,9 @@ func resolveTargets(cfg config.Config, names []string) (statusTargets, error) {
 		return statusTargets{elections: names}, nil
 	}
 	group := cfg.Election.Name
-	var jobs []string
-	for _, j := range cfg.Jobs {
-		jobs = append(jobs, j.Name)
-	}
 	if len(names) == 0 || len(names) == 1 && names[0] == group {
 		if len(jobs) == 0 {
-			return statusTargets{}, usageErr("election.mode spread: list the group's jobs in the configuration (jobs:)")
+			return statusTargets{}, errNoPublishedJobs(group)
 		}
 		t := statusTargets{group: group, jobs: jobs}
 		for _, j := range jobs {

@@ -99,3 +99,10 @@ func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg config.
 	}
 	return nil
 }
+
+// errNoPublishedJobs is status's answer for a group whose configuration
+// lists no job while no live member publishes any: nothing runs.
+func errNoPublishedJobs(group string) error {
+	return &codeError{code: exitNoLeader, err: fmt.Errorf("group %s (election.mode spread): no live member publishes its jobs, "+
+		"and the configuration lists none (jobs:): start an instance of the group, or list its jobs, or name a job's election: solo status %s.JOB", group, group)}
+}

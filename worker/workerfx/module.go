@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"sort"
 	"time"
 
@@ -27,8 +28,10 @@ const JobGroup = "solo.jobs"
 // Module returns the fx module that runs one election, cfg, and the jobs of
 // its value group (AsJob) on exactly one instance. It takes from the graph
 // a redis.UniversalClient (never created nor closed by it) and, optionally,
-// a *zap.Logger, a prometheus.Registerer (and Gatherer, for /metrics) and a
-// *fence.Guard or worker.Fence (see worker.WithFence). It provides the
+// a *zap.Logger, Prometheus (a *prometheus.Registry, or a
+// prometheus.Registerer and Gatherer; with none, a registry of its own;
+// see WithHTTP) and a *fence.Guard or worker.Fence (see worker.WithFence).
+// It provides the
 // *worker.Worker and its *leader.Elector (tagged name:"NAME" with Named)
 // and nothing else; a job constructor may take the elector, not the Worker
 // (fx reports a cycle). Redis is not a start-up dependency unless FailFast.
@@ -123,8 +126,12 @@ func Named(name string) Option {
 
 // WithHTTP serves worker.Handler (/livez, /readyz, /leader; a
 // SpreadModule Spread.Handler) on addr, such as "127.0.0.1:8080", while
-// the module runs, with /metrics when the graph has a
-// prometheus.Gatherer. Default: no HTTP server.
+// the module runs, and /metrics with solo's metrics: from the graph's
+// *prometheus.Registry, or its prometheus.Gatherer (with the Registerer
+// they are registered on), or, when the graph provides no Registerer, a
+// registry of the module's own. A graph with a Registerer that is no
+// Gatherer, and no Gatherer nor *prometheus.Registry, fails the start: its
+// /metrics could not serve the metrics. Default: no HTTP server.
 func WithHTTP(addr string) Option {
 	return optionFunc(func(o *moduleOptions) { o.httpAddr = addr })
 }
@@ -139,17 +146,33 @@ func FailFast() Option {
 	return optionFunc(func(o *moduleOptions) { o.failFast = true })
 }
 
-// AsJob annotates a job constructor so that its result, which must
-// implement worker.Job, joins the job group of the unnamed Module:
+// AsJob annotates a job constructor so that its result joins the job group
+// of the unnamed Module (or SpreadModule): a worker.Job, or a []worker.Job
+// whose every job joins, such as worker.Sharded's shards:
 //
 //	fx.Provide(workerfx.AsJob(NewConsumeOrders))
+//	fx.Provide(workerfx.AsJob(func(db *sql.DB) ([]worker.Job, error) {
+//		return worker.Sharded("orders", 64, consumeShard(db))
+//	}))
 func AsJob(constructor any) any {
-	return fx.Annotate(constructor, fx.As(new(worker.Job)), fx.ResultTags(`group:"`+JobGroup+`"`))
+	return asJob(JobGroup, constructor)
 }
 
 // AsJobOf is AsJob for the Module of election name (Named(name)).
 func AsJobOf(name string, constructor any) any {
-	return fx.Annotate(constructor, fx.As(new(worker.Job)), fx.ResultTags(`group:"`+JobGroup+"."+name+`"`))
+	return asJob(JobGroup+"."+name, constructor)
+}
+
+// jobsType is the type of a constructor's result that AsJob flattens.
+var jobsType = reflect.TypeFor[[]worker.Job]()
+
+// asJob annotates constructor's result into group: as a worker.Job, or,
+// when it is a []worker.Job, each of its jobs (fx's flatten).
+func asJob(group string, constructor any) any {
+	if t := reflect.TypeOf(constructor); t != nil && t.Kind() == reflect.Func && t.NumOut() > 0 && t.Out(0) == jobsType {
+		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`,flatten"`))
+	}
+	return fx.Annotate(constructor, fx.As(new(worker.Job)), fx.ResultTags(`group:"`+group+`"`))
 }
 
 // jobList is a module's job group, private to the module.
@@ -165,6 +188,7 @@ type moduleParams struct {
 	Logger     *zap.Logger           `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
 	Gatherer   prometheus.Gatherer   `optional:"true"`
+	Registry   *prometheus.Registry  `optional:"true"`
 	Fence      worker.Fence          `optional:"true"`
 	Guard      *fence.Guard          `optional:"true"`
 }
@@ -180,30 +204,91 @@ func (p moduleParams) fence() worker.Fence {
 	return nil
 }
 
-// workerOptions returns the logger (a no-op one if the graph has none) and
-// the Worker options a module passes on: logger, metrics (when the graph
-// has a Registerer), fence, then the Worker options given to the module.
-func (p moduleParams) workerOptions(mo moduleOptions) (*zap.Logger, *workerprom.Metrics, []worker.Option, error) {
+// errNoGatherer is the refusal of a graph whose metrics /metrics could not
+// serve.
+var errNoGatherer = errors.New("workerfx: WithHTTP serves /metrics, but the graph provides a prometheus.Registerer " +
+	"and no prometheus.Gatherer to serve its metrics from: provide the Gatherer of the same registry " +
+	"(fx.Provide(func() prometheus.Gatherer { return reg })), or the *prometheus.Registry itself instead of both")
+
+// prometheus returns where the module registers solo's metrics and what
+// WithHTTP's /metrics serves, from what the graph provides:
+//
+//   - a Registerer and a Gatherer: those;
+//   - a *prometheus.Registry (with or without either): it stands for the
+//     one missing;
+//   - a Registerer that is a Gatherer too (prometheus.DefaultRegisterer):
+//     it, for both;
+//   - nothing: a registry of the module's own, for both;
+//   - a Gatherer only: solo's metrics on a registry of the module's own,
+//     /metrics serving both;
+//   - a Registerer only, neither a Gatherer nor a *Registry: refused
+//     (errNoGatherer) with WithHTTP; without it, the application serves
+//     its registry itself.
+//
+// own says the module made its own registry.
+func (p moduleParams) prometheus(mo moduleOptions) (reg prometheus.Registerer, g prometheus.Gatherer, own bool, err error) {
+	reg, g = p.Registerer, p.Gatherer
+	if p.Registry != nil {
+		if reg == nil {
+			reg = p.Registry
+		}
+		if g == nil {
+			g = p.Registry
+		}
+	}
+	if rg, ok := reg.(prometheus.Gatherer); ok && g == nil {
+		g = rg
+	}
+	switch {
+	case reg == nil:
+		r := prometheus.NewRegistry()
+		if g == nil {
+			return r, r, true, nil
+		}
+		return r, prometheus.Gatherers{g, r}, true, nil
+	case g == nil && mo.httpAddr != "":
+		return nil, nil, false, errNoGatherer
+	}
+	return reg, g, false, nil
+}
+
+// wiring is what a module builds from the graph for its workers: the
+// logger (a no-op one if the graph has none), the metrics, what /metrics
+// serves (nil: no /metrics), and the Worker options it passes on — logger,
+// metrics, fence, then the Worker options given to the module.
+type wiring struct {
+	log      *zap.Logger
+	metrics  *workerprom.Metrics
+	gatherer prometheus.Gatherer
+	opts     []worker.Option
+}
+
+// wiring builds the module's wiring (see type wiring).
+func (p moduleParams) wiring(mo moduleOptions) (wiring, error) {
 	log := p.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	var metrics *workerprom.Metrics
-	if p.Registerer != nil {
-		var err error
-		if metrics, err = workerprom.New(p.Registerer); err != nil {
-			return nil, nil, nil, err
-		}
-		if err := workerprom.WatchTLS(p.Registerer, p.Client); err != nil {
-			return nil, nil, nil, err
-		}
+	reg, g, own, err := p.prometheus(mo)
+	if err != nil {
+		return wiring{}, err
 	}
-	opts := []worker.Option{worker.WithLogger(log), worker.WithFence(p.fence())}
-	if metrics != nil {
-		opts = append(opts, worker.WithMetrics(metrics))
+	metrics, err := workerprom.New(reg)
+	if err != nil {
+		return wiring{}, err
 	}
-	opts = append(opts, mo.worker...)
-	return log, metrics, opts, nil
+	if own {
+		where := "served on WithHTTP's /metrics"
+		if mo.httpAddr == "" {
+			where = "not served (no WithHTTP): provide a prometheus.Registerer or a *prometheus.Registry to export them"
+		}
+		log.Info("solo's metrics are on a registry of the module's own (the graph provides no prometheus.Registerer), " + where)
+	}
+	if err := workerprom.WatchTLS(reg, p.Client); err != nil {
+		return wiring{}, err
+	}
+	opts := []worker.Option{worker.WithLogger(log), worker.WithFence(p.fence()), worker.WithMetrics(metrics)}
+	return wiring{log: log, metrics: metrics, gatherer: g, opts: append(opts, mo.worker...)}, nil
 }
 
 // sortedJobs returns a copy of jobs in name order.
@@ -213,25 +298,24 @@ func sortedJobs(jobs jobList) []worker.Job {
 	return sorted
 }
 
-// moduleBase is what a Module builds before its jobs: the elector, and the
-// logger, metrics and Worker options it shares with the Worker.
+// moduleBase is what a Module builds before its jobs: the elector, and
+// the wiring it shares with the Worker.
 type moduleBase struct {
-	e    *leader.Elector
-	log  *zap.Logger
-	opts []worker.Option
+	wiring
+	e *leader.Elector
 }
 
 // newModuleBase builds the elector of a Module.
 func newModuleBase(p moduleParams, cfg leader.Config, mo moduleOptions) (*moduleBase, error) {
-	log, metrics, opts, err := p.workerOptions(mo)
+	wr, err := p.wiring(mo)
 	if err != nil {
 		return nil, err
 	}
-	e, err := leader.New(p.Client, cfg, leader.WithLogger(log), leader.WithMetrics(metrics.Elector(cfg.Name)))
+	e, err := leader.New(p.Client, cfg, leader.WithLogger(wr.log), leader.WithMetrics(wr.metrics.Elector(cfg.Name)))
 	if err != nil {
 		return nil, err
 	}
-	return &moduleBase{e: e, log: log, opts: opts}, nil
+	return &moduleBase{wiring: wr, e: e}, nil
 }
 
 // newModuleWorker builds the Worker on b's elector, registers the jobs (in
@@ -247,6 +331,9 @@ func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptio
 			return nil, err
 		}
 	}
+	if err := w.CheckJobs(); err != nil { // worker.WithJobsRequired
+		return nil, err
+	}
 	r := &runner{
 		what: "worker",
 		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner, failFast: mo.failFast,
@@ -257,7 +344,7 @@ func newModuleWorker(p moduleParams, b *moduleBase, jobs jobList, mo moduleOptio
 			}
 			return nil
 		},
-		handler: func() http.Handler { return workerprom.Handler(worker.Handler(w), p.Gatherer) },
+		handler: func() http.Handler { return workerprom.Handler(worker.Handler(w), b.gatherer) },
 		answered: func() (bool, error) {
 			if w.Mode() == worker.ModeAlways || w.Mode() == worker.ModeStandby {
 				return true, nil // no acquire to wait for

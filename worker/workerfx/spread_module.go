@@ -15,8 +15,8 @@ import (
 // group under a worker.Spread of the group cfg.Name, each job an election
 // of its own, and provides the *worker.Spread (tagged name:"NAME" with
 // Named). It takes the same things from the graph and the same options as
-// Module. Shards join the group as a []Job (worker.Sharded) with
-// fx.ResultTags(`group:"solo.jobs,flatten"`). A job constructor may take
+// Module. Shards join the group through AsJob too, from a constructor
+// of a []worker.Job (worker.Sharded's). A job constructor may take
 // anything but the *worker.Spread (fx reports a cycle). OnStop leaves the
 // group and waits for every job to drain and its lease to be released: set
 // fx.StopTimeout above cfg.ShutdownTimeout plus a second.
@@ -36,22 +36,26 @@ func SpreadModule(cfg leader.Config, sc worker.SpreadConfig, opts ...Option) fx.
 // newModuleSpread builds the Spread, registers the jobs (in name order) and
 // hooks it to the fx lifecycle.
 func newModuleSpread(p moduleParams, jobs jobList, cfg leader.Config, sc worker.SpreadConfig, mo moduleOptions) (*worker.Spread, error) {
-	log, _, opts, err := p.workerOptions(mo)
+	wr, err := p.wiring(mo)
 	if err != nil {
 		return nil, err
 	}
-	s, err := worker.NewSpread(p.Client, cfg, sc, opts...)
+	log := wr.log
+	s, err := worker.NewSpread(p.Client, cfg, sc, wr.opts...)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.Add(sortedJobs(jobs)...); err != nil {
 		return nil, err
 	}
+	if err := s.CheckJobs(); err != nil { // worker.WithJobsRequired
+		return nil, err
+	}
 	r := &runner{
 		what: "spread worker",
 		log:  log, addr: mo.httpAddr, shutdown: p.Shutdowner, failFast: mo.failFast,
 		ping:    func(ctx context.Context) error { return p.Client.Ping(ctx).Err() },
-		handler: func() http.Handler { return workerprom.Handler(s.Handler(), p.Gatherer) },
+		handler: func() http.Handler { return workerprom.Handler(s.Handler(), wr.gatherer) },
 		answered: func() (bool, error) {
 			err := s.RedisConfigErr()
 			return s.HeartbeatAnswered() || err != nil, err

@@ -31,7 +31,7 @@ var _ worker.Metrics = (*Metrics)(nil)
 //	solo_job_skipped_ticks_total{election,job}  cron ticks not run: missed in a failover gap or a late scheduler (misfire skip), or the previous run still going
 //	solo_fence_claim_failures_total{election}   failed claims of a new term in the fence (WithFence)
 //	solo_worker_failed_terms{election}          the election's failed terms in a row, as last read or written here (Policy.MaxFailedTerms)
-//	solo_worker_gave_up{election}               1 once this instance stopped campaigning after MaxFailedTerms failed terms
+//	solo_worker_gave_up{election}               1 once this instance stopped campaigning after MaxFailedTerms failed terms (mode always: once its jobs stopped for good)
 //	solo_election_redis_up{election}            1 while Redis answers this elector's calls, 0 before the first answer and while it does not
 //	solo_job_running{election,job}              runs of the job in progress on this instance (0 or 1)
 //	solo_election_protocol_refused{election}    1 while this instance does not campaign: the holder speaks a protocol this build does not share an election with (leader.ErrProtocolSkew)
@@ -94,7 +94,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		jobOverruns:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_job_overruns_total", Help: "Jobs still running past the stop budget after cancellation."}, job),
 		fenceClaims:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "solo_fence_claim_failures_total", Help: "Claims of a new term in the fence (worker.WithFence) that failed or were refused; no job runs until one succeeds."}, el),
 		failedTermsN:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_failed_terms", Help: "The election's failed terms in a row (resigned after worker.max_failures job failures), as last read or written by this instance."}, el),
-		gaveUp:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_gave_up", Help: "1 once this instance stopped campaigning after worker.max_failed_terms failed terms in a row."}, el),
+		gaveUp:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_worker_gave_up", Help: "1 once this instance stopped campaigning after worker.max_failed_terms failed terms in a row (in mode always: once its jobs stopped for good)."}, el),
 		redisUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_redis_up", Help: "1 while Redis answers this instance's acquire and renew calls of the election, else 0 (also before the first answer)."}, el),
 		protoRefused:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_election_protocol_refused", Help: "1 while this instance does not campaign because the holder speaks a protocol this build does not share an election with (version skew)."}, el),
 		jobRunning:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "solo_job_running", Help: "Runs of the job in progress on this instance."}, job),
