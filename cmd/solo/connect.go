@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,7 +61,7 @@ func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait
 		if err == nil {
 			return nil, nil
 		}
-		if remedy := redisConfigError(err) + tlsError(err); remedy != "" {
+		if remedy := redisConfigError(err); remedy != "" {
 			_ = client.Close()
 			return nil, usageErr("redis %s: %s: %s", redisurl.Redact(url), config.OneLine(err.Error()), remedy)
 		}
@@ -84,46 +81,17 @@ func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait
 	}
 }
 
-// redisConfigError returns, for an error of the server that retrying
-// cannot cure (a wrong password, a password missing, a database number the
-// server does not have, an ACL that lacks a rule, a command the server does
-// not know), what to fix; else "". go-redis sends AUTH (or HELLO) and
-// SELECT on every new connection, so the first three come back from PING.
+// redisConfigError returns, for an error that retrying cannot cure (a
+// wrong password, a password missing, a database number the server does
+// not have, an ACL that lacks a rule, a command the server does not know, a
+// TLS certificate that does not verify), what to fix, naming solo's keys;
+// else "". go-redis sends AUTH (or HELLO) and SELECT on every new
+// connection, so the first three come back from PING.
 func redisConfigError(err error) string {
-	if _, ok := errors.AsType[redis.Error](err); !ok {
-		return ""
+	if fix := rediserr.FixIn(err, "redis.url"); fix != "" {
+		return fix
 	}
-	msg := err.Error()
-	switch {
-	case strings.HasPrefix(msg, "ERR AUTH"), strings.HasPrefix(msg, "ERR Client sent AUTH"):
-		return "the server has no password set: remove it from redis.url"
-	case strings.HasPrefix(msg, "ERR DB index"), strings.HasPrefix(msg, "ERR invalid DB index"),
-		strings.HasPrefix(msg, "ERR SELECT is not allowed in cluster mode"):
-		return "the database number in redis.url (the /DB path) does not exist on this server"
-	}
-	// A wrong or missing password, an ACL that lacks a rule, a command
-	// the server does not know.
-	return rediserr.FixIn(err, "redis.url")
-}
-
-// tlsError returns, for a TLS handshake that failed over certificates, what
-// to fix; else "". Retrying cannot cure these either.
-func tlsError(err error) string {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return "the server's certificate does not verify: check redis.tls_ca_file (the authority that signed it; default the system's) and redis.tls_server_name (a name it holds; default the host dialed)"
-	}
-	// The server's alerts come back as an unexported type (tls.AlertError
-	// is QUIC's): match their text.
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "remote error: tls: certificate required"):
-		return "the server requires a client certificate: set redis.tls_cert_file and redis.tls_key_file"
-	case strings.Contains(msg, "remote error: tls: unknown certificate authority"),
-		strings.Contains(msg, "remote error: tls: bad certificate"),
-		strings.Contains(msg, "remote error: tls: expired certificate"):
-		return "the server refused the client certificate: check redis.tls_cert_file and redis.tls_key_file (signed by an authority of the server's --tls-ca-cert-file, not expired)"
-	}
-	return ""
+	return rediserr.TLSFix(err, "redis.")
 }
 
 // dialCause replaces a bare timeout by what a plain TCP dial to the first
