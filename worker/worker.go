@@ -47,6 +47,8 @@ type Worker struct {
 	loc      *time.Location
 	fence    Fence
 	onChange func(leader.Change)
+	// waitRedis: /readyz waits for Redis's first answer (ready.go).
+	waitRedis bool
 
 	mu      sync.Mutex
 	jobs    []*job

@@ -494,8 +494,9 @@ func TestACL_RuleRemovedWhileRunningExits2(t *testing.T) {
 }
 
 // A password refused, or a command the server does not
-// know (rename-command), exits 2 at once with the fix from every command,
-// solo run --once included (which hung on a refused acquire).
+// know (rename-command), exits 2 at once with the fix from every one-shot
+// command, solo run --once included (which hung on a refused acquire).
+// solo run without --once stays up instead (TestRun_PasswordRefusedKeepsInstancesUp).
 func TestRedisConfigErrorsExit2FromEveryCommand(t *testing.T) {
 	locked := redistest.Start(t)
 	if err := locked.Client(t).ConfigSet(context.Background(), "requirepass", "secret").Err(); err != nil {
@@ -514,7 +515,7 @@ func TestRedisConfigErrorsExit2FromEveryCommand(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			name := electionName(t)
 			for _, args := range [][]string{
-				{"run", "--", "true"}, {"run", "--once", "--", "true"}, {"status"}, {"status", "--json"}, {"status", "--watch"}, {"resign"}, {"forget", name},
+				{"run", "--once", "--", "true"}, {"status"}, {"status", "--json"}, {"status", "--watch"}, {"resign"}, {"forget", name},
 			} {
 				if tt.name == "no HSET" && (args[0] == "status" || args[0] == "resign" || args[0] == "forget") {
 					continue // they run no script with HSET

@@ -39,19 +39,23 @@ func newClient(url string) (redis.UniversalClient, error) {
 }
 
 // ping waits until client answers, for at most wait; it closes the client
-// when it gives up. When ctx ends first it returns ctx's error.
+// when it gives up, and when Redis refuses it. When ctx ends first it
+// returns ctx's error.
 func ping(ctx context.Context, client redis.UniversalClient, url string, wait time.Duration) error {
 	unreachable, err := pingFor(ctx, client, url, wait)
-	if unreachable != nil {
+	if unreachable != nil || err != nil {
 		_ = client.Close()
+	}
+	if unreachable != nil {
 		return unreachable
 	}
 	return err
 }
 
 // pingFor is ping, but leaves the client open and returns, as unreachable,
-// the error of a Redis that did not answer within wait; err is a
-// configuration error (the client is closed then) or ctx's error.
+// the error of a Redis that did not answer within wait; err is a refusal
+// by the server that retrying cannot cure (a usage error naming the fix:
+// redisConfigError) or ctx's error.
 func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait time.Duration) (unreachable, err error) {
 	deadline := time.Now().Add(wait)
 	for {
@@ -62,11 +66,9 @@ func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait
 			return nil, nil
 		}
 		if remedy := redisConfigError(err); remedy != "" {
-			_ = client.Close()
 			return nil, usageErr("redis %s: %s: %s", redisurl.Redact(url), config.OneLine(err.Error()), remedy)
 		}
 		if ctx.Err() != nil {
-			_ = client.Close()
 			return nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
