@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,16 +22,8 @@ func readyzOf(h http.Handler) (int, string) {
 	return rec.Code, strings.TrimSpace(rec.Body.String())
 }
 
-// closedAddr returns an address nothing listens on.
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
+// closedAddr is an address nothing listens on (tcpmux, never served).
+const closedAddr = "127.0.0.1:1"
 
 // runWorker runs a worker of an elector on addr, with opts, for the test.
 func runWorker(t *testing.T, addr string, opts ...worker.Option) http.Handler {
@@ -75,14 +66,14 @@ func waitReadyz(t *testing.T, h http.Handler, code int, want string) string {
 // always was (the reason in its body).
 func TestWithWaitForRedis(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
-		h := runWorker(t, closedAddr(t), worker.WithWaitForRedis())
+		h := runWorker(t, closedAddr, worker.WithWaitForRedis())
 		if code, body := readyzOf(h); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "waiting for redis: ") {
 			t.Fatalf("/readyz = %d %q at once, want 503 waiting for redis", code, body)
 		}
 		waitReadyz(t, h, http.StatusServiceUnavailable, "connection refused")
 	})
 	t.Run("unreachable, without the option", func(t *testing.T) {
-		h := runWorker(t, closedAddr(t))
+		h := runWorker(t, closedAddr)
 		waitReadyz(t, h, http.StatusOK, "ok; redis unreachable")
 	})
 	t.Run("answered", func(t *testing.T) {
@@ -90,7 +81,7 @@ func TestWithWaitForRedis(t *testing.T) {
 		waitReadyz(t, runWorker(t, srv.Addr(), worker.WithWaitForRedis()), http.StatusOK, "ok")
 	})
 	t.Run("always", func(t *testing.T) { // no call to wait for
-		h := runWorker(t, closedAddr(t), worker.WithWaitForRedis(), worker.WithMode(worker.ModeAlways))
+		h := runWorker(t, closedAddr, worker.WithWaitForRedis(), worker.WithMode(worker.ModeAlways))
 		if code, body := readyzOf(h); code != http.StatusOK {
 			t.Fatalf("/readyz = %d %q in mode always, want 200", code, body)
 		}
