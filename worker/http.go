@@ -111,7 +111,8 @@ func (w *Worker) info(ctx context.Context) leaderInfo {
 // /livez fails (503) only while the renewal loop is wedged
 // (leader.Elector.Healthy), never because Redis is down; /readyz fails once
 // the worker gave up (ErrGaveUp), while Redis refuses its calls as a
-// configuration error, and while it does not campaign for version skew.
+// configuration error, while it does not campaign for version skew, and,
+// with WithWaitForRedis, until Redis first answered.
 // /metrics is the metrics owner's to add (workerprom.Handler). See
 // docs/design.md, "Observability".
 func Handler(w *Worker) http.Handler {
@@ -150,6 +151,10 @@ func Handler(w *Worker) http.Handler {
 		}
 		if err := w.elector.Status().ConfigErr; err != nil {
 			writeText(rw, http.StatusServiceUnavailable, "redis configuration error: "+err.Error())
+			return
+		}
+		if err := w.redisWait(); err != nil { // WithWaitForRedis
+			writeText(rw, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))

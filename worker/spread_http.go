@@ -180,6 +180,10 @@ func (s *Spread) Handler() http.Handler {
 			writeText(rw, http.StatusServiceUnavailable, "redis configuration error: "+err.Error())
 			return
 		}
+		if err := s.redisWait(); err != nil { // WithWaitForRedis
+			writeText(rw, http.StatusServiceUnavailable, err.Error())
+			return
+		}
 		for _, u := range s.campaigning() {
 			if err := u.e.Status().ProtocolErr; err != nil {
 				writeText(rw, http.StatusServiceUnavailable, "job "+u.name+": not campaigning (version skew): "+err.Error())

@@ -57,6 +57,8 @@ type Worker struct {
 	onChange func(leader.Change)
 	// jobsRequired is WithJobsRequired.
 	jobsRequired bool
+	// waitRedis: /readyz waits for Redis's first answer (ready.go).
+	waitRedis bool
 
 	mu      sync.Mutex
 	jobs    []*job

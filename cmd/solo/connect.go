@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,19 +39,23 @@ func newClient(url string) (redis.UniversalClient, error) {
 }
 
 // ping waits until client answers, for at most wait; it closes the client
-// when it gives up. When ctx ends first it returns ctx's error.
+// when it gives up, and when Redis refuses it. When ctx ends first it
+// returns ctx's error.
 func ping(ctx context.Context, client redis.UniversalClient, url string, wait time.Duration) error {
 	unreachable, err := pingFor(ctx, client, url, wait)
-	if unreachable != nil {
+	if unreachable != nil || err != nil {
 		_ = client.Close()
+	}
+	if unreachable != nil {
 		return unreachable
 	}
 	return err
 }
 
 // pingFor is ping, but leaves the client open and returns, as unreachable,
-// the error of a Redis that did not answer within wait; err is a
-// configuration error (the client is closed then) or ctx's error.
+// the error of a Redis that did not answer within wait; err is a refusal
+// by the server that retrying cannot cure (a usage error naming the fix:
+// redisConfigError) or ctx's error.
 func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait time.Duration) (unreachable, err error) {
 	deadline := time.Now().Add(wait)
 	for {
@@ -64,12 +65,10 @@ func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait
 		if err == nil {
 			return nil, nil
 		}
-		if remedy := redisConfigError(err) + tlsError(err); remedy != "" {
-			_ = client.Close()
+		if remedy := redisConfigError(err); remedy != "" {
 			return nil, usageErr("redis %s: %s: %s", redisurl.Redact(url), config.OneLine(err.Error()), remedy)
 		}
 		if ctx.Err() != nil {
-			_ = client.Close()
 			return nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
@@ -84,46 +83,17 @@ func pingFor(ctx context.Context, client redis.UniversalClient, url string, wait
 	}
 }
 
-// redisConfigError returns, for an error of the server that retrying
-// cannot cure (a wrong password, a password missing, a database number the
-// server does not have, an ACL that lacks a rule, a command the server does
-// not know), what to fix; else "". go-redis sends AUTH (or HELLO) and
-// SELECT on every new connection, so the first three come back from PING.
+// redisConfigError returns, for an error that retrying cannot cure (a
+// wrong password, a password missing, a database number the server does
+// not have, an ACL that lacks a rule, a command the server does not know, a
+// TLS certificate that does not verify), what to fix, naming solo's keys;
+// else "". go-redis sends AUTH (or HELLO) and SELECT on every new
+// connection, so the first three come back from PING.
 func redisConfigError(err error) string {
-	if _, ok := errors.AsType[redis.Error](err); !ok {
-		return ""
+	if fix := rediserr.FixIn(err, "redis.url"); fix != "" {
+		return fix
 	}
-	msg := err.Error()
-	switch {
-	case strings.HasPrefix(msg, "ERR AUTH"), strings.HasPrefix(msg, "ERR Client sent AUTH"):
-		return "the server has no password set: remove it from redis.url"
-	case strings.HasPrefix(msg, "ERR DB index"), strings.HasPrefix(msg, "ERR invalid DB index"),
-		strings.HasPrefix(msg, "ERR SELECT is not allowed in cluster mode"):
-		return "the database number in redis.url (the /DB path) does not exist on this server"
-	}
-	// A wrong or missing password, an ACL that lacks a rule, a command
-	// the server does not know.
-	return rediserr.FixIn(err, "redis.url")
-}
-
-// tlsError returns, for a TLS handshake that failed over certificates, what
-// to fix; else "". Retrying cannot cure these either.
-func tlsError(err error) string {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return "the server's certificate does not verify: check redis.tls_ca_file (the authority that signed it; default the system's) and redis.tls_server_name (a name it holds; default the host dialed)"
-	}
-	// The server's alerts come back as an unexported type (tls.AlertError
-	// is QUIC's): match their text.
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "remote error: tls: certificate required"):
-		return "the server requires a client certificate: set redis.tls_cert_file and redis.tls_key_file"
-	case strings.Contains(msg, "remote error: tls: unknown certificate authority"),
-		strings.Contains(msg, "remote error: tls: bad certificate"),
-		strings.Contains(msg, "remote error: tls: expired certificate"):
-		return "the server refused the client certificate: check redis.tls_cert_file and redis.tls_key_file (signed by an authority of the server's --tls-ca-cert-file, not expired)"
-	}
-	return ""
+	return rediserr.TLSFix(err, "redis.")
 }
 
 // dialCause replaces a bare timeout by what a plain TCP dial to the first

@@ -52,7 +52,7 @@ func TestRun_EvictionPolicyAtStartExits2(t *testing.T) {
 // After the start, an eviction policy (a server-side change that reaches
 // every instance at once) does not stop solo run: the instance stays up,
 // not ready, and recovers once it is fixed. Any other configuration error
-// still stops it (exit 2).
+// stops it (exit 2): the watch runs under --once only.
 func TestWatchConfig_EvictionPolicyKeepsRunning(t *testing.T) {
 	_, evict := leader.ParseEviction("maxmemory:1\r\nmaxmemory_policy:allkeys-lru\r\n")
 	acl := leader.RedisConfig(errors.New("NOPERM User solo has no permissions to run the 'evalsha' command"))

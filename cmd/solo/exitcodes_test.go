@@ -60,6 +60,7 @@ func TestRun_ProgramEndedForGoodReleasesAndPassesItsExitCode(t *testing.T) {
 
 // Old code: each of these retried for the whole wait,
 // then said "redis … unreachable after 5s: WRONGPASS …" with exit 1.
+// (solo run without --once stays up, not ready: refusal_test.go.)
 func TestRedisConfigurationErrorsExitAtOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	locked := redistest.Start(t)
@@ -77,7 +78,7 @@ func TestRedisConfigurationErrorsExitAtOnce(t *testing.T) {
 			"solo: redis redis://" + srv.Addr() + "/99: ERR DB index is out of range: the database number in redis.url (the /DB path) does not exist on this server\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, args := range [][]string{{"run", "--", "true"}, {"status"}, {"resign"}} {
+			for _, args := range [][]string{{"run", "--once", "--", "true"}, {"status"}, {"resign"}} {
 				start := time.Now()
 				env := append(testEnv(tt.url, electionName(t), "a"), "SOLO_LOG_LEVEL=error")
 				code, out := soloRun(t, env, args...)

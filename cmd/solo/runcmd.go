@@ -39,7 +39,7 @@ func runCommand(args []string, stdout, stderr io.Writer, env []string) error {
 		return err
 	}
 	if cfg.Election.Mode == worker.ModeSpread { // spread_run.go
-		return runSpread(r.ctx, r.cancel, cfg, r.client, r.reg, r.log, r.wopts, r.program(), f.dashes)
+		return runSpread(r.ctx, cfg, r.client, r.reg, r.log, r.wopts, r.program(), f.dashes)
 	}
 	if err := r.build(); err != nil {
 		return err

@@ -33,16 +33,24 @@ func (r *runState) run() error {
 		}()
 		defer func() { wstop(); <-wdone }()
 	}
-	// A configuration error of Redis (an ACL that lacks a rule, a wrong
-	// password: no retry cures it) stops solo, with exit 2: at start, and
-	// while leading, once the refused renewal ended the term.
-	cw := watchConfig(r.ctx, r.cancel, func() error { return r.elector.Status().ConfigErr })
+	// A refusal by Redis (an ACL that lacks a rule, a password rotated on
+	// the server first, a certificate that no longer verifies) reaches
+	// every instance at once: it does not stop solo. The elector logs it
+	// once per episode, counts it and retries every retry_interval; /readyz
+	// fails with the fix until it is fixed. Only --once, whose exit code
+	// is its report, stops on one, with exit 2.
+	var cw *configWatch
+	if r.once {
+		cw = watchConfig(r.ctx, r.cancel, func() error { return r.elector.Status().ConfigErr })
+	}
 	err := r.w.Run(r.ctx)
 	// Never exit while a program tree lives, whatever Run returned (after
 	// ErrStopTimeout the keeper is still killing it, on its own deadline).
 	r.sup.wait()
-	if cerr := cw.stop(); cerr != nil {
-		return usageErr("redis %s: %w", redisurl.Redact(r.cfg.Redis.ClientURL()), cerr)
+	if cw != nil {
+		if cerr := cw.stop(); cerr != nil {
+			return usageErr("redis %s: %w", redisurl.Redact(r.cfg.Redis.ClientURL()), cerr)
+		}
 	}
 	return r.result(err, &gaveUp)
 }

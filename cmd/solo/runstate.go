@@ -105,7 +105,8 @@ var errNothingRan = errors.New("stopped before Redis answered")
 
 // connect builds the Redis client, the metrics and the elector, derives
 // the stop timing, and checks that Redis takes this configuration. An
-// unreachable Redis is logged, not refused.
+// unreachable Redis, or one that refuses this configuration, is logged,
+// not fatal (but for --once).
 func (r *runState) connect() error {
 	client, err := newClient(r.cfg.Redis.ClientURL())
 	if err != nil {
@@ -136,30 +137,37 @@ func (r *runState) connect() error {
 		_ = client.Close()
 		return err
 	}
-	// A configuration error (password, database, TLS) fails now. An
-	// unreachable Redis does not: solo serves its HTTP endpoints and keeps
+	// An unreachable Redis, and a server that refuses this configuration
+	// (a password, an ACL rule, a database, a certificate: fixed on the
+	// server's side as often as on ours), are not fatal: solo serves its
+	// HTTP endpoints, not ready (/readyz 503 with the reason), keeps
 	// campaigning in the background, and the program runs once Redis
-	// answers and this instance is elected (the elector logs "acquire
-	// answered again" then).
-	unreachable, err := pingFor(r.ctx, client, r.cfg.Redis.ClientURL(), 5*time.Second)
-	if err != nil {
-		if r.ctx.Err() != nil {
-			return errNothingRan // stopped by a signal while connecting
-		}
-		return err
-	}
-	if unreachable == nil {
+	// answers and this instance is elected. A refusal ends only --once,
+	// whose exit code is its report (exit 2).
+	unreachable, refused := pingFor(r.ctx, client, r.cfg.Redis.ClientURL(), 5*time.Second)
+	switch {
+	case r.ctx.Err() != nil:
+		_ = client.Close()
+		return errNothingRan // stopped by a signal while connecting
+	case refused != nil && r.once:
+		_ = client.Close()
+		return refused
+	case refused != nil:
+		r.log.Warn("redis refuses this configuration; solo stays up, not ready, and retries every retry_interval until it is fixed",
+			zap.String("cause", config.OneLine(refused.Error())))
+	case unreachable != nil:
+		r.log.Warn("redis unreachable; solo keeps trying in the background, and the program does not run until Redis answers",
+			zap.String("cause", config.OneLine(unreachable.Error())))
+	default:
 		if err := refuseEviction(r.ctx, client, r.cfg.Redis.ClientURL()); err != nil {
+			_ = client.Close()
 			return err
 		}
 	}
-	if unreachable != nil {
-		r.log.Warn("redis unreachable; solo keeps trying in the background, and the program does not run until Redis answers",
-			zap.String("cause", config.OneLine(unreachable.Error())))
-	}
 	r.onClose(func() { _ = client.Close() })
 	r.client, r.elector, r.lc, r.killAfter = client, e, lc, killAfter
+	// solo serves no traffic: it is ready once Redis answered it.
 	r.wopts = []worker.Option{worker.WithLogger(r.log), worker.WithMetrics(metrics),
-		worker.WithPolicy(r.cfg.Worker), worker.WithMode(r.cfg.Election.Mode)}
+		worker.WithPolicy(r.cfg.Worker), worker.WithMode(r.cfg.Election.Mode), worker.WithWaitForRedis()}
 	return nil
 }

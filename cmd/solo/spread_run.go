@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
-	"github.com/solo-run/solo/leader/redisurl"
 	"github.com/solo-run/solo/worker"
 	"github.com/solo-run/solo/worker/workerprom"
 )
@@ -20,7 +19,7 @@ import (
 // own election, holder ID and term (SOLO_ELECTION, SOLO_ID, SOLO_TERM) and
 // its keeper watches its own lease. It returns when ctx ends, after every
 // program tree is gone.
-func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.Config, client redis.UniversalClient, reg *prometheus.Registry,
+func runSpread(ctx context.Context, cfg config.Config, client redis.UniversalClient, reg *prometheus.Registry,
 	log *zap.Logger, wopts []worker.Option, base program, dashes bool) error {
 	if dashes {
 		return usageErr("election.mode spread runs the jobs of the configuration: give no program after --")
@@ -67,13 +66,10 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.C
 	}
 	log.Info("solo running", zap.String("group", lc.Name), zap.String("member", s.Member()),
 		zap.String("mode", string(worker.ModeSpread)), zap.Int("jobs", len(cfg.Jobs)), zap.String("version", soloVersion()), zap.Int("protocol", soloProtocol()))
-	cw := watchConfig(ctx, cancel, s.RedisConfigErr) // as runCommand: exit 2
+	// A refusal by Redis does not stop solo: as runCommand's.
 	err = s.Run(ctx)
 	// Never exit while a program tree lives.
 	base.sup.wait()
-	if cerr := cw.stop(); cerr != nil {
-		return usageErr("redis %s: %w", redisurl.Redact(cfg.Redis.ClientURL()), cerr)
-	}
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,9 @@ import (
 // errRedisConfig stops solo run on a configuration error of Redis.
 var errRedisConfig = errors.New("redis configuration error")
 
-// configWatch stops solo run at the first configuration error of Redis
-// (leader.ErrRedisConfig) that configErr reports. It owns one goroutine,
+// configWatch stops solo run --once at the first configuration error of
+// Redis (leader.ErrRedisConfig) that configErr reports (without --once solo
+// run stays up, not ready, through them). It owns one goroutine,
 // ended by stop or by the end of the context it was started with.
 type configWatch struct {
 	found atomic.Pointer[error]

@@ -1,8 +1,9 @@
 // Package rediserr tells a Redis configuration error from an outage: an
 // error reply that retrying cannot cure (an ACL that lacks a command, a key
 // or a channel; a wrong or missing password; a command the server does not
-// know, renamed or disabled), and what to fix, naming the rule where the
-// reply says.
+// know, renamed or disabled; a database the server does not have; a TLS
+// certificate that does not verify), and what to fix, naming the rule where
+// the reply says.
 //
 // Redis 7.0 does not name the command a Lua script was refused ("The user
 // executing the script can't run this command or subcommand script: SHA"),
@@ -12,6 +13,8 @@ package rediserr
 
 import (
 	"crypto/sha1"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"regexp"
@@ -71,11 +74,19 @@ var (
 // Fix returns what to fix when err is a Redis configuration error, else
 // "". The text names the refused command (or, for a script on Redis 7.0,
 // the script and its commands), or the kind of key or channel, and points
-// to the ACL recipe.
-func Fix(err error) string { return FixIn(err, "the Redis URL") }
+// to the ACL recipe. A TLS handshake that failed over certificates is one
+// too (TLSFix), naming the URL's options.
+func Fix(err error) string {
+	if fix := FixIn(err, "the Redis URL"); fix != "" {
+		return fix
+	}
+	return TLSFix(err, "")
+}
 
-// FixIn is Fix for a program whose Redis URL is set where url says (a
-// configuration key, "redis.url"): a wrong or missing password names it.
+// FixIn is Fix, but for the server's replies only, for a program whose
+// Redis URL is set where url says (a configuration key, "redis.url"): a
+// wrong or missing password, or a database the server does not have,
+// names it.
 func FixIn(err error, url string) string {
 	if err == nil {
 		return ""
@@ -85,6 +96,11 @@ func FixIn(err error, url string) string {
 	}
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "ERR AUTH"), strings.Contains(msg, "ERR Client sent AUTH"):
+		return "the server has no password set: remove it from " + url
+	case strings.Contains(msg, "ERR DB index"), strings.Contains(msg, "ERR invalid DB index"),
+		strings.Contains(msg, "ERR SELECT is not allowed in cluster mode"):
+		return "the database number in " + url + " (the /DB path) does not exist on this server"
 	case strings.Contains(msg, "WRONGPASS"),
 		strings.Contains(msg, "ERR invalid password"),
 		strings.Contains(msg, "ERR invalid username-password pair"):
@@ -155,4 +171,37 @@ func commandList(cmds []string) string {
 		return ""
 	}
 	return " (it runs " + strings.Join(cmds, ", ") + ")"
+}
+
+// TLSFix returns, for a TLS handshake that failed over certificates (the
+// server's does not verify, or the server refused the client's), what to
+// fix; else "". prefix goes before the names of the TLS options: "" for
+// the URL's own (tls_ca_file), "redis." for solo's configuration keys.
+// Retrying cannot cure these either, until the certificates change.
+func TLSFix(err error, prefix string) string {
+	if err == nil {
+		return ""
+	}
+	_, verify := errors.AsType[*tls.CertificateVerificationError](err)
+	// go-redis may hand on the cause without the wrapper.
+	_, authority := errors.AsType[x509.UnknownAuthorityError](err)
+	_, host := errors.AsType[x509.HostnameError](err)
+	_, invalid := errors.AsType[x509.CertificateInvalidError](err)
+	if verify || authority || host || invalid {
+		return "the server's certificate does not verify: check " + prefix + "tls_ca_file (the authority that signed it; default the system's) and " +
+			prefix + "tls_server_name (a name it holds; default the host dialed)"
+	}
+	// The server's alerts come back as an unexported type (tls.AlertError
+	// is QUIC's): match their text.
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "remote error: tls: certificate required"):
+		return "the server requires a client certificate: set " + prefix + "tls_cert_file and " + prefix + "tls_key_file"
+	case strings.Contains(msg, "remote error: tls: unknown certificate authority"),
+		strings.Contains(msg, "remote error: tls: bad certificate"),
+		strings.Contains(msg, "remote error: tls: expired certificate"):
+		return "the server refused the client certificate: check " + prefix + "tls_cert_file and " + prefix +
+			"tls_key_file (signed by an authority of the server's --tls-ca-cert-file, not expired)"
+	}
+	return ""
 }

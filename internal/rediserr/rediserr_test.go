@@ -2,9 +2,12 @@ package rediserr
 
 import (
 	"crypto/sha1"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -51,6 +54,10 @@ func TestFix(t *testing.T) {
 			"wrong username or password in the Redis URL (redis://USER:PASSWORD@HOST:PORT/DB)"},
 		{"NOAUTH Authentication required.",
 			"the server requires a password: put it in the Redis URL (redis://USER:PASSWORD@HOST:PORT/DB)"},
+		{"ERR DB index is out of range",
+			"the database number in the Redis URL (the /DB path) does not exist on this server"},
+		{"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+			"the server has no password set: remove it from the Redis URL"},
 		{"NOSCRIPT No matching script. Please use EVAL.", ""},
 		{"READONLY You can't write against a read only replica.", ""},
 		{"LOADING Redis is loading the dataset in memory", ""},
@@ -61,5 +68,31 @@ func TestFix(t *testing.T) {
 	}
 	if got := Fix(errors.New("NOPERM this user has no permissions to run the 'get' command")); got != "" {
 		t.Errorf("Fix of a non-Redis error = %q, want empty", got)
+	}
+}
+
+// TLSFix names the options to check, with the prefix, for the certificate
+// failures of a handshake, however go-redis wraps them; nothing else.
+func TestTLSFix(t *testing.T) {
+	unknown := x509.UnknownAuthorityError{}
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{&tls.CertificateVerificationError{Err: unknown}, "the server's certificate does not verify: check redis.tls_ca_file"},
+		{fmt.Errorf("dial: %w", unknown), "the server's certificate does not verify: check redis.tls_ca_file"},
+		{x509.HostnameError{Host: "h"}, "and redis.tls_server_name (a name it holds"},
+		{errors.New("remote error: tls: certificate required"), "the server requires a client certificate: set redis.tls_cert_file and redis.tls_key_file"},
+		{errors.New("remote error: tls: bad certificate"), "the server refused the client certificate: check redis.tls_cert_file"},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), ""},
+		{nil, ""},
+	} {
+		got := TLSFix(tt.err, "redis.")
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("TLSFix(%v) = %q, want %q in it", tt.err, got, tt.want)
+		}
+	}
+	if got := Fix(unknown); !strings.Contains(got, "check tls_ca_file") {
+		t.Errorf("Fix(%v) = %q, want the URL's option named", unknown, got)
 	}
 }

@@ -346,6 +346,9 @@ func ClientOptions(rawURL string) (*redis.UniversalOptions, error) {
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = DefaultTimeout
 	}
+	if opts.TLSConfig != nil && opts.Dialer == nil {
+		opts.Dialer = tlsDialer(opts.TLSConfig, opts.DialTimeout) // dial.go
+	}
 	return opts, nil
 }
 
