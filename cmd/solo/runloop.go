@@ -36,7 +36,7 @@ func (r *runState) run() error {
 	// A configuration error of Redis (an ACL that lacks a rule, a wrong
 	// password: no retry cures it) stops solo, with exit 2: at start, and
 	// while leading, once the refused renewal ended the term.
-	cw := watchConfig(r.ctx, r.cancel, func() error { return r.elector.Status().ConfigErr })
+	cw := watchConfig(r.ctx, r.cancel, func() error { return r.elector.Status().ConfigErr }, r.configSig.c)
 	err := r.w.Run(r.ctx)
 	// Never exit while a program tree lives, whatever Run returned (after
 	// ErrStopTimeout the keeper is still killing it, on its own deadline).

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -31,7 +32,7 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.C
 	}
 	lc, _ := s.Config()
 	base.poll = pollInterval(lc)
-	base.renewDeadline = lc.RenewDeadline
+	base.renewDeadline, base.renewInterval = lc.RenewDeadline, lc.RenewInterval
 	for _, j := range cfg.Jobs {
 		p := base
 		p.argv = j.Command
@@ -67,7 +68,11 @@ func runSpread(ctx context.Context, cancel context.CancelCauseFunc, cfg config.C
 	}
 	log.Info("solo running", zap.String("group", lc.Name), zap.String("member", s.Member()),
 		zap.String("mode", string(worker.ModeSpread)), zap.Int("jobs", len(cfg.Jobs)), zap.String("version", soloVersion()))
-	cw := watchConfig(ctx, cancel, s.RedisConfigErr) // as runCommand: exit 2
+	// As runCommand: exit 2. The group's electors have no configSignal:
+	// read once per renewal.
+	every := time.NewTicker(lc.RenewInterval)
+	defer every.Stop()
+	cw := watchConfig(ctx, cancel, s.RedisConfigErr, every.C)
 	err = s.Run(ctx)
 	// Never exit while a program tree lives.
 	base.sup.wait()
