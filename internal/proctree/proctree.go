@@ -78,7 +78,8 @@ func parseStat(pid int, b []byte) (Proc, error) {
 // All returns every process /proc lists (processes, not threads).
 func All() ([]Proc, error) { return Host.All() }
 
-// All returns every process f lists (processes, not threads).
+// All returns every process f lists (processes, not threads); ErrNotMounted
+// when f does not list the calling process.
 func (f FS) All() ([]Proc, error) {
 	d, err := os.Open(f.Root)
 	if err != nil {
@@ -90,7 +91,10 @@ func (f FS) All() ([]Proc, error) {
 		return nil, err
 	}
 	out := make([]Proc, 0, len(names))
+	self := strconv.Itoa(os.Getpid())
+	mounted := false
 	for _, n := range names {
+		mounted = mounted || n == self
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid <= 0 {
 			continue
@@ -101,8 +105,15 @@ func (f FS) All() ([]Proc, error) {
 		}
 		out = append(out, p)
 	}
+	if !mounted {
+		return nil, ErrNotMounted
+	}
 	return out, nil
 }
+
+// ErrNotMounted is All's error when its root does not list the calling
+// process: no proc filesystem is mounted there (an empty directory).
+var ErrNotMounted = errors.New("proctree: no proc filesystem mounted")
 
 // Descendants returns the processes below root (not root itself), parents
 // before their children. A snapshot: processes forked meanwhile are missed,
