@@ -23,8 +23,9 @@ type common struct {
 	dev    bool
 	// fenceDSN and fenceTable are --fence-dsn and --fence-table.
 	fenceDSN, fenceTable string
-	// logFormat is --log-format: auto, console or json.
-	logFormat string
+	// logFormat is --log-format: auto, console or json; logTime is
+	// --log-time.
+	logFormat, logTime string
 	// gracePeriod is --grace-period.
 	gracePeriod string
 	// set records which flags were given.
@@ -34,16 +35,24 @@ type common struct {
 	positional bool
 }
 
-// register defines the configuration flags, the same on every command
-// (run, status, resign): a flag that works on one works on all. cmd is
-// the command's name; positional says whether it takes election names as
-// arguments (status, resign), which the remedy for a missing name mentions.
+// register defines the configuration flags cmd takes: those that say
+// where the election is (-c, --redis, --name) on every command that reads
+// the configuration, and on run alone those that only running uses (the
+// lease, the proclaimed value, the fence, the grace period, the logs).
+// cmd is the command's name ("" for the flags every command shares, as
+// the overview lists them); positional says whether it takes election
+// names as arguments (status, resign, forget), which the remedy for a
+// missing name mentions. A command's own flags (--json, --wait …) are
+// defined by the command after register.
 func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	c.cmd, c.positional = cmd, positional
 	fs.StringVar(&c.config, "c", "", "configuration `file` (default: $SOLO_CONFIG, else ./config.yaml if present)")
 	fs.StringVar(&c.config, "config", "", "same as -c")
 	fs.StringVar(&c.redis, "redis", "", "Redis `URL`, overrides redis.url")
 	fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
+	if cmd != "run" {
+		return
+	}
 	fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
 	fs.StringVar(&c.value, "value", "", "`value` proclaimed while this instance leads, such as its address (status and /leader show it), overrides election.value")
 	fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
@@ -51,6 +60,7 @@ func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	fs.StringVar(&c.gracePeriod, "grace-period", "", "time this process gets after SIGTERM before it is killed, such as Kubernetes' terminationGracePeriodSeconds (`duration`, overrides election.grace_period); refused when shorter than solo run's exit bound")
 	fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
+	fs.StringVar(&c.logTime, "log-time", "", "`stamp` of JSON log lines: epoch (seconds, the default) or iso8601 (UTC), overrides log.time")
 }
 
 // flagEnv maps each override flag to the variable it is passed as; flags
@@ -63,6 +73,7 @@ var flagEnv = map[string]string{
 	"fence-dsn":    "SOLO_FENCE_DSN",
 	"fence-table":  "SOLO_FENCE_TABLE",
 	"grace-period": "SOLO_ELECTION_GRACE_PERIOD",
+	"log-time":     "SOLO_LOG_TIME",
 }
 
 // loadOne parses args (flags on fs, at most one election name) of the
@@ -114,7 +125,7 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (config.Confi
 		env = append(env, "SOLO_ELECTION_NAME="+name)
 	}
 	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl, "value": c.value,
-		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable, "grace-period": c.gracePeriod} {
+		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable, "grace-period": c.gracePeriod, "log-time": c.logTime} {
 		if c.set[flagName] {
 			env = append(env, flagEnv[flagName]+"="+v)
 		}

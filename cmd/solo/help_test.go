@@ -172,3 +172,34 @@ func TestDidYouMean(t *testing.T) {
 		}
 	}
 }
+
+// Each command's help lists the flags it takes, and only those: the flags
+// only running uses are run's. Old code: "solo status --help lists
+// run's flag --fence-dsn" (every command registered every flag).
+func TestHelp_RunOnlyFlagsAreRuns(t *testing.T) {
+	runOnly := []string{"--ttl", "--value", "--fence-dsn", "--fence-table", "--grace-period", "--dev", "--log-format", "--log-time"}
+	runHelp := helpOf(t, "run", "--help")
+	for _, f := range runOnly {
+		if !strings.Contains(runHelp, "  "+f+" ") && !strings.Contains(runHelp, "  "+f+"\n") {
+			t.Errorf("solo run --help lacks %s", f)
+		}
+	}
+	for _, cmd := range []string{"status", "resign", "forget"} {
+		help := helpOf(t, cmd, "--help")
+		for _, f := range append(runOnly, "--restart", "--once") {
+			if strings.Contains(help, "  "+f+" ") || strings.Contains(help, "  "+f+"\n") {
+				t.Errorf("solo %s --help lists run's flag %s", cmd, f)
+			}
+		}
+		for _, f := range []string{"-c", "--redis", "--name"} {
+			if !strings.Contains(help, "  "+f+" ") {
+				t.Errorf("solo %s --help lacks %s", cmd, f)
+			}
+		}
+		var out, errb bytes.Buffer
+		if code := run([]string{cmd, "--fence-dsn", "x", "n"}, &out, &errb, []string{"SOLO_CONFIG=/dev/null"}); code != exitUsage ||
+			!strings.Contains(errb.String(), "unknown flag --fence-dsn") {
+			t.Errorf("solo %s --fence-dsn: exit %d, %q; want 2 and an unknown flag", cmd, code, errb.String())
+		}
+	}
+}
