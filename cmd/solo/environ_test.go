@@ -57,30 +57,14 @@ echo done >> "$OUT"
 	cmd := exec.Command(bin, "run", "--restart", "never", "--", "sh", prog)
 	cmd.Env = env
 	cmd.Dir = dir
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if os.Geteuid() == 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534}
 	}
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("solo run: %v\n%s", err, log.String())
-		}
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("solo run did not end\n%s", log.String())
-	}
+	log := runToEnd(t, cmd, 20*time.Second)
 	got := mustRead(out)
 	if !strings.Contains(got, "done") {
-		t.Fatalf("the program did not finish: %q\n%s", got, log.String())
+		t.Fatalf("the program did not finish: %q\n%s", got, log)
 	}
 	if strings.Contains(got, "SECRET") || strings.Contains(got, "read ") {
 		t.Errorf("the program read an ancestor's environment:\n%s", got)
@@ -100,9 +84,38 @@ echo done >> "$OUT"
 			}
 		}
 	}
-	if strings.Contains(log.String(), password) {
-		t.Errorf("solo's output shows the password:\n%s", log.String())
+	if strings.Contains(log, password) {
+		t.Errorf("solo's output shows the password:\n%s", log)
 	}
+}
+
+// runToEnd runs cmd (its SysProcAttr set or nil) with its output in a
+// buffer, killed with the test, and returns the output once it exited 0;
+// the test fails if it did not within timeout.
+func runToEnd(t *testing.T, cmd *exec.Cmd, timeout time.Duration) string {
+	t.Helper()
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", cmd.Args, err, log.String())
+		}
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s did not end within %s:\n%s", cmd.Args, timeout, log.String())
+	}
+	return log.String()
 }
 
 // sharedTempDir is a temporary directory every user can enter and write

@@ -18,8 +18,7 @@ import (
 // (bench -idle: about 15, 5 and 3).
 //
 // Old code: "leader solo: 537 wake-ups/s idle, want < 200", follower 471
-// (a 10ms poll
-// of the configuration error, a walk of /proc every second).
+// (a 10ms poll of the configuration error, a walk of /proc every second).
 func TestRun_IdleSleeps(t *testing.T) {
 	srv := redistest.Start(t)
 	name := electionName(t)

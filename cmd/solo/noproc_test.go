@@ -32,34 +32,17 @@ func TestRun_WithoutProc(t *testing.T) {
 	cmd := exec.Command("unshare", "-rm", "sh", "-c", `mount -t tmpfs none /proc && exec "$@"`, "sh",
 		soloBin, "run", "--restart", "never", "--", "sh", "-c", `sleep 30 & echo "ran $!" >> "$OUT"`)
 	cmd.Env = append(testEnv("redis://"+srv.Addr(), electionName(t), "a"), "OUT="+out)
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("solo run without /proc: %v\n%s", err, log.String())
-		}
-	case <-time.After(8 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("the program never ran within 8s (out %q):\n%s", mustRead(out), log.String())
-	}
+	log := runToEnd(t, cmd, 8*time.Second)
 	var bg int
 	if _, err := fmt.Sscanf(mustRead(out), "ran %d", &bg); err != nil {
-		t.Fatalf("the program did not run: %q\n%s", mustRead(out), log.String())
+		t.Fatalf("the program did not run: %q\n%s", mustRead(out), log)
 	}
 	if alive(bg) {
 		_ = syscall.Kill(bg, syscall.SIGKILL)
 		t.Errorf("the program's background child %d outlived solo run", bg)
 	}
-	if !strings.Contains(log.String(), "no proc filesystem") {
-		t.Errorf("no warning about the missing /proc:\n%s", log.String())
+	if !strings.Contains(log, "no proc filesystem") {
+		t.Errorf("no warning about the missing /proc:\n%s", log)
 	}
 }
 

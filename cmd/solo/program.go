@@ -81,15 +81,7 @@ func (p *program) run(ctx context.Context) error {
 		lastRenew = st.LastRenew
 		return proctree.Monotonic() + int64(time.Until(st.LastRenew.Add(p.renewDeadline)))
 	}
-	env := append(append([]string(nil), p.env...),
-		"SOLO_TERM="+strconv.FormatUint(term, 10),
-		"SOLO_ELECTION="+p.election,
-		"SOLO_ID="+p.id,
-		"SOLO_JOB="+p.job,
-	)
-	if p.fenceTable != "" {
-		env = append(env, "SOLO_FENCE_TABLE="+p.fenceTable)
-	}
+	env := p.environ(term)
 	stdout, stderr := p.stdout, p.stderr
 	if p.prefix != "" {
 		pp, err := newPrefixed(p.prefix, p.stdout, p.stderr)
@@ -142,6 +134,21 @@ func (p *program) run(ctx context.Context) error {
 			poll.Reset(p.nextPoll(lastRenew, misses))
 		}
 	}
+}
+
+// environ is the program's environment in term: solo's without its own
+// SOLO_* variables, and the term's.
+func (p *program) environ(term uint64) []string {
+	env := append(append([]string(nil), p.env...),
+		"SOLO_TERM="+strconv.FormatUint(term, 10),
+		"SOLO_ELECTION="+p.election,
+		"SOLO_ID="+p.id,
+		"SOLO_JOB="+p.job,
+	)
+	if p.fenceTable != "" {
+		env = append(env, "SOLO_FENCE_TABLE="+p.fenceTable)
+	}
+	return env
 }
 
 // pollSlack is how long after a renewal is due solo first reads it: about
