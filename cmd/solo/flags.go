@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -35,24 +36,20 @@ type common struct {
 	positional bool
 }
 
-// register defines the configuration flags cmd takes: those that say
-// where the election is (-c, --redis, --name) on every command that reads
-// the configuration, and on run alone those that only running uses (the
-// lease, the proclaimed value, the fence, the grace period, the logs).
-// cmd is the command's name ("" for the flags every command shares, as
-// the overview lists them); positional says whether it takes election
-// names as arguments (status, resign, forget), which the remedy for a
-// missing name mentions. A command's own flags (--json, --wait …) are
-// defined by the command after register.
+// register defines the configuration flags on fs, the same on every
+// command that reads the configuration (a script that passes one to
+// status keeps working). Help lists a command's flags only: -c, --redis
+// and --name everywhere, runOnlyFlags on run alone (helpDefaults). cmd is
+// the command's name; positional says whether it takes election names as
+// arguments (status, resign, forget), which the remedy for a missing name
+// mentions. A command's own flags (--json, --wait …) are defined by the
+// command after register.
 func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	c.cmd, c.positional = cmd, positional
 	fs.StringVar(&c.config, "c", "", "configuration `file` (default: $SOLO_CONFIG, else ./config.yaml if present)")
 	fs.StringVar(&c.config, "config", "", "same as -c")
 	fs.StringVar(&c.redis, "redis", "", "Redis `URL`, overrides redis.url")
 	fs.StringVar(&c.name, "name", "", "election `name`, overrides election.name")
-	if cmd != "run" {
-		return
-	}
 	fs.StringVar(&c.ttl, "ttl", "", "lease `duration`, overrides election.ttl")
 	fs.StringVar(&c.value, "value", "", "`value` proclaimed while this instance leads, such as its address (status and /leader show it), overrides election.value")
 	fs.StringVar(&c.fenceDSN, "fence-dsn", "", "claim every term in this SQL database before the program starts: postgres://… or sqlite:PATH (`DSN`, overrides fence.dsn)")
@@ -61,6 +58,27 @@ func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
 	fs.StringVar(&c.logTime, "log-time", "", "`stamp` of JSON log lines: epoch (seconds, the default) or iso8601 (UTC), overrides log.time")
+}
+
+// runOnlyFlags are the configuration flags only running uses (the lease,
+// the proclaimed value, the fence, the grace period, the logs): every
+// command accepts them, only run's help lists them.
+var runOnlyFlags = []string{"ttl", "value", "fence-dsn", "fence-table", "grace-period", "dev", "log-format", "log-time"}
+
+// helpDefaults is fs's flags as -h prints them, without runOnlyFlags
+// unless fs is run's.
+func helpDefaults(fs *flag.FlagSet) string {
+	show := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if fs.Name() == "solo run" || !slices.Contains(runOnlyFlags, f.Name) {
+			show.Var(f.Value, f.Name, f.Usage)
+			show.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	var defaults strings.Builder
+	show.SetOutput(&defaults)
+	show.PrintDefaults()
+	return doubleDash(defaults.String())
 }
 
 // flagEnv maps each override flag to the variable it is passed as; flags
@@ -193,11 +211,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
-		var defaults strings.Builder
-		fs.SetOutput(&defaults)
-		fs.PrintDefaults()
-		fs.SetOutput(out)
-		fmt.Fprint(out, doubleDash(defaults.String()))
+		fmt.Fprint(out, helpDefaults(fs))
 		return &codeError{code: exitOK, err: errQuiet}
 	case err != nil:
 		msg := err.Error()
