@@ -5,6 +5,7 @@
 //	cd bench && go run . -o ../docs/bench.md     # full run, about 5–6 minutes on 2 cores
 //	cd bench && go run . -quick                  # fewer runs and trials, to stdout
 //	go run -C bench . -o ../docs/bench.md        # the same from the repository root
+//	cd bench && go run . -idle -o ../docs/bench.md   # the idle cost of solo run only (idle.go)
 //
 // See README.md beside this file for what each figure measures.
 package main
@@ -119,11 +120,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "", "write the Markdown report to this file instead of standard output")
 	only := fs.String("figures", "1,2,3,4,5,6,7", "comma-separated figures to run")
 	bin := fs.String("redis-server", "redis-server", "redis-server binary")
+	idle := fs.Bool("idle", false, "measure the idle cost of `solo run` instead of the figures, and rewrite only its section of -o")
+	idleBaseline := fs.String("idle-baseline", "df0614a", "git `revision` whose solo -idle measures as \"before\" (\"\": none)")
+	idleRoot := fs.String("idle-root", "..", "the solo repository whose cmd/solo -idle builds")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *idle {
+		return runIdleCommand(idleConfig{root: *idleRoot, baseline: *idleBaseline}, *quick, *bin, *out, stdout, stderr)
 	}
 	prof := fullProfile()
 	if *quick {
@@ -146,6 +153,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, err = io.WriteString(stdout, report)
 	} else {
 		err = os.WriteFile(*out, []byte(keepTail(*out, report)), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// runIdleCommand is bench -idle: it measures, then prints the section or
+// writes it into out.
+func runIdleCommand(cfg idleConfig, quick bool, redisBin, out string, stdout, stderr io.Writer) int {
+	cfg.windows, cfg.window, cfg.warmup = 3, 10*time.Second, 5*time.Second
+	if quick {
+		cfg.windows, cfg.window = 1, 4*time.Second
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	section, err := runIdle(ctx, cfg, redisBin, stderr)
+	if err == nil && out == "" {
+		_, err = io.WriteString(stdout, section)
+	} else if err == nil {
+		err = writeIdle(out, section)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)

@@ -64,7 +64,7 @@ func TestWatchConfig_EvictionPolicyKeepsRunning(t *testing.T) {
 			return evict
 		}
 		return acl
-	})
+	}, time.Tick(time.Millisecond))
 	<-ctx.Done()
 	if err := cw.stop(); err != acl || calls.Load() != 6 {
 		t.Fatalf("watch stopped on %v after %d reads, want the ACL error after 6 (the eviction policy read 5 times and passed over)", err, calls.Load())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +24,9 @@ type common struct {
 	dev    bool
 	// fenceDSN and fenceTable are --fence-dsn and --fence-table.
 	fenceDSN, fenceTable string
-	// logFormat is --log-format: auto, console or json.
-	logFormat string
+	// logFormat is --log-format: auto, console or json; logTime is
+	// --log-time.
+	logFormat, logTime string
 	// gracePeriod is --grace-period.
 	gracePeriod string
 	// set records which flags were given.
@@ -34,10 +36,14 @@ type common struct {
 	positional bool
 }
 
-// register defines the configuration flags, the same on every command
-// (run, status, resign): a flag that works on one works on all. cmd is
+// register defines the configuration flags on fs, the same on every
+// command that reads the configuration (a script that passes one to
+// status keeps working). Help lists a command's flags only: -c, --redis
+// and --name everywhere, runOnlyFlags on run alone (helpDefaults). cmd is
 // the command's name; positional says whether it takes election names as
-// arguments (status, resign), which the remedy for a missing name mentions.
+// arguments (status, resign, forget), which the remedy for a missing name
+// mentions. A command's own flags (--json, --wait …) are defined by the
+// command after register.
 func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	c.cmd, c.positional = cmd, positional
 	fs.StringVar(&c.config, "c", "", "configuration `file` (default: $SOLO_CONFIG, else ./config.yaml if present)")
@@ -51,6 +57,28 @@ func (c *common) register(fs *flag.FlagSet, cmd string, positional bool) {
 	fs.StringVar(&c.gracePeriod, "grace-period", "", "time this process gets after SIGTERM before it is killed, such as Kubernetes' terminationGracePeriodSeconds (`duration`, overrides election.grace_period); refused when shorter than solo run's exit bound")
 	fs.BoolVar(&c.dev, "dev", false, "human-readable console logs instead of JSON (same as --log-format console)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "`format` of solo's logs: auto (console when stderr is a terminal, else JSON), console or json")
+	fs.StringVar(&c.logTime, "log-time", "", "`stamp` of JSON log lines: epoch (seconds, the default) or iso8601 (UTC), overrides log.time")
+}
+
+// runOnlyFlags are the configuration flags only running uses (the lease,
+// the proclaimed value, the fence, the grace period, the logs): every
+// command accepts them, only run's help lists them.
+var runOnlyFlags = []string{"ttl", "value", "fence-dsn", "fence-table", "grace-period", "dev", "log-format", "log-time"}
+
+// helpDefaults is fs's flags as -h prints them, without runOnlyFlags
+// unless fs is run's.
+func helpDefaults(fs *flag.FlagSet) string {
+	show := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if fs.Name() == "solo run" || !slices.Contains(runOnlyFlags, f.Name) {
+			show.Var(f.Value, f.Name, f.Usage)
+			show.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	var defaults strings.Builder
+	show.SetOutput(&defaults)
+	show.PrintDefaults()
+	return doubleDash(defaults.String())
 }
 
 // flagEnv maps each override flag to the variable it is passed as; flags
@@ -63,6 +91,7 @@ var flagEnv = map[string]string{
 	"fence-dsn":    "SOLO_FENCE_DSN",
 	"fence-table":  "SOLO_FENCE_TABLE",
 	"grace-period": "SOLO_ELECTION_GRACE_PERIOD",
+	"log-time":     "SOLO_LOG_TIME",
 }
 
 // loadOne parses args (flags on fs, at most one election name) of the
@@ -114,7 +143,7 @@ func (c *common) load(fs *flag.FlagSet, env []string, name string) (config.Confi
 		env = append(env, "SOLO_ELECTION_NAME="+name)
 	}
 	for flagName, v := range map[string]string{"redis": c.redis, "name": c.name, "ttl": c.ttl, "value": c.value,
-		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable, "grace-period": c.gracePeriod} {
+		"fence-dsn": c.fenceDSN, "fence-table": c.fenceTable, "grace-period": c.gracePeriod, "log-time": c.logTime} {
 		if c.set[flagName] {
 			env = append(env, flagEnv[flagName]+"="+v)
 		}
@@ -182,11 +211,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
-		var defaults strings.Builder
-		fs.SetOutput(&defaults)
-		fs.PrintDefaults()
-		fs.SetOutput(out)
-		fmt.Fprint(out, doubleDash(defaults.String()))
+		fmt.Fprint(out, helpDefaults(fs))
 		return &codeError{code: exitOK, err: errQuiet}
 	case err != nil:
 		msg := err.Error()

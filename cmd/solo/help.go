@@ -262,14 +262,12 @@ usage:
 	var c common
 	fs := flag.NewFlagSet("common", flag.ContinueOnError)
 	c.register(fs, "", false)
-	var defaults bytes.Buffer
-	fs.SetOutput(&defaults)
-	fs.PrintDefaults()
-	fmt.Fprintf(&b, "\nFLAGS, the same on run, status, resign and forget:\n%s", doubleDash(defaults.String()))
+	shared := helpDefaults(fs)
+	fmt.Fprintf(&b, "\nFLAGS, the same on run, status, resign and forget:\n%s", shared)
 	for _, d := range commands {
 		var own []string
 		for _, n := range flagNames(flagDefaults(d.name, env)) {
-			if fs.Lookup(n) == nil {
+			if !slices.Contains(flagNames(shared), n) {
 				own = append(own, "--"+n)
 			}
 		}

@@ -172,3 +172,30 @@ func TestDidYouMean(t *testing.T) {
 		}
 	}
 }
+
+// Each command's help lists the flags that mean something to it: the
+// flags only running uses are in run's help alone (status, resign and
+// forget still accept them, as TestStatusAndResignTakeTheNameFlag checks).
+// Old code: "solo status --help lists run's flag --ttl" and each other.
+func TestHelp_RunOnlyFlagsAreRuns(t *testing.T) {
+	runOnly := []string{"--ttl", "--value", "--fence-dsn", "--fence-table", "--grace-period", "--dev", "--log-format", "--log-time"}
+	runHelp := helpOf(t, "run", "--help")
+	for _, f := range runOnly {
+		if !strings.Contains(runHelp, "  "+f+" ") && !strings.Contains(runHelp, "  "+f+"\n") {
+			t.Errorf("solo run --help lacks %s", f)
+		}
+	}
+	for _, cmd := range []string{"status", "resign", "forget"} {
+		help := helpOf(t, cmd, "--help")
+		for _, f := range append(runOnly, "--restart", "--once") {
+			if strings.Contains(help, "  "+f+" ") || strings.Contains(help, "  "+f+"\n") {
+				t.Errorf("solo %s --help lists run's flag %s", cmd, f)
+			}
+		}
+		for _, f := range []string{"-c", "--redis", "--name"} {
+			if !strings.Contains(help, "  "+f+" ") {
+				t.Errorf("solo %s --help lacks %s", cmd, f)
+			}
+		}
+	}
+}

@@ -14,7 +14,8 @@ import (
 	"github.com/solo-run/solo/internal/proctree"
 )
 
-// The keeper is solo re-executed (/proc/self/exe keeperArg ...) as a small
+// The keeper is solo re-executed (its own executable, keeperArg ...: see
+// keeperExecutable) as a small
 // process of its own between solo and the program:
 //
 //	solo ──ctl pipe──▶ keeper (own process group, child subreaper) ──▶ program tree
@@ -35,6 +36,9 @@ import (
 //   - when the program exits on its own, the rest of the tree is stopped
 //     the same way (systemd's KillMode=control-group).
 //
+// Without /proc it stops the program's process group only (see
+// signalTree); solo warns at start.
+//
 // It writes nothing to stdout or stderr (a blocked stderr must not hold it)
 // and reports to solo on the status pipe only.
 const keeperArg = "__solo_keeper"
@@ -46,18 +50,25 @@ const keeperArg = "__solo_keeper"
 // Status lines, each with AT, the keeper's wall clock (Unix ns) when it
 // acted — solo may read them late (stopped, or starved), and logs them at
 // AT: "pid <N> <AT>" once started; "sigterm <AT> <why>"; "sigkill <late ms>
-// <AT>" when it had to SIGKILL; last "exit <code> <signal> <AT> <why>" (code
-// −1 when killed by a signal) or "error <message>" when the program did not
-// start.
+// <AT> <grace ms>" when it had to SIGKILL (late: how far behind its own
+// schedule the keeper was; grace: how long after SIGTERM the SIGKILL
+// came); last "exit <code> <signal> <AT> <why>" (code −1 when killed by a
+// signal) or "error <message>" when the program did not start.
 
 // keeperMain is the keeper process: args are killAfter (ns), the initial
-// deadline (mono ns, 0 for none), "--", the program's path and argv.
+// deadline (mono ns, 0 for none), the proc filesystem's root, "--", the
+// program's path and argv.
 func keeperMain(args []string) int {
 	// The program's PDEATHSIG (if the keeper itself is SIGKILLed) is tied to
 	// the thread that forks it: this goroutine keeps its thread for good.
 	runtime.LockOSThread()
+	// Non-blocking, the pipes go through Go's poller: a read waiting on
+	// solo does not hold a thread in a system call, which keeps the
+	// runtime's monitor thread waking every few milliseconds.
+	_ = syscall.SetNonblock(3, true)
+	_ = syscall.SetNonblock(4, true)
 	ctl, st := os.NewFile(3, "ctl"), os.NewFile(4, "status")
-	if ctl == nil || st == nil || len(args) < 5 || args[2] != "--" {
+	if ctl == nil || st == nil || len(args) < 6 || args[3] != "--" {
 		return 2
 	}
 	// Neither pipe may leak into the program: solo reads EOF on the status
@@ -70,8 +81,9 @@ func keeperMain(args []string) int {
 	if err1 != nil || err2 != nil {
 		return 2
 	}
-	k := &keeper{st: st, killAfter: killAfter, deadline: deadline, self: os.Getpid()}
-	return k.run(args[3], args[4:], ctl)
+	k := &keeper{st: st, killAfter: killAfter, deadline: deadline, self: os.Getpid(),
+		procs: proctree.FS{Root: args[2]}, now: proctree.Monotonic}
+	return k.run(args[4], args[5:], ctl)
 }
 
 type keeper struct {
@@ -80,14 +92,24 @@ type keeper struct {
 	prog      int
 	killAfter int64 // ns
 	deadline  int64 // mono ns; 0: none
+	// procs is where the tree is read; without it the keeper signals the
+	// program's process group only.
+	procs proctree.FS
+	// now reads CLOCK_MONOTONIC (proctree.Monotonic; a fake in tests).
+	now func() int64
 
 	progDone   bool
 	progStatus syscall.WaitStatus
 	stopping   bool
 	why        string
 	killAt     int64 // mono ns, while stopping
-	killed     bool
-	frozen     bool // the tree was SIGSTOPped on solo's request
+	termAt     int64 // mono ns: when SIGTERM was sent
+	// stopLate is how far past the renew deadline the keeper began a stop
+	// the deadline called for: it was stopped or starved meanwhile.
+	stopLate  int64
+	killed    bool
+	groupGone bool // without /proc: the program's process group is empty
+	frozen    bool // the tree was SIGSTOPped on solo's request
 }
 
 func (k *keeper) report(format string, args ...any) {
@@ -148,8 +170,9 @@ func (k *keeper) watch(ctl *os.File, sigs <-chan os.Signal) {
 		}
 		close(msgs)
 	}()
-	safety := time.NewTicker(500 * time.Millisecond) // reaping does not rely on SIGCHLD alone
-	defer safety.Stop()
+	// Event-driven: SIGCHLD (every exit in the tree, re-parented orphans'
+	// included, since the keeper is their subreaper), solo's messages, and
+	// one timer for the next deadline. Idle, the keeper sleeps.
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -158,7 +181,7 @@ func (k *keeper) watch(ctl *os.File, sigs <-chan os.Signal) {
 		}
 		var wake <-chan time.Time
 		if at := k.nextEvent(); at != 0 {
-			timer.Reset(time.Duration(at - proctree.Monotonic()))
+			timer.Reset(time.Duration(at - k.now()))
 			wake = timer.C
 		}
 		select {
@@ -175,7 +198,6 @@ func (k *keeper) watch(ctl *os.File, sigs <-chan os.Signal) {
 				k.stop("keeper got "+s.String(), k.boundedKillAt())
 			}
 		case <-wake:
-		case <-safety.C:
 		}
 		k.timers()
 	}
@@ -203,7 +225,7 @@ func (k *keeper) reportExit() {
 func (k *keeper) nextEvent() int64 {
 	switch {
 	case k.killed:
-		return proctree.Monotonic() + int64(10*time.Millisecond)
+		return k.now() + int64(10*time.Millisecond)
 	case k.stopping:
 		return k.killAt
 	default:
@@ -213,9 +235,10 @@ func (k *keeper) nextEvent() int64 {
 
 // timers acts on the deadline and the SIGKILL time.
 func (k *keeper) timers() {
-	now := proctree.Monotonic()
+	now := k.now()
 	if !k.stopping && k.deadline != 0 && now >= k.deadline {
 		k.stop("renew deadline passed", k.deadline+k.killAfter)
+		k.stopLate = k.termAt - k.deadline
 	}
 	if k.stopping && now >= k.killAt {
 		at := time.Now()
@@ -223,7 +246,13 @@ func (k *keeper) timers() {
 		k.killed = true
 		k.signalTree(syscall.SIGKILL) // before the report: nothing may delay it
 		if first {
-			k.report("sigkill %d %d", (now-k.killAt)/int64(time.Millisecond), at.UnixNano())
+			// Measured on the monotonic clock: a keeper that was stopped
+			// (SIGSTOP) or starved wakes far past its schedule, and then
+			// gave the program a fraction of killAfter. solo tells that
+			// from a program that ignored SIGTERM.
+			late := max(now-k.killAt, k.stopLate)
+			ms := int64(time.Millisecond)
+			k.report("sigkill %d %d %d", late/ms, at.UnixNano(), (now-k.termAt)/ms)
 		}
 	}
 }
@@ -231,7 +260,7 @@ func (k *keeper) timers() {
 // boundedKillAt is the SIGKILL time of a stop beginning now: killAfter from
 // now, and never later than killAfter past the renew deadline.
 func (k *keeper) boundedKillAt() int64 {
-	at := proctree.Monotonic() + k.killAfter
+	at := k.now() + k.killAfter
 	if k.deadline != 0 {
 		at = min(at, k.deadline+k.killAfter)
 	}
@@ -276,7 +305,7 @@ func (k *keeper) stop(why string, killAt int64) {
 		k.killAt = min(k.killAt, killAt)
 		return
 	}
-	k.stopping, k.why, k.killAt = true, why, killAt
+	k.stopping, k.why, k.killAt, k.termAt = true, why, killAt, k.now()
 	at := time.Now()
 	k.signalTree(syscall.SIGTERM)
 	if k.frozen {
@@ -289,15 +318,18 @@ func (k *keeper) stop(why string, killAt int64) {
 // signalTree signals every descendant of the keeper, whatever its process
 // group or session.
 func (k *keeper) signalTree(sig syscall.Signal) {
-	ps, err := proctree.Descendants(k.self)
-	if err != nil {
-		// No /proc: the program's process group is all we can reach.
-		if !k.progDone {
-			_ = syscall.Kill(-k.prog, sig)
-		}
+	ps, err := k.procs.Descendants(k.self)
+	if err == nil {
+		k.procs.SignalAll(ps, sig)
 		return
 	}
-	proctree.SignalAll(ps, sig)
+	// No /proc: the program's process group is all the keeper can reach,
+	// also after the program exited (its ID stays the group's while the
+	// group has a member), until the group is found empty: the ID may then
+	// be reused.
+	if k.prog > 0 && !k.groupGone {
+		k.groupGone = syscall.Kill(-k.prog, sig) == syscall.ESRCH
+	}
 }
 
 // reap collects every exited child (the program, and orphans re-parented

@@ -126,8 +126,10 @@ func (s *logSink) Sync() error {
 // Close stops the draining goroutine (what is queued is lost).
 func (s *logSink) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 
-// newLogger returns JSON logs in production, console logs with dev. w must
-// be safe for concurrent use (solo run passes a logSink).
+// newLogger returns JSON logs in production, console logs with dev. JSON
+// lines stamp "ts" as cfg.Time says: epoch seconds, or ISO 8601 in UTC
+// with milliseconds. w must be safe for concurrent use (solo run passes a
+// logSink).
 func newLogger(cfg config.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(cfg.Level)
 	if err != nil {
@@ -139,7 +141,13 @@ func newLogger(cfg config.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error)
 		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
 		enc = zapcore.NewConsoleEncoder(ec)
 	} else {
-		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+		ec := zap.NewProductionEncoderConfig()
+		if cfg.Time == config.LogTimeISO8601 {
+			ec.EncodeTime = func(t time.Time, e zapcore.PrimitiveArrayEncoder) {
+				e.AppendString(t.UTC().Format(msLayout))
+			}
+		}
+		enc = zapcore.NewJSONEncoder(ec)
 	}
 	return zap.New(zapcore.NewCore(enc, w, level)), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
 )
@@ -68,5 +70,26 @@ func TestLogSink(t *testing.T) {
 	_ = log.Sync()
 	if !strings.Contains(g.String(), `"after"`) {
 		t.Fatalf("line after recovery missing:\n%s", g.String())
+	}
+}
+
+// log.time iso8601 stamps JSON lines in UTC with milliseconds; the default
+// stays epoch seconds.
+func TestNewLogger_TimeFormat(t *testing.T) {
+	for _, c := range []struct{ time, want string }{
+		{"", `"ts":1`},
+		{config.LogTimeEpoch, `"ts":1`},
+		{config.LogTimeISO8601, `"ts":"20`},
+	} {
+		var b bytes.Buffer
+		log, err := newLogger(config.LogConfig{Level: "info", Time: c.time}, zapcore.AddSync(&b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("x")
+		if !strings.HasPrefix(b.String(), `{"level":"info",`+c.want) ||
+			c.time == config.LogTimeISO8601 && !regexp.MustCompile(`"ts":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"`).MatchString(b.String()) {
+			t.Errorf("log.time %q: %s", c.time, b.String())
+		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
 	"github.com/solo-run/solo/leader"
@@ -54,6 +55,7 @@ const (
 const usage = "usage: solo run|status|resign|forget|demo|version [FLAGS] ...; solo --help for more\n"
 
 func main() {
+	hideEnviron()
 	// go-redis logs dial failures through a package-level logger of its own;
 	// solo reports them once, in its own words (see connect).
 	redis.SetLogger(quietRedis{})
@@ -66,6 +68,22 @@ func main() {
 		os.Exit(keeperMain(os.Args[2:]))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
+}
+
+// hideEnviron makes this process non-dumpable (PR_SET_DUMPABLE 0), first
+// thing, in solo and in its keeper alike (the keeper is solo re-executed,
+// and an exec makes a process dumpable again). Its environment holds
+// secrets — SOLO_REDIS_URL's password, the fence DSN's — and the kernel
+// shows a process's initial environment in /proc/PID/environ, which
+// clearing variables does not scrub: non-dumpable, that file, /proc/PID/mem
+// and ptrace are denied to every other process of the same user, the
+// program solo runs included; only root (CAP_SYS_PTRACE) can still read
+// them. The program itself is dumpable again after its exec. Side
+// effects: no core dump of solo, and a debugger must run as root.
+func hideEnviron() {
+	// It cannot fail with these arguments on Linux; were it refused, solo
+	// would run as before rather than not at all.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 }
 
 type quietRedis struct{}

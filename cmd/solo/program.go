@@ -41,8 +41,11 @@ type program struct {
 	// lease can pass to another instance.
 	killAfter time.Duration
 	// renewDeadline and status give the keeper its dead-man's deadline:
-	// LastRenew + renewDeadline of the term, polled every poll.
+	// LastRenew + renewDeadline of the term, read when the next renewal is
+	// due (renewInterval after the last) and, until it shows, at growing
+	// steps up to poll (nextPoll).
 	renewDeadline time.Duration
+	renewInterval time.Duration
 	status        func() leader.Status
 	poll          time.Duration
 	stdout        io.Writer
@@ -78,15 +81,7 @@ func (p *program) run(ctx context.Context) error {
 		lastRenew = st.LastRenew
 		return proctree.Monotonic() + int64(time.Until(st.LastRenew.Add(p.renewDeadline)))
 	}
-	env := append(append([]string(nil), p.env...),
-		"SOLO_TERM="+strconv.FormatUint(term, 10),
-		"SOLO_ELECTION="+p.election,
-		"SOLO_ID="+p.id,
-		"SOLO_JOB="+p.job,
-	)
-	if p.fenceTable != "" {
-		env = append(env, "SOLO_FENCE_TABLE="+p.fenceTable)
-	}
+	env := p.environ(term)
 	stdout, stderr := p.stdout, p.stderr
 	if p.prefix != "" {
 		pp, err := newPrefixed(p.prefix, p.stdout, p.stderr)
@@ -104,8 +99,13 @@ func (p *program) run(ctx context.Context) error {
 	log := p.log.With(zap.Int("keeper", k.pid), zap.Uint64("term", term))
 	go k.readStatus(log, p.argv, p.killAfter)
 
-	tick := time.NewTicker(p.poll)
-	defer tick.Stop()
+	poll := time.NewTimer(p.nextPoll(lastRenew, 0))
+	defer poll.Stop()
+	misses := 0
+	tick := poll.C
+	if !leading {
+		tick = nil
+	}
 	done := ctx.Done()
 	for {
 		select {
@@ -119,16 +119,56 @@ func (p *program) run(ctx context.Context) error {
 			// its own one stands.
 			k.stopCause.Store(&stopCause{err: context.Cause(ctx)})
 			k.send("T")
-		case <-tick.C:
-			if !leading || done == nil {
+		case <-tick:
+			if done == nil {
+				tick = nil // stopping: the deadline no longer moves
 				continue
 			}
 			prev := lastRenew
 			if d := deadline(); d != 0 && !lastRenew.Equal(prev) {
 				k.send("D " + strconv.FormatInt(d, 10))
+				misses = 0
+			} else {
+				misses++
 			}
+			poll.Reset(p.nextPoll(lastRenew, misses))
 		}
 	}
+}
+
+// environ is the program's environment in term: solo's without its own
+// SOLO_* variables, and the term's.
+func (p *program) environ(term uint64) []string {
+	env := append(append([]string(nil), p.env...),
+		"SOLO_TERM="+strconv.FormatUint(term, 10),
+		"SOLO_ELECTION="+p.election,
+		"SOLO_ID="+p.id,
+		"SOLO_JOB="+p.job,
+	)
+	if p.fenceTable != "" {
+		env = append(env, "SOLO_FENCE_TABLE="+p.fenceTable)
+	}
+	return env
+}
+
+// pollSlack is how long after a renewal is due solo first reads it: about
+// a round trip on a LAN.
+const pollSlack = 2 * time.Millisecond
+
+// nextPoll is how long to wait before reading the lease's status again,
+// the last renewal seen at last and misses reads since without a new one:
+// until the next renewal is due (renewInterval after the last) plus
+// pollSlack, then steps doubling from pollSlack up to poll, the longest
+// wait that still moves the keeper's deadline in time. Idle, solo thus
+// wakes about once per renewal, not every poll.
+func (p *program) nextPoll(last time.Time, misses int) time.Duration {
+	if p.renewInterval <= 0 || last.IsZero() {
+		return p.poll
+	}
+	if due := time.Until(last.Add(p.renewInterval)); due > 0 && misses == 0 {
+		return due + pollSlack
+	}
+	return min(pollSlack<<min(misses, 16), p.poll)
 }
 
 // keeperProc is one running keeper, seen from solo.
@@ -184,15 +224,43 @@ func (k *keeperProc) readStatus(log *zap.Logger, argv []string, killAfter time.D
 				logAt(log, zap.WarnLevel, keeperTime(at), "keeper stopping the program tree on its own", zap.String("why", why))
 			}
 		case "sigkill":
-			late, at, _ := strings.Cut(rest, " ")
-			logAt(log, zap.ErrorLevel, keeperTime(at), "program ignored SIGTERM: SIGKILL before the lease can pass on",
-				zap.Duration("after", killAfter), zap.String("late", late+"ms"))
+			logSIGKILL(log, rest, killAfter)
 		case "error":
 			k.startErr = rest
 		case "exit":
 			k.exitLine = rest
 		}
 	}
+}
+
+// logSIGKILL logs the keeper's "sigkill <late ms> <AT> <grace ms>". The
+// program is blamed for ignoring SIGTERM only when it had its grace: a
+// keeper that was stopped (SIGSTOP) or starved past its schedule may have
+// sent SIGKILL milliseconds after SIGTERM, and then says so instead.
+func logSIGKILL(log *zap.Logger, rest string, killAfter time.Duration) {
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return
+	}
+	late, _ := strconv.ParseInt(f[0], 10, 64)
+	at := keeperTime(f[1])
+	grace := killAfter
+	if len(f) >= 3 {
+		if ms, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+			grace = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if grace < killAfter/2 {
+		msg := "SIGKILL before the program had its grace after SIGTERM: the stop began close to the lease's bound"
+		if keeperLate := time.Duration(late) * time.Millisecond; keeperLate >= (killAfter-grace)/2 {
+			msg = "keeper was late (stopped or starved): SIGKILL came before the program had its grace after SIGTERM"
+		}
+		logAt(log, zap.ErrorLevel, at, msg, zap.Duration("grace", grace), zap.Duration("kill_after", killAfter),
+			zap.Duration("keeper_late", time.Duration(late)*time.Millisecond))
+		return
+	}
+	logAt(log, zap.ErrorLevel, at, "program ignored SIGTERM: SIGKILL before the lease can pass on",
+		zap.Duration("after", killAfter), zap.String("late", f[0]+"ms"))
 }
 
 // result turns the keeper's report into the job's result.

@@ -59,7 +59,7 @@ func (r *runState) build() error {
 	r.w = w
 	base := r.program()
 	base.election, base.id, base.status = r.lc.Name, r.elector.ID(), r.elector.Status
-	base.renewDeadline, base.poll = r.lc.RenewDeadline, pollInterval(r.lc)
+	base.renewDeadline, base.renewInterval, base.poll = r.lc.RenewDeadline, r.lc.RenewInterval, pollInterval(r.lc)
 	r.ended.Store(-1)
 	if r.dashes {
 		err = r.addProgram(base)

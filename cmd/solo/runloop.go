@@ -41,7 +41,7 @@ func (r *runState) run() error {
 	// is its report, stops on one, with exit 2.
 	var cw *configWatch
 	if r.once {
-		cw = watchConfig(r.ctx, r.cancel, func() error { return r.elector.Status().ConfigErr })
+		cw = watchConfig(r.ctx, r.cancel, func() error { return r.elector.Status().ConfigErr }, r.configSig.c)
 	}
 	err := r.w.Run(r.ctx)
 	// Never exit while a program tree lives, whatever Run returned (after

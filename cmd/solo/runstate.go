@@ -40,6 +40,7 @@ type runState struct {
 	client     redis.UniversalClient
 	reg        *prometheus.Registry
 	elector    *leader.Elector
+	configSig  *configSignal // the elector's metrics, waking watchConfig
 	lc         leader.Config // with its defaults applied
 	killAfter  time.Duration
 	wopts      []worker.Option
@@ -88,7 +89,9 @@ func (r *runState) supervise() error {
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
 	r.onClose(func() { signal.Stop(sigs) })
-	r.sup = newSupervisor(log.Named("supervisor"))
+	if r.sup, err = newSupervisor(log.Named("supervisor")); err != nil {
+		return err
+	}
 	stopReaper := make(chan struct{})
 	reaperDone := make(chan struct{})
 	go func() { defer close(reaperDone); r.sup.reapLoop(stopReaper) }()
@@ -126,7 +129,8 @@ func (r *runState) connect() error {
 	// New logs min_replicas 0 on a Sentinel client (leader.SentinelWarning)
 	// at error, in both modes, once: a spread group's electors share the
 	// client.
-	e, err := leader.New(client, lc, leader.WithLogger(r.log), leader.WithMetrics(metrics.Elector(lc.Name)))
+	r.configSig = newConfigSignal(metrics.Elector(lc.Name))
+	e, err := leader.New(client, lc, leader.WithLogger(r.log), leader.WithMetrics(r.configSig))
 	if err != nil {
 		_ = client.Close()
 		return usageErr("%w", err)

@@ -30,7 +30,7 @@ func runSpread(ctx context.Context, cfg config.Config, client redis.UniversalCli
 	}
 	lc, _ := s.Config()
 	base.poll = pollInterval(lc)
-	base.renewDeadline = lc.RenewDeadline
+	base.renewDeadline, base.renewInterval = lc.RenewDeadline, lc.RenewInterval
 	for _, j := range cfg.Jobs {
 		p := base
 		p.argv = j.Command

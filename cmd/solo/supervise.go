@@ -2,10 +2,12 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -24,6 +26,10 @@ import (
 type supervisor struct {
 	log  *zap.Logger
 	self int
+	// procs is where processes are read (proctree.Host); exe is the file
+	// keepers are started from (keeperExecutable).
+	procs proctree.FS
+	exe   string
 
 	mu      sync.Mutex // held across a keeper's fork, so a sweep never mistakes it for an orphan
 	keepers map[int]*keeperProc
@@ -39,10 +45,45 @@ type supervisor struct {
 // errSupervisorClosed is start's error once solo is on its way out.
 var errSupervisorClosed = errors.New("solo is exiting: no new program run")
 
-func newSupervisor(log *zap.Logger) *supervisor {
-	s := &supervisor{log: log, self: os.Getpid(), keepers: map[int]*keeperProc{}}
+// newSupervisor returns the supervisor of solo run, on the host's /proc;
+// an error when solo cannot find its own executable to start keepers from.
+func newSupervisor(log *zap.Logger) (*supervisor, error) {
+	exe, err := keeperExecutable(proctree.Host)
+	if err != nil {
+		return nil, usageErr("%w", err)
+	}
+	return supervisorOn(log, proctree.Host, exe), nil
+}
+
+// supervisorOn returns a supervisor reading processes from procs and
+// starting keepers from exe.
+func supervisorOn(log *zap.Logger, procs proctree.FS, exe string) *supervisor {
+	s := &supervisor{log: log, self: os.Getpid(), procs: procs, exe: exe, keepers: map[int]*keeperProc{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s
+}
+
+// keeperExecutable is the file keepers are started from: this very
+// binary. ROOT/self/exe names it even if the file was replaced or removed
+// since solo started; without a proc filesystem, the path os.Executable
+// found when the process started, else argv[0] looked up as a shell
+// would (the keeper is then whatever that file is when it starts).
+func keeperExecutable(procs proctree.FS) (string, error) {
+	self := procs.Root + "/self/exe"
+	if _, err := os.Stat(self); err == nil {
+		return self, nil
+	}
+	if p, err := os.Executable(); err == nil {
+		return p, nil
+	}
+	p, err := exec.LookPath(os.Args[0])
+	if err == nil {
+		p, err = filepath.Abs(p)
+	}
+	if err != nil {
+		return "", fmt.Errorf("solo run cannot find its own executable to start its keeper: %s/self/exe is missing (mount proc at %s) and argv[0] %q: %w", procs.Root, procs.Root, os.Args[0], err)
+	}
+	return p, nil
 }
 
 // start starts a keeper running argv (path resolved) with env.
@@ -59,8 +100,8 @@ func (s *supervisor) start(path string, argv, env []string, killAfter time.Durat
 		return nil, err
 	}
 	args := append([]string{"solo", keeperArg, strconv.FormatInt(int64(killAfter), 10),
-		strconv.FormatInt(deadline, 10), "--", path}, argv...)
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: env, Stdout: stdout, Stderr: stderr,
+		strconv.FormatInt(deadline, 10), s.procs.Root, "--", path}, argv...)
+	cmd := &exec.Cmd{Path: s.exe, Args: args, Env: env, Stdout: stdout, Stderr: stderr,
 		ExtraFiles: []*os.File{ctlR, stW},
 		// Its own process group: a terminal's Ctrl-C or Ctrl-Z reaches solo,
 		// which decides, and not the keeper.
@@ -152,25 +193,42 @@ func (s *supervisor) wait() {
 }
 
 // reapLoop makes solo a child subreaper and reaps re-parented orphans on
-// every SIGCHLD until stop closes.
+// every SIGCHLD until stop closes. It walks /proc only then: idle, it
+// sleeps. Once a keeper died without stopping its tree, it also sweeps
+// every second (a re-parented live orphan raises no SIGCHLD).
 func (s *supervisor) reapLoop(stop <-chan struct{}) {
 	if err := proctree.SetChildSubreaper(); err != nil {
 		s.log.Warn("not a child subreaper: orphans of a killed keeper go to init", zap.Error(err))
 	}
+	if !s.procs.Available() {
+		s.log.Warn("no proc filesystem: solo run stops the program's process group only; a process that leaves it (setsid, setpgid) is neither found nor stopped, and solo waits for it to exit: mount proc",
+			zap.String("proc", s.procs.Root))
+	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGCHLD)
 	defer signal.Stop(ch)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
+	var tick <-chan time.Time
 	for {
 		select {
 		case <-stop:
 			return
 		case <-ch:
-		case <-t.C:
+		case <-tick:
 		}
 		s.sweep()
+		if tick == nil && s.orphansMayLive() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			tick = t.C
+		}
 	}
+}
+
+// orphansMayLive reports whether a keeper died without stopping its tree.
+func (s *supervisor) orphansMayLive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.orphansDie
 }
 
 // sweepUntilClear sweeps until, after a keeper died without stopping its
@@ -192,8 +250,9 @@ func (s *supervisor) sweepUntilClear() {
 func (s *supervisor) sweep() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kids, err := proctree.Children(s.self)
+	kids, err := s.procs.Children(s.self)
 	if err != nil {
+		s.reapBlind()
 		return 0
 	}
 	killed := 0
@@ -202,10 +261,10 @@ func (s *supervisor) sweep() int {
 			continue
 		}
 		if s.orphansDie && c.State != 'Z' {
-			if ds, err := proctree.Descendants(c.PID); err == nil {
-				proctree.SignalAll(ds, syscall.SIGKILL)
+			if ds, err := s.procs.Descendants(c.PID); err == nil {
+				s.procs.SignalAll(ds, syscall.SIGKILL)
 			}
-			_ = proctree.Signal(c, syscall.SIGKILL)
+			_ = s.procs.Signal(c, syscall.SIGKILL)
 			s.log.Warn("killed an orphan of a keeper that died", zap.Int("pid", c.PID))
 			var ws syscall.WaitStatus
 			_, _ = syscall.Wait4(c.PID, &ws, syscall.WNOHANG, nil) // else the next sweep reaps it
@@ -218,4 +277,21 @@ func (s *supervisor) sweep() int {
 		}
 	}
 	return killed
+}
+
+// reapBlind is sweep without /proc: it reaps the exited children that are
+// not keepers, one at a time as waitid names them, and stops at a keeper
+// (os/exec reaps it, and its end sweeps again). Live orphans cannot be
+// found. s.mu is held.
+func (s *supervisor) reapBlind() {
+	for {
+		pid := proctree.ExitedChild()
+		if _, keeper := s.keepers[pid]; pid <= 0 || keeper {
+			return
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err != nil {
+			return
+		}
+	}
 }

@@ -23,28 +23,50 @@ type configWatch struct {
 	done  chan struct{}
 }
 
+// configSignal is the elector's leader.Metrics with a signal: it passes
+// every measurement on, and each configuration error also wakes C, so a
+// watch waits for one instead of polling the status.
+type configSignal struct {
+	leader.Metrics
+	c chan struct{}
+}
+
+func newConfigSignal(m leader.Metrics) *configSignal {
+	return &configSignal{Metrics: m, c: make(chan struct{}, 1)}
+}
+
+// RedisConfigError passes err on, then wakes C (never blocking: one
+// pending wake-up stands for any number).
+func (s *configSignal) RedisConfigError(err error) {
+	s.Metrics.RedisConfigError(err)
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
+}
+
 // watchConfig starts a configWatch on ctx: on an error it records it and
-// cancels solo (cancel) with errRedisConfig. An eviction policy that
-// appeared after the start (leader.ErrEvictionPolicy) does not stop solo:
-// a server-side change must not take every instance down at once; the
-// instance stays up, not ready, and recovers once it is fixed.
-func watchConfig(ctx context.Context, cancel context.CancelCauseFunc, configErr func() error) *configWatch {
+// cancels solo (cancel) with errRedisConfig. It reads configErr at once
+// and then each time wake fires: a configSignal's C, or a ticker where
+// no signal exists (a spread group), never faster than the renewals. An eviction
+// policy that appeared after the start (leader.ErrEvictionPolicy) does not
+// stop solo: a server-side change must not take every instance down at
+// once; the instance stays up, not ready, and recovers once it is fixed.
+func watchConfig[T any](ctx context.Context, cancel context.CancelCauseFunc, configErr func() error, wake <-chan T) *configWatch {
 	wctx, stop := context.WithCancel(ctx)
 	cw := &configWatch{stopW: stop, done: make(chan struct{})}
 	go func() {
 		defer close(cw.done)
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
 		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-t.C:
-			}
 			if err := configErr(); err != nil && !errors.Is(err, leader.ErrEvictionPolicy) {
 				cw.found.Store(&err)
 				cancel(errRedisConfig)
 				return
+			}
+			select {
+			case <-wctx.Done():
+				return
+			case <-wake:
 			}
 		}
 	}()

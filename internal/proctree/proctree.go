@@ -3,6 +3,9 @@
 // follows parent links. It is what lets solo's keeper stop a whole program
 // tree, including children that called setsid or double-forked (as a child
 // subreaper, the keeper inherits those orphans, so they stay descendants).
+//
+// Walking is a read of every /proc/N/stat: callers walk when they must act
+// on the tree (a stop, an orphan to reap), never on a timer while idle.
 package proctree
 
 import (
@@ -21,9 +24,28 @@ type Proc struct {
 	Start     uint64 // start time in clock ticks since boot: PID + Start names a process uniquely
 }
 
+// FS is a proc filesystem: Root is where it is mounted. Host is the
+// host's; another Root (an empty directory) stands for a system without
+// /proc in tests.
+type FS struct{ Root string }
+
+// Host is the proc filesystem at /proc.
+var Host = FS{Root: "/proc"}
+
+// Available reports whether f is a mounted proc filesystem: it shows this
+// process. Without it no descendant can be found: only a process group
+// can be signalled.
+func (f FS) Available() bool {
+	_, err := os.Stat(f.Root + "/" + strconv.Itoa(os.Getpid()) + "/stat")
+	return err == nil
+}
+
 // Stat reads /proc/PID/stat.
-func Stat(pid int) (Proc, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+func Stat(pid int) (Proc, error) { return Host.Stat(pid) }
+
+// Stat reads ROOT/PID/stat.
+func (f FS) Stat(pid int) (Proc, error) {
+	b, err := os.ReadFile(f.Root + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return Proc{}, err
 	}
@@ -54,8 +76,12 @@ func parseStat(pid int, b []byte) (Proc, error) {
 }
 
 // All returns every process /proc lists (processes, not threads).
-func All() ([]Proc, error) {
-	d, err := os.Open("/proc")
+func All() ([]Proc, error) { return Host.All() }
+
+// All returns every process f lists (processes, not threads); ErrNotMounted
+// when f does not list the calling process.
+func (f FS) All() ([]Proc, error) {
+	d, err := os.Open(f.Root)
 	if err != nil {
 		return nil, err
 	}
@@ -65,25 +91,38 @@ func All() ([]Proc, error) {
 		return nil, err
 	}
 	out := make([]Proc, 0, len(names))
+	self := strconv.Itoa(os.Getpid())
+	mounted := false
 	for _, n := range names {
+		mounted = mounted || n == self
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid <= 0 {
 			continue
 		}
-		p, err := Stat(pid)
+		p, err := f.Stat(pid)
 		if err != nil {
 			continue // gone meanwhile
 		}
 		out = append(out, p)
 	}
+	if !mounted {
+		return nil, ErrNotMounted
+	}
 	return out, nil
 }
+
+// ErrNotMounted is All's error when its root does not list the calling
+// process: no proc filesystem is mounted there (an empty directory).
+var ErrNotMounted = errors.New("proctree: no proc filesystem mounted")
 
 // Descendants returns the processes below root (not root itself), parents
 // before their children. A snapshot: processes forked meanwhile are missed,
 // so stopping a tree walks again until nothing is left.
-func Descendants(root int) ([]Proc, error) {
-	all, err := All()
+func Descendants(root int) ([]Proc, error) { return Host.Descendants(root) }
+
+// Descendants is the package's Descendants read from f.
+func (f FS) Descendants(root int) ([]Proc, error) {
+	all, err := f.All()
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +130,11 @@ func Descendants(root int) ([]Proc, error) {
 }
 
 // Children returns root's direct children.
-func Children(root int) ([]Proc, error) {
-	all, err := All()
+func Children(root int) ([]Proc, error) { return Host.Children(root) }
+
+// Children is the package's Children read from f.
+func (f FS) Children(root int) ([]Proc, error) {
+	all, err := f.All()
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +180,10 @@ func descendants(all []Proc, root int) []Proc {
 // pidfd, so a PID reused meanwhile by an unrelated process is never hit.
 // Without pidfd support (Linux < 5.3) it falls back to kill(2) after the
 // same check. A process already gone is not an error.
-func Signal(p Proc, sig syscall.Signal) error {
+func Signal(p Proc, sig syscall.Signal) error { return Host.Signal(p, sig) }
+
+// Signal is the package's Signal, checking the start time in f.
+func (f FS) Signal(p Proc, sig syscall.Signal) error {
 	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(p.PID), 0, 0)
 	if errno == syscall.ESRCH {
 		return nil
@@ -147,7 +192,7 @@ func Signal(p Proc, sig syscall.Signal) error {
 	if pidfd {
 		defer syscall.Close(int(fd))
 	}
-	now, err := Stat(p.PID)
+	now, err := f.Stat(p.PID)
 	if err != nil || now.Start != p.Start {
 		return nil // gone, or another process by now
 	}
@@ -173,10 +218,13 @@ const (
 )
 
 // SignalAll signals every process in ps; it returns how many it signalled.
-func SignalAll(ps []Proc, sig syscall.Signal) int {
+func SignalAll(ps []Proc, sig syscall.Signal) int { return Host.SignalAll(ps, sig) }
+
+// SignalAll is the package's SignalAll, checking start times in f.
+func (f FS) SignalAll(ps []Proc, sig syscall.Signal) int {
 	n := 0
 	for _, p := range ps {
-		if Signal(p, sig) == nil {
+		if f.Signal(p, sig) == nil {
 			n++
 		}
 	}
@@ -214,4 +262,21 @@ func Monotonic() int64 {
 		panic("clock_gettime(CLOCK_MONOTONIC): " + errno.Error())
 	}
 	return ts.Nano()
+}
+
+// ExitedChild returns an exited child of the calling process without
+// reaping it (waitid WEXITED|WNOHANG|WNOWAIT): 0 when none has exited.
+// It needs no /proc.
+func ExitedChild() int {
+	// siginfo_t: signo, errno, code (int32 each), then a union aligned to
+	// a pointer, whose first field for SIGCHLD is si_pid.
+	var info [128]byte
+	const pAll, wExited, wNohang, wNowait = 0, 4, 1, 0x1000000
+	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info[0])),
+		wExited|wNohang|wNowait, 0, 0)
+	if errno != 0 {
+		return 0
+	}
+	off := (12 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+	return int(*(*int32)(unsafe.Pointer(&info[off])))
 }

@@ -75,3 +75,23 @@ func TestMonotonicAdvances(t *testing.T) {
 		t.Fatalf("CLOCK_MONOTONIC advanced %dns over 10ms", d)
 	}
 }
+
+// An empty directory, or a missing one, is no proc filesystem: walking it
+// is an error, never an empty tree.
+func TestFS_NotMounted(t *testing.T) {
+	for _, root := range []string{t.TempDir(), "/nonexistent"} {
+		f := FS{Root: root}
+		if f.Available() {
+			t.Errorf("%s: Available", root)
+		}
+		if ds, err := f.Descendants(os.Getpid()); err == nil {
+			t.Errorf("%s: Descendants = %v, nil error", root, ds)
+		}
+	}
+	if !Host.Available() {
+		t.Error("/proc not Available")
+	}
+	if _, err := Host.Children(os.Getpid()); err != nil {
+		t.Error(err)
+	}
+}

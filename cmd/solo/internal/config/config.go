@@ -170,7 +170,17 @@ type LogConfig struct {
 	// Dev selects human-readable console output instead of JSON. Default
 	// false.
 	Dev bool `yaml:"dev"`
+
+	// Time is how JSON lines stamp their "ts": LogTimeEpoch (seconds since
+	// 1970 as a float, the default) or LogTimeISO8601 (UTC, milliseconds).
+	Time string `yaml:"time"`
 }
+
+// The values of log.time.
+const (
+	LogTimeEpoch   = "epoch"
+	LogTimeISO8601 = "iso8601"
+)
 
 // JobConfig is one job of the configuration file: a cron job when it has a
 // Schedule, otherwise a long-running pull job.

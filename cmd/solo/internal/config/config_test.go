@@ -77,6 +77,7 @@ func TestParse_Errors(t *testing.T) {
 		// Accepted and ignored before.
 		{name: "max failed terms in spread mode", yaml: minimal + "  mode: spread\nworker:\n  max_failed_terms: 3\n", want: `config.yaml:5: worker.max_failed_terms 3: not supported with election.mode spread (jobs never give up there): set it to 0`},
 		{name: "backoff above max", yaml: minimal + "worker:\n  restart_backoff: 1m\n", want: `config.yaml:4: worker.restart_backoff 1m0s: must not exceed worker.restart_backoff_max (30s)`},
+		{name: "bad log time", yaml: minimal + "log:\n  time: rfc3339\n", want: `config.yaml:4: log.time "rfc3339": must be epoch or iso8601`},
 		{name: "bad log level", yaml: minimal + "log:\n  level: verbose\n", want: `config.yaml:4: log.level "verbose": must be one of debug, info, warn, error`},
 		{name: "bad http addr", yaml: minimal + "http:\n  addr: \"8080\"\n", want: `config.yaml:4: http.addr "8080": want host:port, such as "127.0.0.1:8080" or ":8080"`},
 		{name: "bad fence dsn", yaml: minimal + "fence:\n  dsn: mysql://u:pw@db/app\n", want: `config.yaml:4: fence.dsn "mysql://u:xxxxx@db/app": want postgres://…, postgresql://… or sqlite:PATH`},
@@ -335,7 +336,7 @@ func TestEnvVars(t *testing.T) {
 		"SOLO_ELECTION_MIN_REPLICAS", "SOLO_ELECTION_REPLICA_TIMEOUT", "SOLO_ELECTION_VALUE", "SOLO_ELECTION_MODE",
 		"SOLO_ELECTION_GRACE_PERIOD",
 		"SOLO_WORKER_MAX_FAILURES", "SOLO_WORKER_RESTART_BACKOFF", "SOLO_WORKER_RESTART_BACKOFF_MAX", "SOLO_WORKER_MAX_FAILED_TERMS",
-		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_DSN_FILE", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV",
+		"SOLO_HTTP_ADDR", "SOLO_FENCE_DSN", "SOLO_FENCE_DSN_FILE", "SOLO_FENCE_TABLE", "SOLO_LOG_LEVEL", "SOLO_LOG_DEV", "SOLO_LOG_TIME",
 		"SOLO_SPREAD_HEARTBEAT", "SOLO_SPREAD_MEMBER_TTL", "SOLO_SPREAD_MIN_HOLD",
 	}
 	if got := EnvVars(); !slices.Equal(got, want) {
@@ -364,7 +365,7 @@ func TestLoad_FullRoundTrip(t *testing.T) {
 		Worker: worker.Policy{MaxFailures: 3, RestartBackoff: 2 * time.Second, RestartBackoffMax: time.Minute, MaxFailedTerms: 4},
 		HTTP:   HTTPConfig{Addr: "127.0.0.1:8080"},
 		Fence:  FenceConfig{DSN: "postgres://solo:secret@127.0.0.1:5432/app", Table: "app_fence"},
-		Log:    LogConfig{Level: "debug", Dev: true},
+		Log:    LogConfig{Level: "debug", Dev: true, Time: "iso8601"},
 		Spread: worker.SpreadConfig{Heartbeat: 4 * time.Second, MemberTTL: 15 * time.Second, MinHold: 20 * time.Second},
 		Jobs: []JobConfig{
 			{Name: "report", Command: []string{"sh", "-c", "echo hi"}, Schedule: "@every 10s", Misfire: worker.MisfireRunOnce, TimeZone: "Europe/Paris"},

@@ -143,8 +143,13 @@ func (c Config) validateFence() error {
 	return nil
 }
 
-// validateLog checks log.level.
+// validateLog checks log.level and log.time.
 func (c Config) validateLog() error {
+	switch c.Log.Time {
+	case "", LogTimeEpoch, LogTimeISO8601:
+	default:
+		return &Error{Key: "log.time", Value: strconv.Quote(c.Log.Time), Reason: "must be epoch or iso8601"}
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 		return nil
