@@ -74,7 +74,7 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("/leader = %d %s (%v)", code, body, err)
 	}
 	if info.Self.Role != "leader" || info.Self.ID != e.ID() || info.Holder == nil || info.Holder.ID != e.ID() || info.Holder.Term != e.Term() ||
-		info.Holder.LeaseTTLMillis != cfg.TTL.Milliseconds() || info.Holder.TTLLeftMillis <= 0 || info.Holder.RenewMillis != e.Config().RenewInterval.Milliseconds() ||
+		info.Holder.LeaseTTL != cfg.TTL || info.Holder.TTLLeft <= 0 || info.Holder.RenewInterval != e.Config().RenewInterval.Truncate(time.Millisecond) ||
 		info.Holder.Value != cfg.Value || info.Holder.LastRenew.IsZero() || info.Candidates == nil {
 		t.Fatalf("/leader = %s", body)
 	}
@@ -294,7 +294,7 @@ func TestLeader_FloodSendsNoRedisCommands(t *testing.T) {
 	}
 	check("a Worker", worker.Handler(w), func(b []byte) bool {
 		var info leaderBody
-		return json.Unmarshal(b, &info) == nil && info.Holder != nil && info.Holder.ID == holder.ID() && info.Holder.TTLLeftMillis > 0
+		return json.Unmarshal(b, &info) == nil && info.Holder != nil && info.Holder.ID == holder.ID() && info.Holder.TTLLeft > 0
 	})
 
 	s, err := worker.NewSpread(client, leader.Config{Name: "floodgroup", TTL: 10 * time.Second}, worker.SpreadConfig{})

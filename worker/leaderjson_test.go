@@ -13,9 +13,9 @@ import (
 // leaderBody is /leader's JSON body as a client reads it (the worker's own
 // types are unexported: the body, not a Go type, is the interface).
 type leaderBody struct {
-	Election   string      `json:"election"`
-	Holder     *holderBody `json:"holder"`
-	Candidates []string    `json:"candidates"`
+	Election   string         `json:"election"`
+	Holder     *leader.Holder `json:"holder"` // its JSON form
+	Candidates []string       `json:"candidates"`
 	Self       struct {
 		ID        string    `json:"id"`
 		Role      string    `json:"role"`
@@ -24,20 +24,6 @@ type leaderBody struct {
 		LastRenew time.Time `json:"last_renew"`
 	} `json:"self"`
 	Error string `json:"error"`
-}
-
-// holderBody is the "holder" object of /leader.
-type holderBody struct {
-	ID              string    `json:"id"`
-	Term            uint64    `json:"term"`
-	Since           time.Time `json:"since"`
-	LeaseTTLMillis  int64     `json:"lease_ttl_ms"`
-	TTLLeftMillis   int64     `json:"ttl_left_ms"`
-	RenewMillis     int64     `json:"renew_interval_ms"`
-	LastRenew       time.Time `json:"last_renew"`
-	Value           string    `json:"value"`
-	Protocol        int       `json:"protocol"`
-	MinPeerProtocol int       `json:"min_peer_protocol"`
 }
 
 // spreadBody is a Spread's /leader body.
@@ -50,11 +36,11 @@ type spreadBody struct {
 	} `json:"members"`
 	Share int `json:"share"`
 	Jobs  []struct {
-		Job      string      `json:"job"`
-		Election string      `json:"election"`
-		Instance string      `json:"instance"`
-		Holder   *holderBody `json:"holder"`
-		Self     bool        `json:"self"`
+		Job      string         `json:"job"`
+		Election string         `json:"election"`
+		Instance string         `json:"instance"`
+		Holder   *leader.Holder `json:"holder"`
+		Self     bool           `json:"self"`
 	} `json:"jobs"`
 	Conflict string `json:"conflict"`
 	Error    string `json:"error"`

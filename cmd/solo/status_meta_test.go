@@ -14,6 +14,7 @@ import (
 
 	"github.com/solo-run/solo/internal/jsonshape"
 	"github.com/solo-run/solo/internal/redistest"
+	"github.com/solo-run/solo/leader"
 )
 
 // Old code: with a leader at --ttl 4s,
@@ -32,16 +33,7 @@ func TestStatus_HolderTimingsValueAndCandidates(t *testing.T) {
 
 	// The reader has the default TTL (10s) and knows nothing of the holder's.
 	reader := append(os.Environ(), "SOLO_CONFIG=/dev/null", "SOLO_REDIS_URL="+url)
-	type holder struct {
-		ID        string    `json:"id"`
-		Term      uint64    `json:"term"`
-		Since     time.Time `json:"since"`
-		LeaseTTL  int64     `json:"lease_ttl_ms"`
-		TTLLeft   int64     `json:"ttl_left_ms"`
-		Renew     int64     `json:"renew_interval_ms"`
-		LastRenew time.Time `json:"last_renew"`
-		Value     string    `json:"value"`
-	}
+	type holder = leader.Holder // its JSON form
 	var rows []struct {
 		Election   string   `json:"election"`
 		Holder     *holder  `json:"holder"`
@@ -56,8 +48,8 @@ func TestStatus_HolderTimingsValueAndCandidates(t *testing.T) {
 			len(rows[0].Candidates) == 1 && strings.HasPrefix(rows[0].Candidates[0], "b-")
 	})
 	h := rows[0].Holder
-	if h == nil || !strings.HasPrefix(h.ID, "a-") || h.LeaseTTL != 4000 || h.Renew != 600 || h.Value != "10.0.0.7:8080" ||
-		h.TTLLeft <= 0 || h.TTLLeft > 4000 || h.LastRenew.Before(h.Since) || time.Since(h.LastRenew) > 4*time.Second {
+	if h == nil || !strings.HasPrefix(h.ID, "a-") || h.LeaseTTL != 4*time.Second || h.RenewInterval != 600*time.Millisecond || h.Value != "10.0.0.7:8080" ||
+		h.TTLLeft <= 0 || h.TTLLeft > 4*time.Second || h.LastRenew.Before(h.Since) || time.Since(h.LastRenew) > 4*time.Second {
 		t.Fatalf("status --json: want a- holding with its TTL 4s, renew 600ms, its value, and a last renewal within the term:\n%s", text)
 	}
 	checkMsTimes(t, text)
@@ -130,12 +122,7 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 	url := "redis://" + srv.Addr()
 	startSolo(t, spreadEnv(t, url, "ia"), "run")
 	reader := spreadEnv(t, url, "reader")
-	type holder struct {
-		ID       string `json:"id"`
-		LeaseTTL int64  `json:"lease_ttl_ms"`
-		TTLLeft  int64  `json:"ttl_left_ms"`
-		Renew    int64  `json:"renew_interval_ms"`
-	}
+	type holder = leader.Holder
 	type job struct {
 		Job        string   `json:"job"`
 		Election   string   `json:"election"`
@@ -159,9 +146,9 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 		if j.Job != want || j.Election != "grp."+want || !strings.HasPrefix(j.Instance, "ia-") || j.Candidates == nil {
 			t.Errorf("spread job %d = %+v, want job %s, election grp.%s, instance ia-…, candidates", i, j, want, want)
 		}
-		if h := j.Holder; h.LeaseTTL != 2000 || h.TTLLeft <= 0 || h.TTLLeft > 2000 || h.Renew != 600 {
-			t.Errorf("spread job %s: lease_ttl_ms %d, ttl_left_ms %d, renew_interval_ms %d, want the holder's TTL 2000, time left in ttl_left_ms, renew 600:\n%s",
-				want, h.LeaseTTL, h.TTLLeft, h.Renew, text)
+		if h := j.Holder; h.LeaseTTL != 2*time.Second || h.TTLLeft <= 0 || h.TTLLeft > 2*time.Second || h.RenewInterval != 600*time.Millisecond {
+			t.Errorf("spread job %s: lease_ttl_ms %s, ttl_left_ms %s, renew_interval_ms %s, want the holder's TTL 2s, time left in ttl_left_ms, renew 600ms:\n%s",
+				want, h.LeaseTTL, h.TTLLeft, h.RenewInterval, text)
 		}
 	}
 	checkMsTimes(t, text)
