@@ -141,10 +141,11 @@ func okHandler() http.Handler {
 }
 
 // TestHTTPServer_CapsConnections: NewHTTPServer's server keeps at most
-// MaxConns connections open; the next waits, unserved, until one closes.
-// Before, solo's server accepted every connection and kept each idle one
-// for ever (only a ReadHeaderTimeout): about 12,000 of them took solo
-// past its 256Mi limit.
+// MaxConns connections open: with that many waiting for their request,
+// the next waits, unserved, until one closes; idle keep-alive connections
+// give their place up to it at once. Before, solo's server accepted every
+// connection and kept each idle one for ever (only a ReadHeaderTimeout):
+// about 12,000 of them took solo past its 256Mi limit.
 func TestHTTPServer_CapsConnections(t *testing.T) {
 	hs := worker.NewHTTPServer(okHandler())
 	if hs.ReadHeaderTimeout <= 0 || hs.ReadTimeout <= 0 || hs.WriteTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxConns <= 0 || hs.MaxConns > 1000 {
@@ -152,39 +153,62 @@ func TestHTTPServer_CapsConnections(t *testing.T) {
 			hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout, hs.IdleTimeout, hs.MaxConns)
 	}
 	addr := serveHTTP(t, hs)
-	var open []net.Conn
-	defer func() {
-		for _, c := range open {
-			c.Close()
-		}
-	}()
-	for i := range hs.MaxConns { // each served, then idle and kept alive
+	dial := func() net.Conn {
+		t.Helper()
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		open = append(open, c)
-		if err := get1(c, bufio.NewReader(c)); err != nil {
-			t.Fatalf("connection %d: %v", i+1, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	// Connections that have not sent their request yet (slow clients)
+	// hold their place: the next is not served.
+	var slow []net.Conn
+	for range hs.MaxConns {
+		slow = append(slow, dial())
+	}
+	for _, c := range slow { // each sends part of its header, slowly
+		if _, err := io.WriteString(c, "GET /livez HTTP/1.1\r\nHost: solo\r\n"); err != nil {
+			t.Fatal(err)
 		}
 	}
-	extra, err := net.Dial("tcp", addr) // the kernel's backlog takes it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer extra.Close()
+	extra := dial() // the kernel's backlog takes it
 	r := bufio.NewReader(extra)
 	_ = extra.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if err := get1(extra, r); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("connection %d of a cap of %d: %v, want it unserved while the others are open", hs.MaxConns+1, hs.MaxConns, err)
 	}
-	open[0].Close()
+	slow[0].Close()
 	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(r, nil) // the request already sent
 	if err != nil {
 		t.Fatalf("once a connection closed, the waiting one: %v", err)
 	}
 	resp.Body.Close()
+
+	// Idle keep-alive connections make room: the server closes them.
+	for _, c := range slow[1:] {
+		c.Close()
+	}
+	var idle []net.Conn
+	for i := range hs.MaxConns - 1 { // with extra, the cap
+		c := dial()
+		if err := get1(c, bufio.NewReader(c)); err != nil {
+			t.Fatalf("connection %d: %v", i+1, err)
+		}
+		idle = append(idle, c)
+	}
+	probe := dial()
+	_ = probe.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := get1(probe, bufio.NewReader(probe)); err != nil {
+		t.Fatalf("a probe with %d idle connections open: %v, want it served", hs.MaxConns, err)
+	}
+	_ = idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := idle[0].Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("an idle connection at the cap: read %d, %v; want it closed (EOF)", n, err)
+	}
 }
 
 // TestHTTPServer_ClosesIdleConnections: an idle keep-alive connection is

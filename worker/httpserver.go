@@ -14,6 +14,9 @@ const (
 	httpWriteTimeout      = 15 * time.Second
 	httpIdleTimeout       = 60 * time.Second
 	httpMaxConns          = 128
+	// fullRetry is how often Serve, at the cap, frees the connections
+	// that turned idle.
+	fullRetry = 100 * time.Millisecond
 )
 
 // HTTPServer is the server of solo's endpoints (/livez, /readyz, /leader,
@@ -24,9 +27,11 @@ const (
 // the embedded http.Server would skip the cap).
 type HTTPServer struct {
 	*http.Server
-	// MaxConns is the most connections open at once: Serve accepts no
-	// other until one closes (the rest wait in the kernel's listen
-	// backlog). Zero or less: no cap.
+	// MaxConns is the most connections open at once. At the cap, Serve
+	// first closes the idle keep-alive connections, then accepts no other
+	// until one closes (the rest wait in the kernel's listen backlog), so
+	// clients that idle cannot keep the kubelet's probes out. Zero or
+	// less: no cap.
 	MaxConns int
 }
 
@@ -52,16 +57,23 @@ func NewHTTPServer(h http.Handler) *HTTPServer {
 // until Shutdown or Close, as http.Server.Serve does (it closes ln).
 func (s *HTTPServer) Serve(ln net.Listener) error {
 	if s.MaxConns > 0 {
-		ln = &limitListener{Listener: ln, slots: make(chan struct{}, s.MaxConns), closed: make(chan struct{})}
+		ln = &limitListener{Listener: ln, slots: make(chan struct{}, s.MaxConns), closed: make(chan struct{}),
+			full: func() {
+				// Closes the idle connections; keep-alive stays on.
+				s.SetKeepAlivesEnabled(false)
+				s.SetKeepAlivesEnabled(true)
+			}}
 	}
 	return s.Server.Serve(ln)
 }
 
 // limitListener accepts a connection only while fewer than cap(slots) of
-// those it accepted are open.
+// those it accepted are open; while none is free it calls full, at once
+// and every fullRetry.
 type limitListener struct {
 	net.Listener
 	slots     chan struct{} // one token per open connection
+	full      func()        // frees what it can: the idle connections
 	closed    chan struct{} // closed by Close: Accept stops waiting for a slot
 	closeOnce sync.Once
 }
@@ -69,8 +81,23 @@ type limitListener struct {
 func (l *limitListener) Accept() (net.Conn, error) {
 	select {
 	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
+	default:
+		// At the cap: free the idle connections, and those that turn idle
+		// while Accept waits (a connection just accepted is not idle yet).
+		l.full()
+		tick := time.NewTicker(fullRetry)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case l.slots <- struct{}{}:
+				break wait
+			case <-tick.C:
+				l.full()
+			case <-l.closed:
+				return nil, net.ErrClosed
+			}
+		}
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
