@@ -81,13 +81,15 @@ func (s *Spread) info(ctx context.Context, reads *readCache[string, assignmentsR
 	info := spreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit, Conflict: s.conflict}
 	units := s.units
 	self := map[string]bool{}
-	var key strings.Builder
 	for _, u := range units {
 		self[u.name] = u.held
-		h := u.e.Status().Holder
-		fmt.Fprintf(&key, "%s %t %d %s\n", u.name, u.held, h.Term, h.ID)
 	}
 	s.mu.Unlock()
+	var key strings.Builder
+	for _, u := range units {
+		h := u.e.Status().Holder
+		fmt.Fprintf(&key, "%s %t %d %s\n", u.name, self[u.name], h.Term, h.ID)
+	}
 	r, age, err := reads.get(ctx, key.String())
 	if err == nil {
 		err = r.err
