@@ -135,7 +135,7 @@ func (c *campaign) attempt(ctx context.Context) termEnd {
 	case Held:
 		c.listed = true
 		c.observe(rec.Lease)
-		return termEnd{pause: c.followWait(rec.TTL), wake: true}
+		return termEnd{pause: c.followWait(rec.TTLLeft), wake: true}
 	case Adopted:
 		if rec.Term <= e.lastTerm {
 			// A lease of a term that already ended here (its function

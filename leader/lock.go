@@ -72,7 +72,7 @@ func parseLease(s string) (Lease, bool) {
 type Record struct {
 	Lease
 	// TTL is the time left on the lease when the store answered.
-	TTL time.Duration
+	TTLLeft time.Duration
 	// LeaseTTL is the lease length the holder acquires and renews with
 	// (Inspect only).
 	LeaseTTL time.Duration

@@ -10,34 +10,37 @@ import (
 )
 
 // Holder describes the current leader of an election as Redis reports it.
+// Its JSON form (MarshalJSON) is the "holder" object of /leader and of
+// `solo status --json`.
 type Holder struct {
 	// ID is the holder's candidate ID.
-	ID string `json:"id"`
+	ID string
 	// Term is the holder's fencing term.
-	Term uint64 `json:"term"`
-	// TTL is the time left on the lease when Redis answered.
-	TTL time.Duration `json:"ttl"`
+	Term uint64
+	// TTLLeft is the time left on the lease when Redis answered.
+	TTLLeft time.Duration
 	// Since is when the term began, on the Redis server's clock: as the
 	// holder recorded it, else read off the term (docs/design.md, "Redis
 	// data, per election").
-	Since time.Time `json:"since"`
-	// LeaseTTL is the lease length the holder uses, from the info it keeps
-	// beside the lease; zero when unknown (a lease taken by an older solo).
-	LeaseTTL time.Duration `json:"lease_ttl"`
+	Since time.Time
+	// LeaseTTL is the lease length the holder uses (its Config.TTL), from
+	// the info it keeps beside the lease; zero when unknown (a lease taken
+	// by an older solo).
+	LeaseTTL time.Duration
 	// RenewInterval is how often the holder renews; zero when unknown.
-	RenewInterval time.Duration `json:"renew_interval"`
+	RenewInterval time.Duration
 	// LastRenew estimates the holder's last renewal on the caller's clock
-	// as now − (LeaseTTL − TTL left); zero when LeaseTTL is unknown (the
+	// as now − (LeaseTTL − TTLLeft); zero when LeaseTTL is unknown (the
 	// reader's own TTL says nothing about the holder's).
-	LastRenew time.Time `json:"last_renew"`
+	LastRenew time.Time
 	// Value is the value the holder proclaims (Config.Value,
 	// Elector.Proclaim); empty when none.
-	Value string `json:"value"`
+	Value string
 	// Protocol is the protocol the holder speaks and MinPeerProtocol the
 	// oldest it shares an election with; zero when the holder recorded
 	// none (a solo before v0.1.0, which speaks protocol 1).
-	Protocol        int `json:"protocol"`
-	MinPeerProtocol int `json:"min_peer_protocol"`
+	Protocol        int
+	MinPeerProtocol int
 }
 
 // View is an election as one read of Redis shows it.
@@ -130,14 +133,14 @@ func lockFor(client redis.UniversalClient, cfg Config) (*RedisStore, Config, err
 }
 
 func holderOf(rec Record, now time.Time) Holder {
-	h := Holder{ID: rec.ID, Term: rec.Term, TTL: rec.TTL, Since: rec.Since,
+	h := Holder{ID: rec.ID, Term: rec.Term, TTLLeft: rec.TTLLeft, Since: rec.Since,
 		LeaseTTL: rec.LeaseTTL, RenewInterval: rec.RenewInterval, Value: rec.Value,
 		Protocol: rec.Protocol, MinPeerProtocol: rec.MinPeerProtocol}
 	if h.Since.IsZero() && rec.Term <= 1<<62 {
 		h.Since = time.UnixMicro(int64(rec.Term))
 	}
-	if rec.TTL > 0 && rec.TTL <= h.LeaseTTL {
-		h.LastRenew = now.Add(-(h.LeaseTTL - rec.TTL))
+	if rec.TTLLeft > 0 && rec.TTLLeft <= h.LeaseTTL {
+		h.LastRenew = now.Add(-(h.LeaseTTL - rec.TTLLeft))
 	}
 	return h
 }

@@ -165,7 +165,7 @@ func (o *observer) inspect(ctx context.Context) time.Duration {
 		o.emit(TransitionElected, h)
 	}
 	o.cur = h
-	return rec.TTL + time.Millisecond
+	return rec.TTLLeft + time.Millisecond
 }
 
 func (o *observer) emit(kind Transition, h Holder) {

@@ -45,7 +45,7 @@ func TestRedis_ProtocolSkew(t *testing.T) {
 		if !errors.As(err, &pe) || !errors.Is(err, leader.ErrProtocolSkew) || o != leader.Held {
 			t.Fatalf("%s: %v %+v %v, want a *ProtocolError", what, o, rec, err)
 		}
-		if pe.Holder != holder || pe.Protocol != p || pe.MinPeer != m || rec.Lease != holder || rec.TTL <= 0 {
+		if pe.Holder != holder || pe.Protocol != p || pe.MinPeer != m || rec.Lease != holder || rec.TTLLeft <= 0 {
 			t.Fatalf("%s: %+v (record %+v), want holder %v speaking %d from %d", what, pe, rec, holder, p, m)
 		}
 		if _, err := c.ZScore(ctx, cfg.CandidatesKey(), id).Result(); err == nil {

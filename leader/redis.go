@@ -213,7 +213,7 @@ func (l *RedisStore) Inspect(ctx context.Context) (Record, error) {
 		return Record{}, fmt.Errorf("inspect %s: malformed lease %q", l.leaseKey, v)
 	}
 	pttl, _ := res[1].(int64)
-	rec.Lease, rec.TTL = lease, time.Duration(pttl)*time.Millisecond
+	rec.Lease, rec.TTLLeft = lease, time.Duration(pttl)*time.Millisecond
 	flat, _ := res[2].([]any)
 	parseInfo(&rec, flat, v)
 	return rec, nil
@@ -388,7 +388,7 @@ func parseAcquire(res any, proto, protoMin int) (Outcome, Record, error) {
 	if !ok {
 		return Held, Record{}, fmt.Errorf("malformed lease %q", v)
 	}
-	rec := Record{Lease: lease, TTL: time.Duration(pttl) * time.Millisecond}
+	rec := Record{Lease: lease, TTLLeft: time.Duration(pttl) * time.Millisecond}
 	switch code {
 	case 1:
 		return Acquired, rec, nil

@@ -620,7 +620,7 @@ func TestRedis_RenewAndReleaseCompareTheExactValue(t *testing.T) {
 		t.Fatalf("b's lease became %q with %s left: touched by a stale renew or release", got, pttl)
 	}
 	h, err := leader.Lookup(ctx, c, cfg)
-	if err != nil || h.ID != "b" || h.Term != bRec.Term || h.TTL <= 0 {
+	if err != nil || h.ID != "b" || h.Term != bRec.Term || h.TTLLeft <= 0 {
 		t.Fatalf("Lookup() = %+v, %v", h, err)
 	}
 	if err := lock.Release(ctx, bRec.Lease); err != nil {
@@ -930,7 +930,7 @@ func TestRedis_AcquireRefusedWhileSpreadGroupLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, rec, err := lock.Acquire(ctx, "a", time.Minute)
-	if !errors.Is(err, leader.ErrSpreadGroupLive) || o != leader.Held || rec.ID != "m-1" || rec.TTL <= 0 {
+	if !errors.Is(err, leader.ErrSpreadGroupLive) || o != leader.Held || rec.ID != "m-1" || rec.TTLLeft <= 0 {
 		t.Fatalf("Acquire beside a live spread member = %v %+v %v, want Held by m-1 and ErrSpreadGroupLive", o, rec, err)
 	}
 	if n := c.Exists(ctx, cfg.LeaseKey(), cfg.TermKey()).Val(); n != 0 {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 
+	"github.com/solo-run/solo/internal/msjson"
 	"github.com/solo-run/solo/leader"
 )
 
@@ -14,9 +14,10 @@ import (
 // nobody does), "candidates" who waits for it, "self" this instance.
 type leaderInfo struct {
 	Election string `json:"election"`
-	// Holder is the current lease holder as Redis reports it; nil when
-	// nobody leads (or Redis could not be asked: see Error).
-	Holder *holderInfo `json:"holder"`
+	// Holder is the current lease holder as Redis last reported it
+	// (leader.Holder's JSON form); nil when nobody leads (or Redis could
+	// not be asked: see Error).
+	Holder *leader.Holder `json:"holder"`
 	// Candidates are the IDs of the candidates waiting for the lease,
 	// sorted; never null.
 	Candidates []string `json:"candidates"`
@@ -24,41 +25,6 @@ type leaderInfo struct {
 	Self selfInfo `json:"self"`
 	// Error is set when Redis could not be asked.
 	Error string `json:"error,omitempty"`
-}
-
-// holderInfo describes the lease holder: the JSON "holder" object of
-// /leader and of `solo status --json`. A field the holder did not record
-// (a lease taken by an older solo) is left out.
-type holderInfo struct {
-	ID   string `json:"id"`
-	Term uint64 `json:"term"`
-	// Since is when the term began.
-	Since time.Time `json:"since"`
-	// TTLMillis is the lease length the holder uses.
-	TTLMillis int64 `json:"ttl_ms,omitempty"`
-	// TTLLeftMillis is the time left on the lease when Redis answered.
-	TTLLeftMillis int64 `json:"ttl_left_ms"`
-	// RenewMillis is the holder's renew interval.
-	RenewMillis int64 `json:"renew_ms,omitempty"`
-	// LastRenew estimates the holder's last renewal (from its own TTL).
-	LastRenew time.Time `json:"last_renew,omitzero"`
-	// Value is the value the holder proclaims (election.value).
-	Value string `json:"value,omitempty"`
-	// Protocol is the protocol the holder speaks and ProtocolMin the
-	// oldest it shares an election with (leader.Protocol); left out when
-	// the holder recorded none (a solo before v0.1.0: protocol 1).
-	Protocol    int `json:"protocol,omitempty"`
-	ProtocolMin int `json:"protocol_min,omitempty"`
-}
-
-// newHolderInfo returns h in the JSON vocabulary of /leader.
-func newHolderInfo(h leader.Holder) *holderInfo {
-	return &holderInfo{
-		ID: h.ID, Term: h.Term, Since: h.Since,
-		TTLMillis: h.LeaseTTL.Milliseconds(), TTLLeftMillis: h.TTL.Milliseconds(),
-		RenewMillis: h.RenewInterval.Milliseconds(), LastRenew: h.LastRenew, Value: h.Value,
-		Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol,
-	}
 }
 
 // selfInfo is this instance's view of its own leadership.
@@ -69,13 +35,29 @@ type selfInfo struct {
 	Role string `json:"role"`
 	// Term, Since and LastRenew are set while this instance leads, on its
 	// own clock.
-	Term      uint64    `json:"term,omitempty"`
-	Since     time.Time `json:"since,omitzero"`
-	LastRenew time.Time `json:"last_renew,omitzero"`
+	Term      uint64      `json:"term,omitempty"`
+	Since     msjson.Time `json:"since,omitzero"`
+	LastRenew msjson.Time `json:"last_renew,omitzero"`
 }
 
-// info returns what /leader serves: one Redis round trip.
-func (w *Worker) info(ctx context.Context) leaderInfo {
+// viewRead is one read of the election for /leader.
+type viewRead struct {
+	view leader.View
+	err  error
+}
+
+// viewKey is what the elector itself knows of the election: a read made
+// under another key is not served (a new term here, a new holder seen).
+type viewKey struct {
+	leading bool
+	term    uint64
+	holder  leader.Lease
+}
+
+// info returns what /leader serves: this instance's own state as its
+// elector knows it now, and the holder and candidates as a read of Redis
+// shared through reads.
+func (w *Worker) info(ctx context.Context, reads *readCache[viewKey, viewRead]) leaderInfo {
 	e := w.elector
 	st := e.Status()
 	info := leaderInfo{
@@ -90,24 +72,28 @@ func (w *Worker) info(ctx context.Context) leaderInfo {
 		info.Self.Role = "always"
 	case st.Leading:
 		info.Self.Role = "leader"
-		info.Self.Term, info.Self.Since, info.Self.LastRenew = st.Term, st.Since, st.LastRenew
+		info.Self.Term, info.Self.Since, info.Self.LastRenew = st.Term, msjson.Time(st.Since), msjson.Time(st.LastRenew)
 	}
-	v, err := e.View(ctx)
+	r, age, err := reads.get(ctx, viewKey{st.Leading, st.Term, st.Holder})
+	if err == nil {
+		err = r.err
+	}
 	if err != nil {
 		info.Error = err.Error()
 		return info
 	}
-	if v.Holder != nil {
-		info.Holder = newHolderInfo(*v.Holder)
-	}
-	if v.Candidates != nil {
-		info.Candidates = v.Candidates
+	info.Holder = aged(r.view.Holder, age)
+	if r.view.Candidates != nil {
+		info.Candidates = r.view.Candidates
 	}
 	return info
 }
 
 // Handler serves /livez, /readyz and /leader (the election as JSON:
 // election, holder, candidates, self); none depends on being leader.
+// /leader answers from the elector's own state and a read of Redis
+// shared by every request for up to leaderMaxAge (a new term or holder
+// seen reads again): a flood of requests adds no Redis round trips.
 // /livez fails (503) only while the renewal loop is wedged
 // (leader.Elector.Healthy), never because Redis is down; /readyz fails once
 // the worker gave up (ErrGaveUp), while Redis refuses its calls as a
@@ -159,8 +145,12 @@ func Handler(w *Worker) http.Handler {
 		}
 		writeText(rw, http.StatusOK, readyBody(w.elector.Status(), w.mode))
 	})
+	reads := newReadCache[viewKey](func(ctx context.Context) viewRead {
+		v, err := w.elector.View(ctx)
+		return viewRead{v, err}
+	})
 	handleLeader(mux, func(ctx context.Context) (any, bool) {
-		info := w.info(ctx)
+		info := w.info(ctx, reads)
 		return info, info.Error != ""
 	})
 	return mux
@@ -187,13 +177,11 @@ func writeText(rw http.ResponseWriter, code int, body string) {
 	_, _ = rw.Write([]byte(body + "\n"))
 }
 
-// handleLeader adds to mux GET /leader, which serves info (asked within
-// 2 s) as indented JSON, with 503 when info reports it failed.
+// handleLeader adds to mux GET /leader, which serves info as indented
+// JSON, with 503 when info reports it failed.
 func handleLeader(mux *http.ServeMux, info func(context.Context) (body any, failed bool)) {
 	mux.HandleFunc("GET /leader", func(rw http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		body, failed := info(ctx)
+		body, failed := info(r.Context())
 		rw.Header().Set("Content-Type", "application/json")
 		if failed {
 			rw.WriteHeader(http.StatusServiceUnavailable)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,24 +56,27 @@ type Assignment struct {
 // instance (left out when empty), holder (null when nobody holds it) and
 // self.
 func (a Assignment) MarshalJSON() ([]byte, error) {
-	// The holder in elect mode's words (/leader of a Worker): ttl_ms is
-	// the lease length, ttl_left_ms the time left, renew_ms and value as
-	// the holder recorded them.
-	var h *holderInfo
-	if a.Holder != nil {
-		h = newHolderInfo(*a.Holder)
-	}
+	// The holder in elect mode's words (/leader of a Worker):
+	// leader.Holder's JSON form.
 	return json.Marshal(struct {
-		Job      string      `json:"job"`
-		Election string      `json:"election"`
-		Instance string      `json:"instance,omitempty"`
-		Holder   *holderInfo `json:"holder"`
-		Self     bool        `json:"self"`
-	}{a.Job, a.Election, a.Instance, h, a.Self})
+		Job      string         `json:"job"`
+		Election string         `json:"election"`
+		Instance string         `json:"instance,omitempty"`
+		Holder   *leader.Holder `json:"holder"`
+		Self     bool           `json:"self"`
+	}{a.Job, a.Election, a.Instance, a.Holder, a.Self})
 }
 
-// info returns what /leader serves: one Redis round trip per job.
-func (s *Spread) info(ctx context.Context) spreadInfo {
+// assignmentsRead is one read of a group's assignment for /leader.
+type assignmentsRead struct {
+	jobs []Assignment
+	err  error
+}
+
+// info returns what /leader serves: the group as this instance knows it
+// now, and the jobs' holders as a read of Redis shared through reads (one
+// round trip per job), keyed by what the jobs' electors know.
+func (s *Spread) info(ctx context.Context, reads *readCache[string, assignmentsRead]) spreadInfo {
 	s.mu.Lock()
 	info := spreadInfo{Group: s.cfg.Name, Member: s.member, Members: append([]Member(nil), s.members...), Share: s.limit, Conflict: s.conflict}
 	units := s.units
@@ -80,6 +84,33 @@ func (s *Spread) info(ctx context.Context) spreadInfo {
 	for _, u := range units {
 		self[u.name] = u.held
 	}
+	s.mu.Unlock()
+	var key strings.Builder
+	for _, u := range units {
+		h := u.e.Status().Holder
+		fmt.Fprintf(&key, "%s %t %d %s\n", u.name, self[u.name], h.Term, h.ID)
+	}
+	r, age, err := reads.get(ctx, key.String())
+	if err == nil {
+		err = r.err
+	}
+	if err != nil {
+		info.Error = err.Error()
+	}
+	info.Jobs = make([]Assignment, len(r.jobs))
+	for i, a := range r.jobs {
+		a.Holder = aged(a.Holder, age)
+		a.Self = self[a.Job]
+		info.Jobs[i] = a
+	}
+	return info
+}
+
+// jobNames are the names of the group's jobs in the order /leader lists
+// them: the units of the running group, else the registered jobs.
+func (s *Spread) jobNames() []string {
+	s.mu.Lock()
+	units := s.units
 	s.mu.Unlock()
 	var names []string
 	if units == nil { // not running yet: the registered jobs
@@ -94,15 +125,7 @@ func (s *Spread) info(ctx context.Context) spreadInfo {
 			names = append(names, u.name)
 		}
 	}
-	jobs, err := LookupAssignments(ctx, s.client, s.cfg, names)
-	for i := range jobs {
-		jobs[i].Self = self[jobs[i].Job]
-	}
-	info.Jobs = jobs
-	if err != nil {
-		info.Error = err.Error()
-	}
-	return info
+	return names
 }
 
 // LookupAssignments returns who runs each job of the group cfg.Name (one
@@ -153,7 +176,9 @@ func LookupMembers(ctx context.Context, client redis.UniversalClient, cfg leader
 // Handler serves, for a Spread, /livez (fails while a job's renewal loop
 // is wedged, as Handler does for one election; never for Redis), /readyz
 // and /leader (the group and its assignment as JSON: group, member,
-// members, share, jobs [Assignment], conflict). /metrics is the metrics
+// members, share, jobs [Assignment], conflict; the holders from a read of
+// Redis shared by every request for up to a second, as Handler's).
+// /metrics is the metrics
 // owner's to add (workerprom.Handler).
 func (s *Spread) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -192,8 +217,12 @@ func (s *Spread) Handler() http.Handler {
 		}
 		writeText(rw, http.StatusOK, "ok")
 	})
+	reads := newReadCache[string](func(ctx context.Context) assignmentsRead {
+		jobs, err := LookupAssignments(ctx, s.client, s.cfg, s.jobNames())
+		return assignmentsRead{jobs, err}
+	})
 	handleLeader(mux, func(ctx context.Context) (any, bool) {
-		info := s.info(ctx)
+		info := s.info(ctx, reads)
 		return info, info.Error != ""
 	})
 	return mux

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/solo-run/solo/cmd/solo/internal/config"
+	"github.com/solo-run/solo/internal/msjson"
 )
 
 // logSink is a non-blocking zap sink: Write queues the line in a bounded
@@ -144,7 +145,7 @@ func newLogger(cfg config.LogConfig, w zapcore.WriteSyncer) (*zap.Logger, error)
 		ec := zap.NewProductionEncoderConfig()
 		if cfg.Time == config.LogTimeISO8601 {
 			ec.EncodeTime = func(t time.Time, e zapcore.PrimitiveArrayEncoder) {
-				e.AppendString(t.UTC().Format(msLayout))
+				e.AppendString(t.UTC().Format(msjson.Layout))
 			}
 		}
 		enc = zapcore.NewJSONEncoder(ec)

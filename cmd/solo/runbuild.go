@@ -163,7 +163,7 @@ func serveHTTP(addr string, h http.Handler, log *zap.Logger) (net.Addr, func(), 
 	if err != nil {
 		return nil, nil, fmt.Errorf("http listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := worker.NewHTTPServer(h)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

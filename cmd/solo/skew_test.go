@@ -356,7 +356,7 @@ func skewElection(t *testing.T, bins skewBins) {
 	leads("old → new", "new2")
 	launch(soloBin, "new1")
 	follows("new1")
-	if h := statusJSON(soloBin); h == nil || h["protocol"] != float64(leader.Protocol) || h["protocol_min"] != float64(leader.MinPeerProtocol) {
+	if h := statusJSON(soloBin); h == nil || h["protocol"] != float64(leader.Protocol) || h["min_peer_protocol"] != float64(leader.MinPeerProtocol) {
 		t.Fatalf("status of the new holder = %v, want protocol %d from %d", h, leader.Protocol, leader.MinPeerProtocol)
 	}
 	if h := statusJSON(oldBin); h == nil || !strings.HasPrefix(h["id"].(string), "new2-") {

@@ -21,52 +21,20 @@ import (
 )
 
 // statusRow is one election in `solo status`; also its JSON form, in the
-// words of /leader: "holder" (null when nobody leads) and "candidates".
+// words of /leader: "holder" (null when nobody leads; leader.Holder's JSON
+// form) and "candidates".
 type statusRow struct {
-	Election   string      `json:"election"`
-	Holder     *holderJSON `json:"holder"`
-	Candidates []string    `json:"candidates"`
+	Election   string         `json:"election"`
+	Holder     *leader.Holder `json:"holder"`
+	Candidates []string       `json:"candidates"`
 }
-
-// holderJSON is the "holder" object of /leader — the same words — with
-// every time in milliseconds, UTC, three decimals always (time.Time's own JSON drops
-// trailing zeros and mixes milliseconds and nanoseconds).
-type holderJSON struct {
-	ID            string `json:"id"`
-	Term          uint64 `json:"term"`
-	Since         msTime `json:"since"`
-	TTLMillis     int64  `json:"ttl_ms,omitempty"`
-	TTLLeftMillis int64  `json:"ttl_left_ms"`
-	RenewMillis   int64  `json:"renew_ms,omitempty"`
-	LastRenew     msTime `json:"last_renew,omitzero"`
-	Value         string `json:"value,omitempty"`
-	Protocol      int    `json:"protocol,omitempty"`
-	ProtocolMin   int    `json:"protocol_min,omitempty"`
-}
-
-func newHolderJSON(h leader.Holder) *holderJSON {
-	return &holderJSON{ID: h.ID, Term: h.Term, Since: msTime(h.Since), TTLMillis: h.LeaseTTL.Milliseconds(),
-		TTLLeftMillis: h.TTL.Milliseconds(), RenewMillis: h.RenewInterval.Milliseconds(), LastRenew: msTime(h.LastRenew), Value: h.Value,
-		Protocol: h.Protocol, ProtocolMin: h.MinPeerProtocol}
-}
-
-// msTime is a time in JSON as 2006-01-02T15:04:05.000Z.
-type msTime time.Time
-
-const msLayout = "2006-01-02T15:04:05.000Z07:00"
-
-func (t msTime) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format(msLayout) + `"`), nil
-}
-
-func (t msTime) IsZero() bool { return time.Time(t).IsZero() }
 
 func statusCommand(args []string, stdout, stderr io.Writer, env []string) error {
 	fs := flag.NewFlagSet("solo status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs, "status", true)
-	asJSON := fs.Bool("json", false, "print JSON for scripts: per election {election, holder {id, term, since, ttl_ms, ttl_left_ms, renew_ms, last_renew, value} or null, candidates [ids]}, the words of /leader; in election.mode spread {group, members, share, jobs [the same, with job and instance]}")
+	asJSON := fs.Bool("json", false, "print JSON for scripts: per election {election, holder {id, term, since, lease_ttl_ms, ttl_left_ms, renew_interval_ms, last_renew, value, protocol, min_peer_protocol} or null, candidates [ids]}, the words of /leader; in election.mode spread {group, members, share, jobs [the same, with job and instance]}")
 	watch := fs.Bool("watch", false, "print one line per leadership change, and when Redis becomes unreachable and reachable again, until interrupted (SIGINT, SIGTERM)")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -261,7 +229,7 @@ func lookupAll(ctx context.Context, client redis.UniversalClient, cfg config.Con
 			r.Candidates = []string{}
 		}
 		if v.Holder != nil {
-			r.Holder = newHolderJSON(*v.Holder)
+			r.Holder = v.Holder
 		}
 		rows = append(rows, r)
 	}
@@ -296,13 +264,13 @@ func printRows(w io.Writer, first string, labels []string, rows []statusRow) {
 			fmt.Fprintf(tw, "%s\t(none)\t-\t-\t-\t-\t-\t-\t%s\n", labels[i], cands)
 			continue
 		}
-		left := (time.Duration(h.TTLLeftMillis) * time.Millisecond).String()
-		if h.TTLMillis > 0 {
-			left += " of " + (time.Duration(h.TTLMillis) * time.Millisecond).String()
+		left := h.TTLLeft.Round(time.Millisecond).String()
+		if h.LeaseTTL > 0 {
+			left += " of " + h.LeaseTTL.String()
 		}
 		last := "-"
 		if !h.LastRenew.IsZero() {
-			last = fmt.Sprintf("%s ago", max(now.Sub(time.Time(h.LastRenew)), 0).Round(time.Millisecond))
+			last = fmt.Sprintf("%s ago", max(now.Sub(h.LastRenew), 0).Round(time.Millisecond))
 		}
 		value := "-"
 		if h.Value != "" {
@@ -311,11 +279,11 @@ func printRows(w io.Writer, first string, labels []string, rows []statusRow) {
 		proto := "1 (unrecorded)" // a holder before v0.1.0
 		if h.Protocol > 0 {
 			proto = strconv.Itoa(h.Protocol)
-			if h.ProtocolMin != h.Protocol {
-				proto += fmt.Sprintf(" (with %d+)", h.ProtocolMin)
+			if h.MinPeerProtocol != h.Protocol {
+				proto += fmt.Sprintf(" (with %d+)", h.MinPeerProtocol)
 			}
 		}
-		since := time.Time(h.Since)
+		since := h.Since
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s (%s ago)\t%s\t%s\t%s\n", labels[i], h.ID, h.Term, proto, left,
 			since.Local().Format(time.DateTime), now.Sub(since).Round(time.Second), last, value, cands)
 	}

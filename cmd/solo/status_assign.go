@@ -23,18 +23,18 @@ type spreadStatusRow struct {
 	// Conflict is the holder of the election of the group's name in mode
 	// elect: while it holds, the group runs nothing (the modes exclude
 	// each other).
-	Conflict *holderJSON `json:"conflict,omitempty"`
+	Conflict *leader.Holder `json:"conflict,omitempty"`
 }
 
 // spreadJobRow is one job of the group: its election in the words of an
 // election's row (election, holder, candidates), with the job's name and
 // the member whose elector holds it.
 type spreadJobRow struct {
-	Job        string      `json:"job"`
-	Election   string      `json:"election"`
-	Instance   string      `json:"instance,omitempty"`
-	Holder     *holderJSON `json:"holder"`
-	Candidates []string    `json:"candidates"`
+	Job        string         `json:"job"`
+	Election   string         `json:"election"`
+	Instance   string         `json:"instance,omitempty"`
+	Holder     *leader.Holder `json:"holder"`
+	Candidates []string       `json:"candidates"`
 }
 
 // spreadStatus prints the group's live members and, for each job, its
@@ -59,7 +59,7 @@ func spreadStatus(ctx context.Context, client redis.UniversalClient, cfg config.
 	if v, err := leader.LookupView(ctx, client, lc); err != nil {
 		return err
 	} else if v.Holder != nil {
-		row.Conflict = newHolderJSON(*v.Holder)
+		row.Conflict = v.Holder
 	}
 	if len(members) > 0 {
 		row.Share = (len(rows) + len(members) - 1) / len(members)

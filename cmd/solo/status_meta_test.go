@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/solo-run/solo/internal/jsonshape"
 	"github.com/solo-run/solo/internal/redistest"
+	"github.com/solo-run/solo/leader"
 )
 
 // Old code: with a leader at --ttl 4s,
@@ -31,16 +33,7 @@ func TestStatus_HolderTimingsValueAndCandidates(t *testing.T) {
 
 	// The reader has the default TTL (10s) and knows nothing of the holder's.
 	reader := append(os.Environ(), "SOLO_CONFIG=/dev/null", "SOLO_REDIS_URL="+url)
-	type holder struct {
-		ID        string    `json:"id"`
-		Term      uint64    `json:"term"`
-		Since     time.Time `json:"since"`
-		TTL       int64     `json:"ttl_ms"`
-		TTLLeft   int64     `json:"ttl_left_ms"`
-		Renew     int64     `json:"renew_ms"`
-		LastRenew time.Time `json:"last_renew"`
-		Value     string    `json:"value"`
-	}
+	type holder = leader.Holder // its JSON form
 	var rows []struct {
 		Election   string   `json:"election"`
 		Holder     *holder  `json:"holder"`
@@ -55,21 +48,19 @@ func TestStatus_HolderTimingsValueAndCandidates(t *testing.T) {
 			len(rows[0].Candidates) == 1 && strings.HasPrefix(rows[0].Candidates[0], "b-")
 	})
 	h := rows[0].Holder
-	if h == nil || !strings.HasPrefix(h.ID, "a-") || h.TTL != 4000 || h.Renew != 600 || h.Value != "10.0.0.7:8080" ||
-		h.TTLLeft <= 0 || h.TTLLeft > 4000 || h.LastRenew.Before(h.Since) || time.Since(h.LastRenew) > 4*time.Second {
+	if h == nil || !strings.HasPrefix(h.ID, "a-") || h.LeaseTTL != 4*time.Second || h.RenewInterval != 600*time.Millisecond || h.Value != "10.0.0.7:8080" ||
+		h.TTLLeft <= 0 || h.TTLLeft > 4*time.Second || h.LastRenew.Before(h.Since) || time.Since(h.LastRenew) > 4*time.Second {
 		t.Fatalf("status --json: want a- holding with its TTL 4s, renew 600ms, its value, and a last renewal within the term:\n%s", text)
 	}
 	checkMsTimes(t, text)
 	// Exact keys: one vocabulary with /leader (worker TestHandler).
 	var raw []map[string]json.RawMessage
 	_ = json.Unmarshal([]byte(text), &raw)
-	var hk map[string]json.RawMessage
-	_ = json.Unmarshal(raw[0]["holder"], &hk)
 	if got := strings.Join(slices.Sorted(maps.Keys(raw[0])), ","); got != "candidates,election,holder" {
 		t.Fatalf("status --json keys = %s", got)
 	}
-	if got := strings.Join(slices.Sorted(maps.Keys(hk)), ","); got != "id,last_renew,protocol,protocol_min,renew_ms,since,term,ttl_left_ms,ttl_ms,value" {
-		t.Fatalf("status --json holder keys = %s", got)
+	if err := jsonshape.Holder(raw[0]["holder"]); err != nil {
+		t.Fatalf("status --json: %v:\n%s", err, text)
 	}
 
 	code, text := soloRun(t, reader, "status", name)
@@ -116,9 +107,6 @@ func spreadEnv(t *testing.T, url, id string) []string {
 	}), "SOLO_CONFIG="+cfg)
 }
 
-// msTimeRE is a JSON time of solo status: milliseconds, always three digits.
-var msTimeRE = regexp.MustCompile(`^"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"$`)
-
 // In election.mode spread,
 // status shows each job's election in the words of elect mode, a NAME is a
 // job or its election, and --watch follows the group's jobs. Old code:
@@ -134,12 +122,7 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 	url := "redis://" + srv.Addr()
 	startSolo(t, spreadEnv(t, url, "ia"), "run")
 	reader := spreadEnv(t, url, "reader")
-	type holder struct {
-		ID      string `json:"id"`
-		TTL     int64  `json:"ttl_ms"`
-		TTLLeft int64  `json:"ttl_left_ms"`
-		Renew   int64  `json:"renew_ms"`
-	}
+	type holder = leader.Holder
 	type job struct {
 		Job        string   `json:"job"`
 		Election   string   `json:"election"`
@@ -163,9 +146,9 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 		if j.Job != want || j.Election != "grp."+want || !strings.HasPrefix(j.Instance, "ia-") || j.Candidates == nil {
 			t.Errorf("spread job %d = %+v, want job %s, election grp.%s, instance ia-…, candidates", i, j, want, want)
 		}
-		if h := j.Holder; h.TTL != 2000 || h.TTLLeft <= 0 || h.TTLLeft > 2000 || h.Renew != 600 {
-			t.Errorf("spread job %s: ttl_ms %d, ttl_left_ms %d, renew_ms %d, want the holder's TTL 2000, time left in ttl_left_ms, renew 600:\n%s",
-				want, h.TTL, h.TTLLeft, h.Renew, text)
+		if h := j.Holder; h.LeaseTTL != 2*time.Second || h.TTLLeft <= 0 || h.TTLLeft > 2*time.Second || h.RenewInterval != 600*time.Millisecond {
+			t.Errorf("spread job %s: lease_ttl_ms %s, ttl_left_ms %s, renew_interval_ms %s, want the holder's TTL 2s, time left in ttl_left_ms, renew 600ms:\n%s",
+				want, h.LeaseTTL, h.TTLLeft, h.RenewInterval, text)
 		}
 	}
 	checkMsTimes(t, text)
@@ -216,10 +199,8 @@ func TestStatus_SpreadGroupInTheWordsOfElectMode(t *testing.T) {
 // last_renew nanoseconds).
 func checkMsTimes(t *testing.T, text string) {
 	t.Helper()
-	for _, m := range regexp.MustCompile(`"(since|last_renew)": ("[^"]*")`).FindAllStringSubmatch(text, -1) {
-		if !msTimeRE.MatchString(m[2]) {
-			t.Errorf("status --json %s %s: want milliseconds, three digits, UTC", m[1], m[2])
-		}
+	if err := jsonshape.Times([]byte(text)); err != nil {
+		t.Errorf("status --json: %v", err)
 	}
 }
 

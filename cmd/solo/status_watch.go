@@ -115,8 +115,8 @@ func (w *watcher) change(name string, c leader.Change) {
 			at, what = h.Since, "term start"
 		}
 		s := leaseSeen{term: h.Term, id: h.ID, readAt: c.At}
-		if h.TTL > 0 {
-			s.expiry = c.At.Add(h.TTL)
+		if h.TTLLeft > 0 {
+			s.expiry = c.At.Add(h.TTLLeft)
 		}
 		w.seen[name] = s
 	case leader.TransitionExpired:
@@ -188,7 +188,7 @@ func (w *watcher) alive(name string, h leader.Holder, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s, ok := w.seen[name]; ok && s.term == h.Term && s.id == h.ID && at.After(s.readAt) {
-		s.readAt, s.expiry = at, at.Add(h.TTL)
+		s.readAt, s.expiry = at, at.Add(h.TTLLeft)
 		w.seen[name] = s
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -20,7 +21,8 @@ import (
 // strictly into its Kubernetes API type (an unknown or misspelt field, a
 // duplicate key or a wrong type fails), then checks what solo needs of a
 // Deployment: /livez and /readyz probes, and a grace period at least the
-// formula written beside it.
+// formula written beside it. A file of NetworkPolicies only has no
+// Deployment (TestKubernetesNetworkPolicy checks it).
 func TestKubernetesManifests(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(repoRoot(t), "deploy/kubernetes/*.yaml"))
 	if err != nil {
@@ -37,7 +39,7 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 			var configs []*corev1.ConfigMap
 			var deployments []*appsv1.Deployment
-			pdbs := 0
+			pdbs, policies := 0, 0
 			for i, doc := range splitDocuments(b) {
 				obj, err := decodeStrict(doc)
 				if err != nil {
@@ -50,7 +52,12 @@ func TestKubernetesManifests(t *testing.T) {
 					deployments = append(deployments, o)
 				case *policyv1.PodDisruptionBudget:
 					pdbs++
+				case *networkingv1.NetworkPolicy:
+					policies++
 				}
+			}
+			if len(deployments) == 0 && policies > 0 && pdbs == 0 {
+				return
 			}
 			if len(deployments) == 0 || pdbs != len(deployments) {
 				t.Fatalf("%d Deployments and %d PodDisruptionBudgets, want one budget per Deployment", len(deployments), pdbs)
@@ -87,6 +94,8 @@ func decodeStrict(doc []byte) (any, error) {
 		obj = new(appsv1.Deployment)
 	case "policy/v1 PodDisruptionBudget":
 		obj = new(policyv1.PodDisruptionBudget)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		obj = new(networkingv1.NetworkPolicy)
 	default:
 		return nil, fmt.Errorf("unexpected apiVersion %q kind %q (add its type to decodeStrict)", tm.APIVersion, tm.Kind)
 	}

@@ -112,8 +112,8 @@ func (st *storeTest) mustHold(l leader.Lease, ttl time.Duration, what string) le
 	if rec.Lease != l {
 		st.t.Fatalf("Inspect %s reports the lease %q, want %q", what, rec.Lease, l)
 	}
-	if rec.TTL <= 0 || rec.TTL > ttl {
-		st.t.Fatalf("Inspect %s reports %s left on the lease, want the holder's time left in (0, %s]", what, rec.TTL, ttl)
+	if rec.TTLLeft <= 0 || rec.TTLLeft > ttl {
+		st.t.Fatalf("Inspect %s reports %s left on the lease, want the holder's time left in (0, %s]", what, rec.TTLLeft, ttl)
 	}
 	return rec
 }
@@ -123,8 +123,8 @@ func (st *storeTest) mustBeFree(what string) leader.Record {
 	st.t.Helper()
 	rec, err := st.s.Inspect(st.ctx)
 	st.wantErr(err, leader.ErrNoLeader, "Inspect "+what, "nobody holds the lease")
-	if rec.Lease != (leader.Lease{}) || rec.TTL != 0 {
-		st.t.Fatalf("Inspect %s answered ErrNoLeader with the lease %q (%s left), want only the candidates", what, rec.Lease, rec.TTL)
+	if rec.Lease != (leader.Lease{}) || rec.TTLLeft != 0 {
+		st.t.Fatalf("Inspect %s answered ErrNoLeader with the lease %q (%s left), want only the candidates", what, rec.Lease, rec.TTLLeft)
 	}
 	return rec
 }
@@ -167,8 +167,8 @@ func checkAcquireFree(st *storeTest) {
 	if rec.ID != "a" || rec.Term == 0 {
 		st.t.Fatalf("Acquire of a free lease by %q returned the lease %q, want a new nonzero term held by %q", "a", rec.Lease, "a")
 	}
-	if rec.TTL <= 0 || rec.TTL > longTTL {
-		st.t.Fatalf("Acquire of a free lease returned %s left, want (0, %s]", rec.TTL, longTTL)
+	if rec.TTLLeft <= 0 || rec.TTLLeft > longTTL {
+		st.t.Fatalf("Acquire of a free lease returned %s left, want (0, %s]", rec.TTLLeft, longTTL)
 	}
 	got := st.mustHold(rec.Lease, longTTL, "after an Acquire")
 	st.checkInfo(got, longTTL, "after an Acquire")
@@ -222,9 +222,9 @@ func checkAcquireWhileHeld(st *storeTest) {
 	if out != leader.Held {
 		st.t.Fatalf("Acquire by b while a holds the lease = %v (lease %q), want held: a held lease is never taken", out, rec.Lease)
 	}
-	if rec.Lease != a.Lease || rec.TTL <= 0 || rec.TTL > midTTL {
+	if rec.Lease != a.Lease || rec.TTLLeft <= 0 || rec.TTLLeft > midTTL {
 		st.t.Fatalf("Acquire by b while a holds the lease reported %q with %s left, want the holder %q and its time left in (0, %s]",
-			rec.Lease, rec.TTL, a.Lease, midTTL)
+			rec.Lease, rec.TTLLeft, a.Lease, midTTL)
 	}
 	st.mustHold(a.Lease, midTTL, "after another candidate's Acquire (it must leave the holder's lease and TTL alone)")
 	st.noErr(st.s.Renew(st.ctx, a.Lease, midTTL), "Renew by the holder after another candidate's Acquire")
@@ -273,12 +273,12 @@ func checkAdopt(st *storeTest) {
 	if rec.Lease != a.Lease {
 		st.t.Fatalf("an adopting Acquire returned the lease %q, want the one held, %q: adoption keeps the term", rec.Lease, a.Lease)
 	}
-	if rec.TTL <= midTTL || rec.TTL > longTTL {
-		st.t.Fatalf("an adopting Acquire with a TTL of %s returned %s left, want the lease refreshed to the new TTL", longTTL, rec.TTL)
+	if rec.TTLLeft <= midTTL || rec.TTLLeft > longTTL {
+		st.t.Fatalf("an adopting Acquire with a TTL of %s returned %s left, want the lease refreshed to the new TTL", longTTL, rec.TTLLeft)
 	}
 	got := st.mustHold(a.Lease, longTTL, "after an adopting Acquire")
-	if got.TTL <= midTTL {
-		st.t.Fatalf("Inspect after an adopting Acquire with a TTL of %s reports %s left: the lease was not refreshed", longTTL, got.TTL)
+	if got.TTLLeft <= midTTL {
+		st.t.Fatalf("Inspect after an adopting Acquire with a TTL of %s reports %s left: the lease was not refreshed", longTTL, got.TTLLeft)
 	}
 	st.checkInfo(got, longTTL, "after an adopting Acquire")
 	if s := before.Since; !s.IsZero() && !got.Since.Equal(s) {
@@ -294,8 +294,8 @@ func checkRenew(st *storeTest) {
 	}
 	st.mustHold(a.Lease, midTTL, "after Renews of other leases (they must not extend the holder's)")
 	st.noErr(st.s.Renew(st.ctx, a.Lease, longTTL), "Renew of the holder's exact lease")
-	if got := st.mustHold(a.Lease, longTTL, "after a Renew"); got.TTL <= midTTL {
-		st.t.Fatalf("Renew to %s of a lease with %s left: Inspect reports %s left, want it extended", longTTL, midTTL, got.TTL)
+	if got := st.mustHold(a.Lease, longTTL, "after a Renew"); got.TTLLeft <= midTTL {
+		st.t.Fatalf("Renew to %s of a lease with %s left: Inspect reports %s left, want it extended", longTTL, midTTL, got.TTLLeft)
 	}
 	st.release(a.Lease, "before renewing a released lease")
 	st.wantErr(st.s.Renew(st.ctx, a.Lease, longTTL), leader.ErrLeaseLost,

@@ -143,7 +143,7 @@ func (l *Store) Acquire(ctx context.Context, id string, ttl time.Duration) (lead
 			l.expires = time.Now().Add(ttl)
 			l.info.LeaseTTL = ttl
 			delete(l.cands, id)
-			out, rec = leader.Adopted, leader.Record{Lease: l.lease, TTL: ttl}
+			out, rec = leader.Adopted, leader.Record{Lease: l.lease, TTLLeft: ttl}
 		case l.held:
 			// Listed as RedisStore lists it: until the holder's time left
 			// plus two TTLs (RedisStore adds RetryInterval, unknown here).
@@ -158,13 +158,13 @@ func (l *Store) Acquire(ctx context.Context, id string, ttl time.Duration) (lead
 				}
 				delete(l.cands, first)
 			}
-			out, rec = leader.Held, leader.Record{Lease: l.lease, TTL: left}
+			out, rec = leader.Held, leader.Record{Lease: l.lease, TTLLeft: left}
 		default:
 			l.term++
 			l.lease, l.held, l.expires = leader.Lease{Term: l.term, ID: id}, true, time.Now().Add(ttl)
 			l.info = leader.Record{LeaseTTL: ttl, Value: l.value, Since: time.Now()}
 			delete(l.cands, id)
-			out, rec = leader.Acquired, leader.Record{Lease: l.lease, TTL: ttl}
+			out, rec = leader.Acquired, leader.Record{Lease: l.lease, TTLLeft: ttl}
 			l.publishLocked(leader.Event{Kind: leader.EventElected, Lease: l.lease})
 		}
 	})
@@ -229,7 +229,7 @@ func (l *Store) Inspect(ctx context.Context) (leader.Record, error) {
 		}
 		cands := rec.Candidates
 		rec = l.info
-		rec.Lease, rec.TTL, rec.Candidates = l.lease, time.Until(l.expires), cands
+		rec.Lease, rec.TTLLeft, rec.Candidates = l.lease, time.Until(l.expires), cands
 	})
 	if err == nil && none {
 		return rec, leader.ErrNoLeader

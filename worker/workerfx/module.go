@@ -383,7 +383,7 @@ type runner struct {
 
 	cancel  context.CancelFunc
 	done    chan struct{}
-	srv     *http.Server
+	srv     *worker.HTTPServer
 	srvDone chan struct{}
 }
 
@@ -401,7 +401,7 @@ func (r *runner) start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("worker: http listen on %s: %w", r.addr, err)
 		}
-		r.srv = &http.Server{Handler: r.handler(), ReadHeaderTimeout: 5 * time.Second}
+		r.srv = worker.NewHTTPServer(r.handler())
 		r.srvDone = make(chan struct{})
 		go func() {
 			defer close(r.srvDone)
