@@ -94,10 +94,10 @@ type cronEntry struct {
 }
 
 // cronTick is one tick a run of a cron entry is for. why is the line that
-// says why it runs when it is not simply due (a catch-up, a late loop's
-// missed tick), with its fields: fireCron logs it only once the term has
-// recorded the tick, so a term that no longer leads (a stale ex-leader
-// woken from a pause) never claims a run it does not make.
+// says why it ran when it was not simply due (a catch-up, a late loop's
+// missed tick), with its fields: fireCron logs it after the run, so a term
+// that no longer leads (a stale ex-leader woken from a pause) never claims
+// a run it does not make, and a blocked log sink never delays a run.
 type cronTick struct {
 	at     time.Time
 	why    string
@@ -201,7 +201,7 @@ func (w *Worker) fireDue(e *cronEntry, now time.Time, fire func(*cronEntry, ...c
 		fire(e, cronTick{at: due})
 	case j.misfire == MisfireRunOnce:
 		fire(e, cronTick{at: due}, cronTick{at: latest,
-			why:    "scheduler ran late: running the latest missed tick once, after the due one",
+			why:    "scheduler ran late: ran the latest missed tick once, after the due one",
 			fields: []zap.Field{zap.Time("due", due), zap.Int("missed", missed)}})
 	default:
 		fire(e, cronTick{at: due})
@@ -260,7 +260,7 @@ func (w *Worker) catchUp(ctx context.Context, e *cronEntry, now time.Time, fence
 	}
 	switch j.misfire {
 	case MisfireRunOnce:
-		fire(e, cronTick{at: latest, why: "running a missed tick once, late", fields: []zap.Field{zap.Int("missed", missed)}})
+		fire(e, cronTick{at: latest, why: "ran a missed tick once, late", fields: []zap.Field{zap.Int("missed", missed)}})
 	default:
 		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
 			zap.Time("first", first), zap.Time("last", latest))
@@ -381,7 +381,7 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 			// in its time, and runs then unless its completion is recorded.
 			return owed
 		}
-		ticks = append(ticks, cronTick{at: owed, why: "running again a tick whose run did not complete",
+		ticks = append(ticks, cronTick{at: owed, why: "ran again a tick whose run did not complete",
 			fields: []zap.Field{zap.Time("last_completed", time.UnixMilli(done).In(w.loc))}})
 	}
 	first := j.schedule.Next(time.UnixMilli(fired).In(w.loc))
@@ -397,7 +397,7 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 	}
 	switch j.misfire {
 	case MisfireRunOnce:
-		ticks = append(ticks, cronTick{at: latest, why: "running a missed tick once, late", fields: []zap.Field{zap.Int("missed", missed)}})
+		ticks = append(ticks, cronTick{at: latest, why: "ran a missed tick once, late", fields: []zap.Field{zap.Int("missed", missed)}})
 	default:
 		log.Info("skipping ticks missed during the failover", zap.Int("missed", missed),
 			zap.Time("first", first), zap.Time("last", latest))
@@ -448,10 +448,12 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTi
 			return
 		}
 	}
+	err := w.runTick(ctx, log, j, tick, runs)
 	if t.why != "" {
+		// After the run: a blocked log sink must not delay it.
 		log.Info(t.why, t.fields...)
 	}
-	if err := w.runTick(ctx, log, j, tick, runs); err != nil {
+	if err != nil {
 		log.Warn("cron job failed", zap.Error(err))
 		return
 	}
@@ -515,11 +517,16 @@ func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cr
 			log.Info("tick already completed; not run again", zap.Time("completed", time.UnixMilli(done).In(w.loc)))
 			return false
 		default:
+			err = w.runTick(ctx, log, j, tick, runs)
+			if err == nil {
+				w.recordDone(ctx, log, j, tick, cp)
+			}
 			if attempt == 1 && t.why != "" {
+				// After the run and its record: a blocked log sink must
+				// delay neither.
 				log.Info(t.why, t.fields...)
 			}
-			if err = w.runTick(ctx, log, j, tick, runs); err == nil {
-				w.recordDone(ctx, log, j, tick, cp)
+			if err == nil {
 				return true
 			}
 		}
