@@ -19,7 +19,9 @@ import (
 // connection idle, never logged in. Each such connection shows on the server
 // as an unauthenticated client (user=default cmd=NULL in CLIENT LIST) for as
 // long as the process runs. Handshaking under the caller's deadline instead,
-// a connection is either logged in by its caller or closed.
+// a connection whose TCP connect completed in time is either logged in by
+// its caller or closed (a connect that itself outlasts its caller can still
+// be parked before its handshake).
 //
 // Each connection verifies its server against cfg, with the host dialed as
 // the server name unless cfg names one (as tls.Dial does). timeout bounds

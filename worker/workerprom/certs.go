@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -157,17 +158,59 @@ func (ce *certExpiry) Collect(ch chan<- prometheus.Metric) {
 // certExpiry.
 type certHook struct{ ce *certExpiry }
 
-// DialHook implements redis.Hook: a TLS connection's handshake (done by
-// go-redis's dialer) is recorded.
+// tlsConn is a TLS connection: a *tls.Conn, or a dialer's wrapper of one
+// (leader/redisurl's handshakes on first use).
+type tlsConn interface {
+	net.Conn
+	ConnectionState() tls.ConnectionState
+}
+
+// DialHook implements redis.Hook: a TLS connection's handshake is
+// recorded, at the dial when the dialer handshook there (go-redis's own),
+// else once the connection's first read or write completed it.
 func (h certHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
-		if tc, ok := conn.(*tls.Conn); ok && err == nil {
-			if cs := tc.ConnectionState(); cs.HandshakeComplete {
-				h.ce.seen(addr, cs)
-			}
+		tc, ok := conn.(tlsConn)
+		if err != nil || !ok {
+			return conn, err
 		}
-		return conn, err
+		if cs := tc.ConnectionState(); cs.HandshakeComplete {
+			h.ce.seen(addr, cs)
+			return conn, nil
+		}
+		return &seenOnUse{tlsConn: tc, ce: h.ce, addr: addr}, nil
+	}
+}
+
+// seenOnUse records its connection's handshake with ce after the read or
+// write that completed it; every other method is the connection's own.
+type seenOnUse struct {
+	tlsConn
+	ce   *certExpiry
+	addr string
+	done atomic.Bool
+}
+
+func (c *seenOnUse) Read(b []byte) (int, error) {
+	n, err := c.tlsConn.Read(b)
+	c.check()
+	return n, err
+}
+
+func (c *seenOnUse) Write(b []byte) (int, error) {
+	n, err := c.tlsConn.Write(b)
+	c.check()
+	return n, err
+}
+
+// check records the handshake once it is complete.
+func (c *seenOnUse) check() {
+	if c.done.Load() {
+		return
+	}
+	if cs := c.ConnectionState(); cs.HandshakeComplete && c.done.CompareAndSwap(false, true) {
+		c.ce.seen(c.addr, cs)
 	}
 }
 
