@@ -109,7 +109,7 @@ type cronTick struct {
 // last fired tick of each job lives in Redis (leader.Elector.Checkpoint),
 // so the next leader neither repeats a tick nor loses the ones that fell
 // into the failover gap silently.
-func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
+func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc, giveUp chan<- error, healthy chan<- struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	election := w.elector.Config().Name
@@ -132,7 +132,7 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 				h(e.job.name)
 			}
 			for _, tick := range ticks {
-				w.fireCron(ctx, e.log, e.job, tick, runs, cp, healthy)
+				w.fireCron(ctx, e.log, e.job, tick, runs, cp, giveUp, healthy)
 			}
 		})
 	}
@@ -413,9 +413,12 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 // monotonic). At most once, the tick runs only if that succeeded, so no
 // tick ever runs twice across terms. At least once, a tick fired before
 // (by a term that did not complete it) runs again unless its completion is
-// recorded; see runUntilDone. A successful run signals healthy. A panic is logged with its stack and counted
-// as a failed run.
-func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
+// recorded; see runUntilDone. A successful run signals healthy. A panic is
+// logged with its stack and counted as a failed run. A run whose error
+// wraps leader.ErrResigned asks to give up the term, as a pull job's does
+// (askGiveUp): in ModeAlways, a fenced write refused for want of a token
+// (see unfenced) stops the jobs rather than fail every tick.
+func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, giveUp chan<- error, healthy chan<- struct{}) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -426,7 +429,7 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTi
 		if !w.recordOwed(ctx, log, j, tick, cp) {
 			return
 		}
-		if w.runUntilDone(ctx, log, j, t, runs, cp) {
+		if w.runUntilDone(ctx, log, j, t, runs, cp, giveUp) {
 			signal(healthy)
 		}
 		return
@@ -453,12 +456,22 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTi
 		// After the run: a blocked log sink must not delay it.
 		log.Info(t.why, t.fields...)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, leader.ErrResigned):
+		cronAsksToResign(log, j, err, giveUp)
+	case err != nil:
 		log.Warn("cron job failed", zap.Error(err))
-		return
+	default:
+		signal(healthy)
+		log.Debug("cron job done")
 	}
-	signal(healthy)
-	log.Debug("cron job done")
+}
+
+// cronAsksToResign hands a cron run's request to give up the term (err
+// wraps leader.ErrResigned) to term, as supervise does a pull job's.
+func cronAsksToResign(log *zap.Logger, j *job, err error, giveUp chan<- error) {
+	log.Info("cron job asks to resign", zap.Error(err))
+	askGiveUp(giveUp, fmt.Errorf("job %q: %w", j.name, err))
 }
 
 // recordOwed records an at-least-once tick as fired (fenced, monotonic;
@@ -503,9 +516,11 @@ func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick t
 // runUntilDone runs an at-least-once tick until its run succeeded and its
 // completion is recorded, or the term ends: after a failure it runs it
 // again with back-off. Before every run it reads the completed tick, so a
-// tick whose completion is recorded (by any term) never runs again. It
+// tick whose completion is recorded (by any term) never runs again. A run
+// whose error wraps leader.ErrResigned is not run again: it asks to give
+// up the term (cronAsksToResign), and the next leader runs the tick. It
 // reports whether the tick ran to success.
-func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc) (ran bool) {
+func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, giveUp chan<- error) (ran bool) {
 	tick := t.at
 	backoff := w.policy.RestartBackoff
 	for attempt := 1; ; attempt++ {
@@ -528,6 +543,10 @@ func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cr
 			}
 			if err == nil {
 				return true
+			}
+			if errors.Is(err, leader.ErrResigned) {
+				cronAsksToResign(log, j, err, giveUp)
+				return false
 			}
 		}
 		if ctx.Err() != nil {
