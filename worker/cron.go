@@ -413,11 +413,9 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 // monotonic). At most once, the tick runs only if that succeeded, so no
 // tick ever runs twice across terms. At least once, a tick fired before
 // (by a term that did not complete it) runs again unless its completion is
-// recorded; see runUntilDone. A successful run signals healthy. A panic is
-// logged with its stack and counted as a failed run. A run whose error
-// wraps leader.ErrResigned asks to give up the term, as a pull job's does
-// (askGiveUp): in ModeAlways, a fenced write refused for want of a token
-// (see unfenced) stops the jobs rather than fail every tick.
+// recorded; see runUntilDone. A successful run signals healthy; a panic is
+// logged with its stack and counted as a failed run; a run that returns
+// leader.ErrResigned gives up the term (jobAsksToResign; see unfenced).
 func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, giveUp chan<- error, healthy chan<- struct{}) {
 	if ctx.Err() != nil {
 		return
@@ -458,20 +456,13 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTi
 	}
 	switch {
 	case errors.Is(err, leader.ErrResigned):
-		cronAsksToResign(log, j, err, giveUp)
+		jobAsksToResign(log, giveUp, j, err)
 	case err != nil:
 		log.Warn("cron job failed", zap.Error(err))
 	default:
 		signal(healthy)
 		log.Debug("cron job done")
 	}
-}
-
-// cronAsksToResign hands a cron run's request to give up the term (err
-// wraps leader.ErrResigned) to term, as supervise does a pull job's.
-func cronAsksToResign(log *zap.Logger, j *job, err error, giveUp chan<- error) {
-	log.Info("cron job asks to resign", zap.Error(err))
-	askGiveUp(giveUp, fmt.Errorf("job %q: %w", j.name, err))
 }
 
 // recordOwed records an at-least-once tick as fired (fenced, monotonic;
@@ -518,7 +509,7 @@ func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick t
 // again with back-off. Before every run it reads the completed tick, so a
 // tick whose completion is recorded (by any term) never runs again. A run
 // whose error wraps leader.ErrResigned is not run again: it asks to give
-// up the term (cronAsksToResign), and the next leader runs the tick. It
+// up the term (jobAsksToResign), and the next leader runs the tick. It
 // reports whether the tick ran to success.
 func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, giveUp chan<- error) (ran bool) {
 	tick := t.at
@@ -545,7 +536,7 @@ func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cr
 				return true
 			}
 			if errors.Is(err, leader.ErrResigned) {
-				cronAsksToResign(log, j, err, giveUp)
+				jobAsksToResign(log, giveUp, j, err)
 				return false
 			}
 		}
@@ -598,18 +589,3 @@ func (w *Worker) runTick(ctx context.Context, log *zap.Logger, j *job, tick time
 // that of its last completed tick (at-least-once jobs only).
 func cronKey(job string) string     { return "cron:" + job }
 func cronDoneKey(job string) string { return "cron-done:" + job }
-
-type tickKey struct{}
-
-// TickFrom returns the scheduled time a cron job's run is for: the tick it
-// was recorded under. A late run (misfire run-once) gets the missed tick,
-// not the time it runs at, so a job that keys its work by the tick stores
-// the late run under the tick it stands for. ok is false outside a cron run.
-func TickFrom(ctx context.Context) (tick time.Time, ok bool) {
-	tick, ok = ctx.Value(tickKey{}).(time.Time)
-	return tick, ok
-}
-
-func withTick(ctx context.Context, tick time.Time) context.Context {
-	return context.WithValue(ctx, tickKey{}, tick)
-}

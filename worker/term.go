@@ -185,8 +185,7 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 			if errors.Is(err, leader.ErrResigned) {
 				// The job itself asks to give up the term (it saw a stale
 				// term, say): drain the others and resign at once.
-				log.Info("job asks to resign", zap.Error(err))
-				askGiveUp(giveUp, fmt.Errorf("job %q: %w", j.name, err))
+				jobAsksToResign(log, giveUp, j, err)
 				return
 			}
 			if j.restart == RestartNever {
@@ -208,6 +207,13 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 		}
 		w.metrics.JobRestarted(election, j.name)
 	}
+}
+
+// jobAsksToResign logs j's request to give up the term (err, from a pull
+// or cron run, wraps leader.ErrResigned) and hands it to term (askGiveUp).
+func jobAsksToResign(log *zap.Logger, giveUp chan<- error, j *job, err error) {
+	log.Info("job asks to resign", zap.Error(err))
+	askGiveUp(giveUp, fmt.Errorf("job %q: %w", j.name, err))
 }
 
 // askGiveUp hands err, a job's request to give up the term, to term's
