@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,38 +78,60 @@ func TestWorker_AlwaysRefusesAFence(t *testing.T) {
 // fence option (the job holds a guard of its own), the first write the
 // fence refuses for want of a token is logged at error naming the job and
 // the way off fetch=true, the jobs stop rather than fail for ever, and
-// GaveUp (and with it /readyz) reports it. Mode always without any fenced
-// write still runs its jobs (TestWorker_Modes). Before, the job failed
-// every restart with fence.ErrNoToken, GaveUp stayed nil and /readyz 200.
+// GaveUp, /readyz and solo_worker_gave_up report it: for a pull job and
+// for a cron job of either delivery. Mode always without any fenced write
+// still runs its jobs (TestWorker_Modes). Before, the pull job failed
+// every restart with fence.ErrNoToken, GaveUp stayed nil and /readyz 200;
+// later, the cron job still failed every tick, logged at warn only.
 func TestWorker_AlwaysStopsLoudlyOnAFencedWrite(t *testing.T) {
 	g := sqliteGuard(t)
-	synctest.Test(t, func(t *testing.T) {
-		in := newInstance(t, leadertest.New(), "x", worker.WithMode(worker.ModeAlways))
-		var runs atomic.Int32
-		_ = in.w.Pull("consume", func(ctx context.Context) error {
+	write := func(runs *atomic.Int32) func(context.Context) error {
+		return func(ctx context.Context) error {
 			runs.Add(1)
 			return g.Do(ctx, func(*sql.Tx) error { return nil })
+		}
+	}
+	for name, register := range map[string]func(*worker.Worker, *atomic.Int32) error{
+		"pull": func(w *worker.Worker, runs *atomic.Int32) error { return w.Pull("consume", write(runs)) },
+		"cron at-most-once": func(w *worker.Worker, runs *atomic.Int32) error {
+			return w.Cron("consume", "* * * * *", write(runs))
+		},
+		"cron at-least-once": func(w *worker.Worker, runs *atomic.Int32) error {
+			return w.Cron("consume", "* * * * *", write(runs), worker.WithDelivery(worker.AtLeastOnce))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				in := newInstance(t, leadertest.New(), "x", worker.WithMode(worker.ModeAlways))
+				var runs atomic.Int32
+				if err := register(in.w, &runs); err != nil {
+					t.Fatal(err)
+				}
+				in.start()
+				time.Sleep(5 * time.Minute)
+				if n := runs.Load(); n != 1 {
+					t.Errorf("the job ran %d times, want once: a fenced write in mode always never succeeds", n)
+				}
+				if err := in.w.GaveUp(); !errors.Is(err, worker.ErrGaveUp) || !errors.Is(err, fence.ErrNoToken) {
+					t.Errorf("GaveUp() = %v, want ErrGaveUp with fence.ErrNoToken", err)
+				}
+				if code, body := readyzOf(worker.Handler(in.w)); code != http.StatusServiceUnavailable || !strings.Contains(body, "mode always") {
+					t.Errorf("/readyz = %d %q, want 503 naming mode always", code, body)
+				}
+				logs := in.logs.FilterLevelExact(zapcore.ErrorLevel).FilterMessageSnippet("writes through the fence").All()
+				if len(logs) != 1 || logs[0].ContextMap()["job"] != "consume" || !strings.Contains(logs[0].Message, "mode standby") {
+					t.Errorf("error logs about the fenced write: %v, want one naming the job and the way off fetch=true", logs)
+				}
+				if n := len(in.logs.FilterMessage("jobs gave up in mode always; nothing runs until restart").All()); n != 1 {
+					t.Errorf("the stop was logged %d times, want once", n)
+				}
+				if got := electionGauge(t, in, "solo_worker_gave_up"); got != 1 {
+					t.Errorf("solo_worker_gave_up = %v, want 1", got)
+				}
+				_ = in.stop()
+			})
 		})
-		in.start()
-		time.Sleep(time.Minute)
-		if n := runs.Load(); n != 1 {
-			t.Errorf("the job ran %d times, want once: a fenced write in mode always never succeeds", n)
-		}
-		if err := in.w.GaveUp(); !errors.Is(err, worker.ErrGaveUp) || !errors.Is(err, fence.ErrNoToken) {
-			t.Errorf("GaveUp() = %v, want ErrGaveUp with fence.ErrNoToken", err)
-		}
-		logs := in.logs.FilterLevelExact(zapcore.ErrorLevel).FilterMessageSnippet("writes through the fence").All()
-		if len(logs) != 1 || logs[0].ContextMap()["job"] != "consume" || !strings.Contains(logs[0].Message, "mode standby") {
-			t.Errorf("error logs about the fenced write: %v, want one naming the job and the way off fetch=true", logs)
-		}
-		if n := len(in.logs.FilterMessage("jobs gave up in mode always; nothing runs until restart").All()); n != 1 {
-			t.Errorf("the stop was logged %d times, want once", n)
-		}
-		if got := electionGauge(t, in, "solo_worker_gave_up"); got != 1 {
-			t.Errorf("solo_worker_gave_up = %v, want 1", got)
-		}
-		_ = in.stop()
-	})
+	}
 }
 
 // electionGauge returns the value of a gauge labelled by election only.

@@ -109,7 +109,7 @@ type cronTick struct {
 // last fired tick of each job lives in Redis (leader.Elector.Checkpoint),
 // so the next leader neither repeats a tick nor loses the ones that fell
 // into the failover gap silently.
-func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
+func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs *runningSet, cp checkpointFunc, giveUp chan<- error, healthy chan<- struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	election := w.elector.Config().Name
@@ -132,7 +132,7 @@ func (w *Worker) runCron(ctx context.Context, log *zap.Logger, jobs []*job, runs
 				h(e.job.name)
 			}
 			for _, tick := range ticks {
-				w.fireCron(ctx, e.log, e.job, tick, runs, cp, healthy)
+				w.fireCron(ctx, e.log, e.job, tick, runs, cp, giveUp, healthy)
 			}
 		})
 	}
@@ -413,9 +413,10 @@ func (w *Worker) catchUpOwed(ctx context.Context, e *cronEntry, now time.Time, f
 // monotonic). At most once, the tick runs only if that succeeded, so no
 // tick ever runs twice across terms. At least once, a tick fired before
 // (by a term that did not complete it) runs again unless its completion is
-// recorded; see runUntilDone. A successful run signals healthy. A panic is logged with its stack and counted
-// as a failed run.
-func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, healthy chan<- struct{}) {
+// recorded; see runUntilDone. A successful run signals healthy; a panic is
+// logged with its stack and counted as a failed run; a run that returns
+// leader.ErrResigned gives up the term (jobAsksToResign; see unfenced).
+func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, giveUp chan<- error, healthy chan<- struct{}) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -426,7 +427,7 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTi
 		if !w.recordOwed(ctx, log, j, tick, cp) {
 			return
 		}
-		if w.runUntilDone(ctx, log, j, t, runs, cp) {
+		if w.runUntilDone(ctx, log, j, t, runs, cp, giveUp) {
 			signal(healthy)
 		}
 		return
@@ -453,12 +454,15 @@ func (w *Worker) fireCron(ctx context.Context, log *zap.Logger, j *job, t cronTi
 		// After the run: a blocked log sink must not delay it.
 		log.Info(t.why, t.fields...)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, leader.ErrResigned):
+		jobAsksToResign(log, giveUp, j, err)
+	case err != nil:
 		log.Warn("cron job failed", zap.Error(err))
-		return
+	default:
+		signal(healthy)
+		log.Debug("cron job done")
 	}
-	signal(healthy)
-	log.Debug("cron job done")
 }
 
 // recordOwed records an at-least-once tick as fired (fenced, monotonic;
@@ -503,9 +507,11 @@ func (w *Worker) recordOwed(ctx context.Context, log *zap.Logger, j *job, tick t
 // runUntilDone runs an at-least-once tick until its run succeeded and its
 // completion is recorded, or the term ends: after a failure it runs it
 // again with back-off. Before every run it reads the completed tick, so a
-// tick whose completion is recorded (by any term) never runs again. It
+// tick whose completion is recorded (by any term) never runs again. A run
+// whose error wraps leader.ErrResigned is not run again: it asks to give
+// up the term (jobAsksToResign), and the next leader runs the tick. It
 // reports whether the tick ran to success.
-func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc) (ran bool) {
+func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cronTick, runs *runningSet, cp checkpointFunc, giveUp chan<- error) (ran bool) {
 	tick := t.at
 	backoff := w.policy.RestartBackoff
 	for attempt := 1; ; attempt++ {
@@ -528,6 +534,10 @@ func (w *Worker) runUntilDone(ctx context.Context, log *zap.Logger, j *job, t cr
 			}
 			if err == nil {
 				return true
+			}
+			if errors.Is(err, leader.ErrResigned) {
+				jobAsksToResign(log, giveUp, j, err)
+				return false
 			}
 		}
 		if ctx.Err() != nil {
@@ -579,18 +589,3 @@ func (w *Worker) runTick(ctx context.Context, log *zap.Logger, j *job, tick time
 // that of its last completed tick (at-least-once jobs only).
 func cronKey(job string) string     { return "cron:" + job }
 func cronDoneKey(job string) string { return "cron-done:" + job }
-
-type tickKey struct{}
-
-// TickFrom returns the scheduled time a cron job's run is for: the tick it
-// was recorded under. A late run (misfire run-once) gets the missed tick,
-// not the time it runs at, so a job that keys its work by the tick stores
-// the late run under the tick it stands for. ok is false outside a cron run.
-func TickFrom(ctx context.Context) (tick time.Time, ok bool) {
-	tick, ok = ctx.Value(tickKey{}).(time.Time)
-	return tick, ok
-}
-
-func withTick(ctx context.Context, tick time.Time) context.Context {
-	return context.WithValue(ctx, tickKey{}, tick)
-}

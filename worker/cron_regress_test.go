@@ -228,7 +228,7 @@ func TestCron_ZeroNextDoesNotSpin(t *testing.T) {
 				}
 				done := make(chan struct{})
 				go func() {
-					r.w.runCron(ctx, r.w.log, jobs, &runningSet{names: map[string]int{}}, cp, nil)
+					r.w.runCron(ctx, r.w.log, jobs, &runningSet{names: map[string]int{}}, cp, nil, nil)
 					close(done)
 				}()
 				time.Sleep(5500 * time.Millisecond)

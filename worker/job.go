@@ -1,6 +1,9 @@
 package worker
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Job is a unit of work that runs only on the leader. Its Run receives a
 // context that carries the fencing term (leader.TermFrom) and token
@@ -101,3 +104,18 @@ func (f *funcJob) JobOptions() []JobOption       { return f.opts }
 type cronFuncJob struct{ *funcJob }
 
 func (c cronFuncJob) Schedule() string { return c.spec }
+
+type tickKey struct{}
+
+// TickFrom returns the scheduled time a cron job's run is for: the tick it
+// was recorded under. A late run (misfire run-once) gets the missed tick,
+// not the time it runs at, so a job that keys its work by the tick stores
+// the late run under the tick it stands for. ok is false outside a cron run.
+func TickFrom(ctx context.Context) (tick time.Time, ok bool) {
+	tick, ok = ctx.Value(tickKey{}).(time.Time)
+	return tick, ok
+}
+
+func withTick(ctx context.Context, tick time.Time) context.Context {
+	return context.WithValue(ctx, tickKey{}, tick)
+}

@@ -55,7 +55,7 @@ func (w *Worker) term(ctx context.Context, jobs []*job, cp checkpointFunc, healt
 		wg.Go(func() { w.supervise(jctx, log, j, runs, giveUp, healthy) })
 	}
 	if len(crons) > 0 {
-		wg.Go(func() { w.runCron(jctx, log, crons, runs, cp, healthy) })
+		wg.Go(func() { w.runCron(jctx, log, crons, runs, cp, giveUp, healthy) })
 	}
 	log.Info("jobs started", zap.Int("pull", len(jobs)-len(crons)), zap.Int("cron", len(crons)))
 
@@ -185,11 +185,7 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 			if errors.Is(err, leader.ErrResigned) {
 				// The job itself asks to give up the term (it saw a stale
 				// term, say): drain the others and resign at once.
-				log.Info("job asks to resign", zap.Error(err))
-				select {
-				case giveUp <- fmt.Errorf("job %q: %w", j.name, err):
-				default:
-				}
+				jobAsksToResign(log, giveUp, j, err)
 				return
 			}
 			if j.restart == RestartNever {
@@ -199,10 +195,7 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 			if failures >= p.MaxFailures {
 				log.Error("job failed repeatedly; resigning so another instance tries",
 					zap.Error(err), zap.Int("failures", failures))
-				select {
-				case giveUp <- fmt.Errorf("job %q failed %d times in a row: %w: %w", j.name, failures, err, errTermFailed):
-				default:
-				}
+				askGiveUp(giveUp, fmt.Errorf("job %q failed %d times in a row: %w: %w", j.name, failures, err, errTermFailed))
 				return
 			}
 			delay = backoff
@@ -213,6 +206,25 @@ func (w *Worker) supervise(ctx context.Context, log *zap.Logger, j *job, runs *r
 			return
 		}
 		w.metrics.JobRestarted(election, j.name)
+	}
+}
+
+// jobAsksToResign logs j's request to give up the term (err, from a pull
+// or cron run, wraps leader.ErrResigned) and hands it to term (askGiveUp).
+func jobAsksToResign(log *zap.Logger, giveUp chan<- error, j *job, err error) {
+	log.Info("job asks to resign", zap.Error(err))
+	askGiveUp(giveUp, fmt.Errorf("job %q: %w", j.name, err))
+}
+
+// askGiveUp hands err, a job's request to give up the term, to term's
+// giveUp without blocking: term then cancels and drains every job and
+// returns err (wrapped in leader.ErrResigned), so the elector resigns, or
+// in ModeAlways the jobs stop (GaveUp). The first request wins; later ones
+// are dropped, and a nil giveUp drops every one.
+func askGiveUp(giveUp chan<- error, err error) {
+	select {
+	case giveUp <- err:
+	default:
 	}
 }
 

@@ -628,3 +628,50 @@ func TestWorker_OnLeaderChange(t *testing.T) {
 		}
 	})
 }
+
+// TestWorker_CronJobReturningErrResignedResignsAtOnce: a cron run whose
+// error wraps leader.ErrResigned gives up the term, as a pull job's does,
+// at most once and at least once: every term runs it once, never again in
+// the same term. Before, the at-least-once tick ran again with back-off in
+// the same term and the at-most-once one failed every tick, at warn.
+func TestWorker_CronJobReturningErrResignedResignsAtOnce(t *testing.T) {
+	for _, d := range []worker.Delivery{worker.AtMostOnce, worker.AtLeastOnce} {
+		t.Run(string(d), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lock := leadertest.New()
+				var mu sync.Mutex
+				perTerm := map[uint64]int{}
+				job := func(ctx context.Context) error {
+					term, _ := leader.TermFrom(ctx)
+					mu.Lock()
+					perTerm[term]++
+					mu.Unlock()
+					return fmt.Errorf("stale term seen: %w", leader.ErrResigned)
+				}
+				var ins []*instance
+				for _, id := range []string{"a", "b"} {
+					in := newInstance(t, lock, id)
+					if err := in.w.Cron("report", "* * * * *", job, worker.WithDelivery(d)); err != nil {
+						t.Fatal(err)
+					}
+					in.start()
+					ins = append(ins, in)
+				}
+				time.Sleep(3 * time.Minute)
+				for _, in := range ins {
+					_ = in.stop()
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(perTerm) < 2 {
+					t.Errorf("runs per term %v, want runs in more than one term: the run resigns its term", perTerm)
+				}
+				for term, n := range perTerm {
+					if n != 1 {
+						t.Errorf("term %d ran the job %d times, want once: ErrResigned resigns without retries (all: %v)", term, n, perTerm)
+					}
+				}
+			})
+		})
+	}
+}
