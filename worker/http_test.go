@@ -136,32 +136,36 @@ func serveHTTP(t *testing.T, hs *worker.HTTPServer) string {
 	return ln.Addr().String()
 }
 
+// dialHTTP connects to addr until the test ends.
+func dialHTTP(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func okHandler() http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(rw, "ok\n") })
 }
 
 // TestHTTPServer_CapsConnections: NewHTTPServer's server keeps at most
-// MaxConns connections open: with that many waiting for their request,
-// the next waits, unserved, until one closes; idle keep-alive connections
-// give their place up to it at once. Before, solo's server accepted every
+// MaxConns connections open: with that many waiting for their request
+// (within HeaderGrace), the next waits, unserved, until one closes; idle
+// keep-alive connections give their place up to it at once. Before, solo's server accepted every
 // connection and kept each idle one for ever (only a ReadHeaderTimeout):
 // about 12,000 of them took solo past its 256Mi limit.
 func TestHTTPServer_CapsConnections(t *testing.T) {
 	hs := worker.NewHTTPServer(okHandler())
-	if hs.ReadHeaderTimeout <= 0 || hs.ReadTimeout <= 0 || hs.WriteTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxConns <= 0 || hs.MaxConns > 1000 {
-		t.Fatalf("limits: read header %s, read %s, write %s, idle %s, connections %d: want every one set",
-			hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout, hs.IdleTimeout, hs.MaxConns)
+	if hs.ReadHeaderTimeout <= 0 || hs.ReadTimeout <= 0 || hs.WriteTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxConns <= 0 || hs.MaxConns > 4096 || hs.HeaderGrace <= 0 {
+		t.Fatalf("limits: read header %s, read %s, write %s, idle %s, connections %d, header grace %s: want every one set",
+			hs.ReadHeaderTimeout, hs.ReadTimeout, hs.WriteTimeout, hs.IdleTimeout, hs.MaxConns, hs.HeaderGrace)
 	}
+	hs.HeaderGrace = time.Minute // the slow connections below stay within it
 	addr := serveHTTP(t, hs)
-	dial := func() net.Conn {
-		t.Helper()
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	dial := func() net.Conn { t.Helper(); return dialHTTP(t, addr) }
 
 	// Connections that have not sent their request yet (slow clients)
 	// hold their place: the next is not served.
@@ -208,6 +212,43 @@ func TestHTTPServer_CapsConnections(t *testing.T) {
 	_ = idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := idle[0].Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("an idle connection at the cap: read %d, %v; want it closed (EOF)", n, err)
+	}
+}
+
+// TestHTTPServer_ServesProbesPastSlowConnections: at the cap, connections
+// that have not sent a whole request header HeaderGrace after their
+// accept (silent, or a partial header) give their place up to a probe,
+// which is answered long before ReadHeaderTimeout would free one. Before,
+// the cap closed only idle keep-alive connections, which these are not:
+// MaxConns silent clients kept every probe out for ReadHeaderTimeout.
+func TestHTTPServer_ServesProbesPastSlowConnections(t *testing.T) {
+	for name, sent := range map[string]string{
+		"silent":         "",
+		"partial header": "GET /livez HTTP/1.1\r\nHost: solo\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			hs := worker.NewHTTPServer(okHandler())
+			hs.MaxConns, hs.HeaderGrace = 16, 50*time.Millisecond
+			hs.ReadHeaderTimeout = time.Minute // only the cap frees them
+			addr := serveHTTP(t, hs)
+			var slow []net.Conn
+			for range hs.MaxConns {
+				c := dialHTTP(t, addr)
+				if _, err := io.WriteString(c, sent); err != nil {
+					t.Fatal(err)
+				}
+				slow = append(slow, c)
+			}
+			probe := dialHTTP(t, addr)
+			_ = probe.SetReadDeadline(time.Now().Add(5 * time.Second)) // 100 graces
+			if err := get1(probe, bufio.NewReader(probe)); err != nil {
+				t.Fatalf("a probe with %d %s connections open: %v, want it served", hs.MaxConns, name, err)
+			}
+			_ = slow[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := slow[0].Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("the oldest %s connection at the cap: read %d, %v; want it closed (EOF)", name, n, err)
+			}
+		})
 	}
 }
 
