@@ -172,6 +172,11 @@ func (a *lockAggregate) summary() string {
 //     back; the owner stays out of the call's adoptable attempts (its
 //     release is on its way: adopting it again let that release delete
 //     the next hold, L1 and L4) but is abandoned when the call ends.
+//   - 74490837391764 (fair): a call holds a grant ("CALL.0") while one of
+//     its attempts is still on its way; the attempt lands after the
+//     Unlock, queues the finished call, and a release grants it the lock
+//     again (L6, G4), until the hold's lease abandons the grant owner and
+//     those attempts.
 func TestSim_LockPinned(t *testing.T) {
 	for _, tc := range []struct {
 		seed  uint64
@@ -179,6 +184,7 @@ func TestSim_LockPinned(t *testing.T) {
 	}{
 		{25777, []string{"go-redis retries the request", "adopted term", "fair"}},
 		{208364, []string{"acquire confirmed after its renew deadline; not holding it", "adopted term"}},
+		{74490837391764, []string{"mode fair", "granted"}},
 	} {
 		var res *sim.Result
 		synctest.Test(t, func(t *testing.T) { res = sim.RunLock(tc.seed, lockOptions()) })

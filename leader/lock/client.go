@@ -211,7 +211,7 @@ func (c *Client) Close() error {
 	for _, l := range holds {
 		l.expire(ErrClosed)
 		l.stopWatchdog()
-		l.abandonStray()
+		l.abandonStrays()
 	}
 	c.wg.Wait()
 	if c.batch != nil {

@@ -24,7 +24,7 @@ func TestMutex_GrantedOnlyWhenProvablyLater(t *testing.T) {
 		{"bad term", "x c-1.0", 100, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err, done := m.granted(t.Context(), tc.field, time.Now().Add(-tc.age), tc.seen)
+			h, err, done := m.granted(t.Context(), tc.field, time.Now().Add(-tc.age), tc.seen, nil)
 			if done || h != nil || err != nil {
 				t.Fatalf("granted = %v, %v, %v; want left to the next attempt", h, err, done)
 			}

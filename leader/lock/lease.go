@@ -27,10 +27,10 @@ type lease struct {
 	m     *Mutex
 	term  uint64
 	field string // "TERM OWNER": the hash field in Redis
-	// stray is the owner of an earlier attempt of the call whose hold
-	// this lease adopted, while a copy of its request may still land
-	// (else ""): abandoned once the term ends (abandonStray).
-	stray string
+	// strays are owners of the call that took this lease whose requests
+	// may still land once the term ended (lockCall.strays): abandoned
+	// then (abandonStrays).
+	strays []string
 	ctx   context.Context
 	// cancel ends ctx, which bounds a renewal in flight: every
 	// stopWatchdog comes after it. end calls it, then ends every hold.
@@ -220,21 +220,22 @@ func (l *lease) logLoss() {
 	l.m.log.Error("lock lost", zap.Uint64("term", l.term), zap.NamedError("cause", cause))
 }
 
-// abandonStray abandons the lease's stray owner, once, after the term
-// ended: a copy of its request landing later is refused (a tombstone),
-// and one that landed since the release (it took the lock, or queued the
-// finished call) is undone. The abandon runs on a goroutine of the
-// Client, or at once, best effort, when the Client is closed.
-func (l *lease) abandonStray() {
+// abandonStrays abandons the lease's strays, once, after the term ended:
+// a request of theirs landing later is refused (a tombstone), and one
+// that landed since the release (it took the lock, or queued the finished
+// call, which a release may then have granted the lock) is undone. The
+// abandon runs on a goroutine of the Client, or at once, best effort,
+// when the Client is closed.
+func (l *lease) abandonStrays() {
 	l.mu.Lock()
-	owner := l.stray
-	l.stray = ""
+	owners := l.strays
+	l.strays = nil
 	l.mu.Unlock()
-	if owner == "" {
+	if len(owners) == 0 {
 		return
 	}
-	m, ctx := l.m, context.Background()
-	if !m.c.spawn(func() { m.abandon(ctx, callOf(owner), []string{owner}) }) {
-		m.abandon(ctx, callOf(owner), []string{owner})
+	m, ctx, call := l.m, context.Background(), callOf(owners[0])
+	if !m.c.spawn(func() { m.abandon(ctx, call, owners) }) {
+		m.abandon(ctx, call, owners)
 	}
 }

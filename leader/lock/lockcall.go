@@ -217,10 +217,11 @@ func (c *lockCall) took(ctx context.Context, owner string, rep hooks.AcquireRepl
 	// would delete the hold. If no hold is made (held released it), the
 	// call's end abandons it.
 	var stray string
-	if o := ownerOf(fieldOf(rep, owner)); rep.Code == hooks.CodeAdopted && slices.Contains(c.unknown, o) {
-		stray = o
+	holdOwner := ownerOf(fieldOf(rep, owner))
+	if rep.Code == hooks.CodeAdopted && slices.Contains(c.unknown, holdOwner) {
+		stray = holdOwner
 	}
-	h, err := c.m.held(ctx, owner, rep, sent, stray)
+	h, err := c.m.held(ctx, owner, rep, sent, c.strays(holdOwner, stray))
 	if err == nil {
 		c.unknown = slices.DeleteFunc(c.unknown, func(o string) bool { return o == stray })
 		return c.hold(ctx, h)
@@ -257,7 +258,7 @@ func (c *lockCall) heldElsewhere(ctx context.Context, rep hooks.AcquireReply, se
 	if grant == "" || slices.Contains(c.spent, grant) {
 		return nil, nil, false
 	}
-	h, err, done := m.granted(ctx, grant, c.heldSent, c.heldSeen)
+	h, err, done := m.granted(ctx, grant, c.heldSent, c.heldSeen, c.strays(ownerOf(grant), ""))
 	if !done {
 		// Not provably after the last attempt, or that attempt is too
 		// old: the next attempt adopts the grant, its deadline counted
@@ -290,8 +291,35 @@ func (c *lockCall) firstWait(ctx context.Context, pttl time.Duration) (*Hold, er
 // hold ends the call with h.
 func (c *lockCall) hold(ctx context.Context, h *Hold) (*Hold, error, bool) {
 	c.held = true
-	c.m.endCall(ctx, c, false)
+	// An attempt still on its way may queue the finished call, and a
+	// release grant it the lock: unless the hold is that grant owner's
+	// own (its lease abandons it at the term's end: strays), the
+	// abandon deletes such a grant too.
+	c.m.endCall(ctx, c, c.grantOwn != "" && c.grantOwn != ownerOf(h.l.field) && len(c.unknown)+len(c.retired) > 0)
 	return h, nil, true
+}
+
+// strays returns the owners a hold held by holdOwner abandons when its
+// term ends (lease.strays): stray, an adopted attempt whose request may
+// still land (else ""), and, when the hold is the call's grant owner's
+// while attempts may still land (one may queue the call again once the
+// hold ended, and a release grant it "CALL.0" anew), the grant owner and
+// those attempts.
+func (c *lockCall) strays(holdOwner, stray string) []string {
+	var out []string
+	if stray != "" {
+		out = append(out, stray)
+	}
+	if c.grantOwn == "" || holdOwner != c.grantOwn || len(c.unknown)+len(c.retired) == 0 {
+		return out
+	}
+	out = append(out, c.grantOwn)
+	for _, o := range c.unknown {
+		if o != stray {
+			out = append(out, o)
+		}
+	}
+	return append(out, c.retired...)
 }
 
 // giveUp ends the call with err and nothing held. An attempt whose
@@ -329,14 +357,14 @@ func grantCall(owner string) string {
 // the adopting attempt pipelines its WAIT, as every acquire does. So is a
 // grant while the Client's last read of the server's eviction policy was
 // not safe (grantable): the adopting attempt's acquire checks it.
-func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64) (h *Hold, err error, done bool) {
+func (m *Mutex) granted(ctx context.Context, field string, sent time.Time, seen uint64, strays []string) (h *Hold, err error, done bool) {
 	t, _, _ := strings.Cut(field, " ")
 	term, perr := strconv.ParseUint(t, 10, 64)
 	if perr != nil || seen == 0 || term <= seen || time.Since(sent) >= m.cfg.RenewInterval || m.cfg.MinReplicas > 0 ||
 		!m.grantable() {
 		return nil, nil, false
 	}
-	h, err = m.held(ctx, ownerOf(field), hooks.AcquireReply{Code: hooks.CodeAdopted, Term: term, Field: field}, sent, "")
+	h, err = m.held(ctx, ownerOf(field), hooks.AcquireReply{Code: hooks.CodeAdopted, Term: term, Field: field}, sent, strays)
 	return h, err, true
 }
 
@@ -386,10 +414,9 @@ func (m *Mutex) endCall(ctx context.Context, call *lockCall, queued bool) {
 }
 
 // held turns a confirmed acquire into a hold, unless its reply came too
-// late (or ctx ended meanwhile): then the lock is handed back. stray,
-// unless "", is the adopted owner whose request may still land: the
-// lease abandons it when its term ends.
-func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, sent time.Time, stray string) (*Hold, error) {
+// late (or ctx ended meanwhile): then the lock is handed back. The lease
+// abandons strays (lockCall.strays) when its term ends.
+func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, sent time.Time, strays []string) (*Hold, error) {
 	term, field := rep.Term, fieldOf(rep, owner)
 	if late := time.Since(sent.Add(m.cfg.RenewDeadline)); late >= 0 {
 		// The lock may already have expired and passed to another owner.
@@ -405,7 +432,7 @@ func (m *Mutex) held(ctx context.Context, owner string, rep hooks.AcquireReply, 
 		return nil, err
 	}
 	l := newLease(m, term, field)
-	l.stray = stray
+	l.strays = strays
 	if !m.c.track(l) {
 		l.end(ErrClosed)
 		m.releaseField(ctx, field)

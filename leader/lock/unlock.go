@@ -103,7 +103,7 @@ func (l *lease) finish(n int64, err error) {
 		l.end(ErrUnlocked)
 		l.stopWatchdog()
 		l.m.c.untrack(l)
-		l.abandonStray()
+		l.abandonStrays()
 		if err == nil && n == 0 {
 			if ce := l.m.log.Check(zap.DebugLevel, "released"); ce != nil {
 				ce.Write(zap.Uint64("term", l.term))
