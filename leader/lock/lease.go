@@ -31,7 +31,7 @@ type lease struct {
 	// may still land once the term ended (lockCall.strays): abandoned
 	// then (abandonStrays).
 	strays []string
-	ctx   context.Context
+	ctx    context.Context
 	// cancel ends ctx, which bounds a renewal in flight: every
 	// stopWatchdog comes after it. end calls it, then ends every hold.
 	cancel context.CancelCauseFunc
