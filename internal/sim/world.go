@@ -421,13 +421,17 @@ func (w *world) elected(c int, term uint64) {
 	w.fns[k] = f
 	w.stats.Starts++
 	w.event(c, evElected, 0, 0, int64(term), 0, "")
-	selfOOM := w.oldLease(term)
+	// Out of the model from its start: a lease the old master granted,
+	// or one the server lost between its creation and this start (the
+	// elector cannot know; the fence is what holds).
+	selfWhy := w.oom(f, now)
+	selfOOM := selfWhy != ""
 	for ok2, o := range w.fns {
 		if o.ended || ok2 == k {
 			continue
 		}
 		if selfOOM {
-			w.noteOOM(f, "failover without min_replicas (a lease the old master granted)")
+			w.noteOOM(f, selfWhy)
 			continue
 		}
 		if ok2.cand == c {
